@@ -1,0 +1,14 @@
+"""bht: design optimal queries under an energy budget to tell two softmax models apart.
+
+    >>> from bhtcli import design, bound, load_matrix
+    >>> result = design("A.npy", "B.npy", energy=1.0)       # doctest: +SKIP
+    >>> result.samples["predicted"]                          # doctest: +SKIP
+"""
+from .bounds import BoundResult, bound
+from .design import DesignResult, design
+from .errors import BhtError, InputError, SolverError
+from .io import load_matrix
+
+__version__ = "0.1.0"
+__all__ = ["design", "bound", "load_matrix", "DesignResult", "BoundResult", "BhtError",
+           "InputError", "SolverError", "__version__"]

@@ -1,0 +1,125 @@
+"""Command-line interface: parse, call one library function, render. Nothing else."""
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+from rich.console import Console
+
+from . import __version__
+from .bounds import bound as bound_fn
+from .design import METHODS, design as design_fn
+from .errors import BhtError, InputError
+from .io import check_output_path, save_npy_atomic
+from .optimize import DEFAULT_STARTS
+from .render import render_bound_table, render_design_table, render_json
+
+CONTEXT = {"help_option_names": ["-h", "--help"]}
+
+
+def _stdout() -> Console:
+    return Console(no_color="NO_COLOR" in os.environ, soft_wrap=False)
+
+
+def _stderr() -> Console:
+    return Console(stderr=True, no_color="NO_COLOR" in os.environ)
+
+
+@click.group(context_settings=CONTEXT)
+@click.version_option(__version__, "--version", prog_name="bht")
+def cli():
+    """Design queries under an energy budget that tell two softmax models apart."""
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("a", metavar="A")
+@click.argument("b", metavar="B")
+@click.option("--energy", "-E", type=float, required=True, help="Budget on the query norm ||x||_2.")
+@click.option("--error", "alpha", type=float, default=0.05, show_default=True,
+              help="Target for both error probabilities (0 < ALPHA < 0.5).")
+@click.option("--starts", type=int, default=DEFAULT_STARTS, show_default=True,
+              help="Starting points of the multi-start search.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random starts.")
+@click.option("--method", type=click.Choice(METHODS), default="lbfgs", show_default=True,
+              help="lbfgs: batched projected L-BFGS (scales); ccp: cvxpy cross-check (small models).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout instead of tables.")
+@click.option("--out", type=click.Path(dir_okay=False), help="Write the query x to this .npy file.")
+def design(a, b, energy, alpha, starts, seed, method, as_json, out):
+    """Find the query x (||x|| <= E) that best separates A from B, and how many it takes.
+
+    A and B are n x d matrices: .npy, .npz (FILE.npz:KEY), .csv/.txt, or - for stdin.
+
+    \b
+    Examples:
+      bht design A.npy B.npy --energy 1.0
+      bht design A.npy B.npy --energy 1.0 --json | jq .samples.predicted
+      bht design A.csv B.csv --energy 2 --error 0.01 --out x.npy
+    """
+    if out:
+        check_output_path(out)
+    err = _stderr()
+    progress = (lambda msg: err.print(f"[dim]{msg}[/dim]")) if not as_json else None
+    result = design_fn(a, b, energy, error=alpha, starts=starts, seed=seed, method=method,
+                       progress=progress)
+    if out:
+        import numpy as np
+        save_npy_atomic(out, np.asarray(result.query))
+    if as_json:
+        click.echo(render_json(result))
+    else:
+        render_design_table(result, _stdout())
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("a", metavar="A")
+@click.argument("b", metavar="B")
+@click.option("--energy", "-E", type=float, required=True, help="Budget on the query norm ||x||_2.")
+@click.option("--error", "alpha", type=float, default=0.05, show_default=True,
+              help="Target for both error probabilities (0 < ALPHA < 0.5).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout instead of a table.")
+def bound(a, b, energy, alpha, as_json):
+    """Closed-form bounds, no optimisation: certified sup H^2 and query lower bounds.
+
+    \b
+    Examples:
+      bht bound A.npy B.npy --energy 1.0
+      bht bound A.npy B.npy --energy 1.0 --json | jq .samples_lower_any_strategy
+    """
+    result = bound_fn(a, b, energy, error=alpha)
+    if as_json:
+        click.echo(render_json(result))
+    else:
+        render_bound_table(result, _stdout())
+
+
+def main(argv=None) -> None:
+    """Console entry point: every expected failure is one 'Error: ...' line on stderr."""
+    try:
+        cli.main(args=argv, prog_name="bht", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        click.echo("Error: aborted", err=True)
+        sys.exit(1)
+    except click.UsageError as exc:
+        click.echo(f"Error: {exc.format_message()} (see bht {_command(exc)}--help)", err=True)
+        sys.exit(2)
+    except InputError as exc:
+        click.echo(f"Error: {exc}", err=True)
+        sys.exit(2)
+    except BhtError as exc:
+        click.echo(f"Error: {exc}", err=True)
+        sys.exit(1)
+    except MemoryError:
+        click.echo("Error: out of memory; the matrices are too large for this machine", err=True)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        click.echo("Error: interrupted", err=True)
+        sys.exit(130)
+    sys.exit(0)
+
+
+def _command(exc) -> str:
+    ctx = getattr(exc, "ctx", None)
+    return f"{ctx.info_name} " if ctx is not None and ctx.parent is not None else ""

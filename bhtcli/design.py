@@ -1,0 +1,177 @@
+"""`design`: the best query under an energy budget, with everything a user decides from."""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from .bounds import analyse_pair, certificate
+from .divergences import Tilt, divergences_from_tilt
+from .errors import InputError
+from .io import load_pair
+from .optimize import DEFAULT_STARTS, kkt_state, maximize, starting_points
+from .samples import sample_counts
+from .softmax import SoftmaxPair
+from .validation import check_energy, check_error, check_starts
+
+METHODS = ("lbfgs", "ccp")
+
+
+@dataclass(frozen=True)
+class DesignResult:
+    """What `bht design` reports (render with bhtcli.render, or use `to_dict()`)."""
+
+    model: str
+    n: int
+    d: int
+    energy: float
+    target_error: float
+    query: list
+    query_norm: float
+    on_boundary: bool
+    hellinger: float
+    hellinger_squared: float
+    bhattacharyya_distance: float
+    total_variation: float
+    kl_ab: float
+    kl_ba: float
+    chernoff_information: float
+    distinguishable: bool
+    note: str | None
+    samples: dict = field(default_factory=dict)
+    certificate: dict = field(default_factory=dict)
+    paper: dict = field(default_factory=dict)
+    solver: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return _json_safe(asdict(self))
+
+
+def _json_safe(obj):
+    if isinstance(obj, dict):
+        return {k: _json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_json_safe(v) for v in obj]
+    if isinstance(obj, (bool, np.bool_)):
+        return bool(obj)
+    if isinstance(obj, (int, np.integer)):
+        return int(obj)
+    if isinstance(obj, (float, np.floating)):
+        v = float(obj)
+        return v if math.isfinite(v) else None
+    return obj
+
+
+def design(A, B, energy: float, error: float = 0.05, starts: int = DEFAULT_STARTS,
+           seed: int = 0, method: str = "lbfgs", progress=None) -> DesignResult:
+    """Find the query x (||x||_2 <= energy) that best separates softmax(Ax) from softmax(Bx).
+
+    Parameters
+    ----------
+    A, B : array_like or path
+        The two n x d models (paths are read with :func:`bhtcli.load_matrix`).
+    energy : float
+        Budget E on ||x||_2 (> 0).
+    error : float
+        Target error alpha for both error types, 0 < alpha < 0.5 (default 0.05).
+    starts : int
+        Number of starting points of the multi-start search (default 32).
+    seed : int
+        Seed of the random starting points; equal seeds give equal results.
+    method : {"lbfgs", "ccp"}
+        "lbfgs" (default, batched projected L-BFGS, scales to large models) or "ccp"
+        (convex-concave procedure solved with cvxpy; small models only, a cross-check).
+    progress : callable, optional
+        Called with short status strings (the CLI prints them on stderr).
+
+    Returns
+    -------
+    DesignResult
+
+    Raises
+    ------
+    InputError
+        Invalid matrices or options.
+    """
+    energy, error, starts = check_energy(energy), check_error(error), check_starts(starts)
+    if method not in METHODS:
+        raise InputError(f"--method must be one of {', '.join(METHODS)}, got {method!r}")
+    A, B = load_pair(A, B)
+    t0 = time.perf_counter()
+    pair = SoftmaxPair(A, B)
+    eps_2inf, diam, distinguishable, reason = analyse_pair(A, B, pair.G)
+    cert = certificate(energy, diam.value, error, distinguishable)
+    n, d = A.shape
+
+    if not distinguishable:
+        x = np.zeros(d)
+        solver = {"method": method, "starts": 0, "iterations": 0, "passes": pair.passes,
+                  "local_maxima": 0, "local_maxima_values": [], "kkt_residual": 0.0,
+                  "seconds": time.perf_counter() - t0}
+        zero = dict(bhattacharyya_distance=0.0, hellinger=0.0, hellinger_squared=0.0,
+                    total_variation=0.0, kl_ab=0.0, kl_ba=0.0, chernoff_information=0.0)
+        return DesignResult("softmax", n, d, energy, error, x.tolist(), 0.0, False, **zero,
+                            distinguishable=False, note=reason,
+                            samples={"lower": None, "upper": None, "predicted": None, "method": "none"},
+                            certificate=_certificate_dict(cert, diam, 0.0),
+                            paper=_paper_dict(eps_2inf, energy, False), solver=solver)
+
+    if method == "ccp":
+        x, iterations, local_values, seconds, residual, on_boundary, local = _run_ccp(
+            A, B, pair, energy, starts, seed)
+    else:
+        found = maximize(pair, energy, starts=starts, seed=seed, progress=progress)
+        x, iterations, local_values = found.x, found.iterations, found.values
+        seconds, residual, on_boundary = found.seconds, found.kkt_residual, found.on_boundary
+        local = found.local_maxima
+
+    c, delta = pair.logits(x)
+    tilt = Tilt.from_logits(c, delta)
+    div = divergences_from_tilt(tilt)
+    counts = sample_counts(tilt, div.bhattacharyya_distance, error)
+    note = None
+    if div.bhattacharyya_distance == 0.0:
+        note = ("the models differ, but by less than float64 resolves at this budget: "
+                "H^2 underflows to 0 and no finite count can be given")
+    solver = {"method": method, "starts": starts, "iterations": iterations,
+              "passes": pair.passes, "local_maxima": local,
+              "local_maxima_values": [-math.expm1(-v) for v in local_values[:5]],
+              "kkt_residual": residual, "seconds": time.perf_counter() - t0,
+              "search_seconds": seconds}
+    return DesignResult(
+        "softmax", n, d, energy, error, x.tolist(), float(np.linalg.norm(x)), on_boundary,
+        div.hellinger, div.hellinger_squared, div.bhattacharyya_distance, div.total_variation,
+        div.kl_ab, div.kl_ba, div.chernoff_information, distinguishable=True, note=note,
+        samples={"lower": counts.lower, "upper": counts.upper, "predicted": counts.predicted,
+                 "method": counts.method},
+        certificate=_certificate_dict(cert, diam, div.hellinger_squared),
+        paper=_paper_dict(eps_2inf, energy, True), solver=solver)
+
+
+def _certificate_dict(cert, diam, h2):
+    gap = cert.hellinger_squared_max_bound / h2 if h2 > 0 else None
+    return {"hellinger_squared_max_bound": cert.hellinger_squared_max_bound,
+            "samples_lower_any_strategy": cert.samples_lower_any_strategy,
+            "mean_samples_lower_sequential": cert.mean_samples_lower_sequential,
+            "row_diameter": diam.value, "row_diameter_exact": diam.exact,
+            "bound_over_design": gap}
+
+
+def _paper_dict(eps_2inf, energy, distinguishable):
+    return {"row_norm_2inf": eps_2inf,
+            "thm32_order_eps2_E2_inverse": (1.0 / (eps_2inf * energy) ** 2
+                                            if distinguishable and eps_2inf > 0 else None)}
+
+
+def _run_ccp(A, B, pair, energy, starts, seed):
+    from .ccp import ccp_maximize
+    t = time.perf_counter()
+    X0 = starting_points(pair, energy, starts, seed)
+    X, values, solves = ccp_maximize(np.asarray(A), np.asarray(B), X0, energy)
+    best = int(np.argmax(values))
+    x = X[:, best]
+    on_boundary, residual = kkt_state(pair, x, energy)
+    order = sorted(set(values.tolist()), reverse=True)
+    return x, solves, order, time.perf_counter() - t, residual, on_boundary, len(order)

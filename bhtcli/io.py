@@ -1,0 +1,214 @@
+"""Reading matrices (.npy, .npz, .csv/.txt, stdin) and writing results atomically."""
+from __future__ import annotations
+
+import io
+import os
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+from .errors import InputError
+from .validation import check_matrix, check_pair
+
+NPY_MAGIC = b"\x93NUMPY"
+TEXT_SUFFIXES = {".csv", ".txt", ".tsv", ".dat"}
+
+
+def load_matrix(spec, name: str | None = None, stdin=None) -> np.ndarray:
+    """Load and check one matrix.
+
+    Parameters
+    ----------
+    spec : str, os.PathLike or array_like
+        A path (``.npy``, ``.npz``, ``FILE.npz:KEY``, ``.csv``/``.txt``), ``"-"`` for standard
+        input (text or .npy bytes, told apart by the .npy magic string), or an array.
+    name : str, optional
+        How messages refer to the input; defaults to the path.
+    stdin : binary file, optional
+        Replaces ``sys.stdin.buffer`` (for tests).
+
+    Returns
+    -------
+    numpy.ndarray
+        2-D finite float64 matrix. A float64 ``.npy`` file is memory-mapped, not read.
+
+    Raises
+    ------
+    InputError
+        Any unreadable, unsupported or invalid input; the message names it and the fix.
+    """
+    if not isinstance(spec, (str, os.PathLike)):
+        return check_matrix(spec, name or "matrix")
+    spec = os.fspath(spec)
+    label = name or ("standard input" if spec == "-" else spec)
+    if spec == "-":
+        stream = stdin if stdin is not None else sys.stdin.buffer
+        return check_matrix(_parse_bytes(stream.read(), label), label)
+    path, key = _split_key(spec)
+    suffix = Path(path).suffix.lower()
+    if not os.path.exists(path):
+        raise InputError(f"{path}: no such file; check the path")
+    if os.path.isdir(path):
+        raise InputError(f"{path} is a folder, expected a matrix file (.npy, .npz, .csv, .txt)")
+    if key is not None and suffix != ".npz":
+        raise InputError(f"{spec}: ':KEY' selects an array inside a .npz file only")
+    if suffix in (".pkl", ".pickle", ".pt", ".pth", ".bin"):
+        raise InputError(f"{path}: pickled files are refused (loading them can run code); "
+                         "save the matrix with numpy.save as .npy")
+    try:
+        if suffix == ".npy":
+            arr = _load_npy(path)
+        elif suffix == ".npz":
+            arr = _load_npz(path, key)
+        elif suffix in TEXT_SUFFIXES:
+            with open(path, "rb") as fh:
+                arr = _parse_text(fh.read(), path)
+        else:
+            raise InputError(f"{path}: unknown extension {suffix or '(none)'!r}; "
+                             "use .npy, .npz, .csv or .txt (or - for standard input)")
+    except PermissionError:
+        raise InputError(f"{path}: permission denied; make the file readable") from None
+    except IsADirectoryError:
+        raise InputError(f"{path} is a folder, expected a matrix file") from None
+    return check_matrix(arr, label)
+
+
+def _split_key(spec: str):
+    # 'file.npz:key' -> ('file.npz', 'key'); a Windows drive letter or a plain path -> (spec, None)
+    head, sep, tail = spec.rpartition(":")
+    if sep and head.lower().endswith(".npz") and tail:
+        return head, tail
+    return spec, None
+
+
+def _load_npy(path: str) -> np.ndarray:
+    try:
+        # mmap_mode refuses object arrays instead of unpickling them; allow_pickle=False too.
+        return np.load(path, mmap_mode="r", allow_pickle=False)
+    except ValueError as exc:
+        msg = str(exc).lower()
+        if "object" in msg or "pickle" in msg:
+            raise InputError(f"{path} holds a pickled/object array, which bht refuses to load "
+                             "(it can run code); save a float array with numpy.save") from None
+        if "mmap length" in msg or "empty" in msg:  # empty file or zero-size data
+            return np.load(path, allow_pickle=False)
+        raise InputError(f"{path} is not a valid .npy file ({exc}); re-save it with numpy.save") from None
+    except (OSError, EOFError) as exc:
+        raise InputError(f"{path} is not a valid .npy file ({exc}); re-save it with numpy.save") from None
+
+
+def _load_npz(path: str, key: str | None) -> np.ndarray:
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            keys = list(archive.files)
+            if key is None:
+                if len(keys) != 1:
+                    raise InputError(f"{path} holds {len(keys)} arrays ({', '.join(keys) or 'none'}); "
+                                     f"pick one with {path}:KEY")
+                key = keys[0]
+            if key not in keys:
+                raise InputError(f"{path} has no array {key!r}; it holds: {', '.join(keys) or 'none'}")
+            return archive[key]
+    except InputError:
+        raise
+    except ValueError as exc:
+        if "pickle" in str(exc).lower() or "object" in str(exc).lower():
+            raise InputError(f"{path} holds a pickled/object array, which bht refuses to load; "
+                             "save float arrays with numpy.savez") from None
+        raise InputError(f"{path} is not a valid .npz file ({exc})") from None
+    except (OSError, EOFError, zipfile.BadZipFile) as exc:
+        raise InputError(f"{path} is not a valid .npz file ({exc}); re-save it with numpy.savez") from None
+
+
+def _parse_bytes(data: bytes, label: str) -> np.ndarray:
+    if data.startswith(NPY_MAGIC):
+        try:
+            return np.load(io.BytesIO(data), allow_pickle=False)
+        except ValueError as exc:
+            raise InputError(f"{label}: .npy bytes hold a pickled/object array or are damaged ({exc}); "
+                             "send a float array saved with numpy.save") from None
+    return _parse_text(data, label)
+
+
+def _parse_text(data: bytes, label: str) -> np.ndarray:
+    """Comma- or whitespace-separated numbers, one row per line; '#' starts a comment line."""
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise InputError(f"{label} is not text (nor .npy bytes); use UTF-8 CSV or a .npy file") from None
+    rows, width, first_line = [], None, None
+    for lineno, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        cells = [c.strip() for c in line.split(",")] if "," in line else line.split()
+        try:
+            values = [float(c) for c in cells]
+        except ValueError:
+            bad = next(c for c in cells if not _is_float(c))
+            raise InputError(f"{label}, line {lineno}: {bad!r} is not a number; "
+                             "cells must be plain numbers (no header row)") from None
+        if width is None:
+            width, first_line = len(values), lineno
+        elif len(values) != width:
+            raise InputError(f"{label}, line {lineno}: {len(values)} values but line {first_line} has "
+                             f"{width}; every row needs the same number of columns")
+        rows.append(values)
+    if not rows:
+        raise InputError(f"{label} is empty; it needs at least one row of numbers")
+    return np.array(rows, dtype=np.float64)
+
+
+def _is_float(cell: str) -> bool:
+    try:
+        float(cell)
+        return True
+    except ValueError:
+        return False
+
+
+def check_output_path(path: str, option: str = "--out") -> str:
+    """Fail early (before any work) when the folder of an output file does not exist."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise InputError(f"{option} {path}: folder {folder} does not exist; create it first")
+    if os.path.isdir(path):
+        raise InputError(f"{option} {path} is a folder; give a file name such as x.npy")
+    return path
+
+
+def save_npy_atomic(path: str, array: np.ndarray) -> None:
+    """Write `array` to `path` in .npy format via a temporary file and os.replace."""
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".bht-", suffix=".npy.tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            np.save(fh, np.asarray(array, dtype=np.float64), allow_pickle=False)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def load_pair(A, B, name_a: str | None = None, name_b: str | None = None):
+    """Load and check both models; they must have the same shape."""
+    if isinstance(A, str) and isinstance(B, str) and A == "-" and B == "-":
+        raise InputError("A and B cannot both be read from standard input; give one as a file")
+    A_ = load_matrix(A, name_a or (A if isinstance(A, (str, os.PathLike)) else "A"))
+    B_ = load_matrix(B, name_b or (B if isinstance(B, (str, os.PathLike)) else "B"))
+    check_pair(A_, B_, _label(A, name_a, "A"), _label(B, name_b, "B"))
+    return A_, B_
+
+
+def _label(spec, name, default):
+    if name:
+        return name
+    if isinstance(spec, (str, os.PathLike)):
+        return "standard input" if os.fspath(spec) == "-" else os.fspath(spec)
+    return default

@@ -1,0 +1,225 @@
+"""How many repetitions of one query decide between A and B with both errors <= alpha.
+
+SPEC section 3. With D = -log BC for the query:
+
+- upper = ceil(ln(1/alpha) / D): the likelihood-ratio test at threshold 0 has both errors
+  <= BC^N (Chernoff bound at lambda = 1/2);
+- lower = ceil(ln(1/(4 alpha (1-alpha))) / (2 D)): necessary for any test on N answers;
+- predicted = the smallest N at which the minimax likelihood-ratio test, randomised at the
+  threshold, has max(type I, type II) <= alpha.
+
+`predicted` is computed two ways:
+
+* lattice (N up to LATTICE_MAX_N): the log-likelihood ratio of one answer is rounded to a
+  grid of W cells; the N-fold sum of the rounded statistic has an exact law under A and under
+  B (an FFT convolution power), so the randomised threshold test on it has *exactly* known
+  errors. It is a real test no better than the exact LRT, so the N it needs is an upper
+  bound on the exact minimax N that tightens as W grows (W = 4096 cells for small N);
+* saddlepoint (larger N): Lugannani-Rice tail approximations for the sum of N log-likelihood
+  ratios under A and B, both from the one function kappa(lam) = log sum p^lam q^(1-lam),
+  solved for the balanced threshold and then for N.
+
+Counts are Python integers (no overflow when D ~ 1e-19).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import fft as sfft
+from scipy.optimize import brentq
+from scipy.special import log_ndtr
+
+from .divergences import Tilt
+
+LATTICE_MAX_N = 4000
+LATTICE_CELLS = 1 << 18     # cells of the N-fold sum's grid
+LATTICE_MIN_ALPHA = 1e-9    # below this FFT round-off (~1e-14) could matter: use saddlepoint
+
+
+@dataclass(frozen=True)
+class SampleCounts:
+    lower: int | None
+    upper: int | None
+    predicted: int | None
+    method: str                 # "lattice", "saddlepoint" or "none"
+
+
+def ceil_count(x: float) -> int | None:
+    """max(1, ceil(x)) as a Python int; None when x is not finite (D underflowed to 0)."""
+    if not math.isfinite(x):
+        return None
+    return max(1, math.ceil(x))
+
+
+def upper_count(D: float, alpha: float) -> int | None:
+    """ceil(ln(1/alpha) / D): enough for the likelihood-ratio test."""
+    if not D > 0:
+        return None
+    return ceil_count(math.log(1.0 / alpha) / D)
+
+
+def lower_count(D: float, alpha: float) -> int | None:
+    """ceil(ln(1/(4 alpha (1-alpha))) / (2 D)): needed by any test of N answers."""
+    if not D > 0:
+        return None
+    return ceil_count(math.log(1.0 / (4.0 * alpha * (1.0 - alpha))) / (2.0 * D))
+
+
+# ---------------------------------------------------------------- lattice (exact for T)
+class LatticeTest:
+    """Exact errors of the randomised threshold test on T = sum of rounded per-answer LLRs."""
+
+    def __init__(self, llr: np.ndarray, p: np.ndarray, q: np.ndarray):
+        keep = (p > 0) | (q > 0)
+        self.llr, self.p, self.q = llr[keep], p[keep] / p[keep].sum(), q[keep] / q[keep].sum()
+        # Answers whose mass under both models is negligible are clamped into the end cells
+        # (still an exact statement about the test that uses the clamped statistic).
+        heavy = (self.p > 1e-16) | (self.q > 1e-16)
+        self.lo = float(self.llr[heavy].min())
+        self.hi = float(self.llr[heavy].max())
+
+    def minimax_error(self, N: int) -> float:
+        """min over thresholds (with randomisation) of max(P_A(decide B), P_B(decide A))."""
+        if self.hi - self.lo <= 0:      # one LLR value: no information
+            return 0.5
+        W = int(min(4096, max(64, LATTICE_CELLS // N)))
+        h = (self.hi - self.lo) / W
+        k = np.clip(np.rint((self.llr - self.lo) / h), 0, W).astype(np.int64)
+        pk = np.bincount(k, weights=self.p, minlength=W + 1)
+        qk = np.bincount(k, weights=self.q, minlength=W + 1)
+        size = N * W + 1
+        L = sfft.next_fast_len(size, real=True)
+        PN = np.clip(sfft.irfft(sfft.rfft(pk, L) ** N, L)[:size], 0.0, None)
+        QN = np.clip(sfft.irfft(sfft.rfft(qk, L) ** N, L)[:size], 0.0, None)
+        PN /= PN.sum()
+        QN /= QN.sum()
+        return balanced_error(PN, QN)
+
+
+def balanced_error(P: np.ndarray, Q: np.ndarray) -> float:
+    """Minimax error of 'decide A iff T > tau (randomise at tau)' for laws P (A) and Q (B) of T.
+
+    Type I (A true, decide B) = P(T < tau) + gamma P(T = tau);
+    type II (B true, decide A) = Q(T > tau) + (1 - gamma) Q(T = tau).
+    Moving (tau, gamma) upward raises type I and lowers type II continuously; the minimax is
+    where they meet.
+    """
+    P_below = np.concatenate([[0.0], np.cumsum(P)[:-1]])          # P(T < tau)
+    Q_above = np.concatenate([np.cumsum(Q[::-1])[::-1][1:], [0.0]])  # Q(T > tau)
+    # at gamma = 1: e1 = P(T <= tau), e2 = Q(T > tau); first tau where e1 >= e2
+    e1_full = P_below + P
+    tau = int(np.argmax(e1_full >= Q_above))
+    denom = P[tau] + Q[tau]
+    gamma = 0.0 if denom <= 0 else (Q_above[tau] + Q[tau] - P_below[tau]) / denom
+    gamma = min(max(gamma, 0.0), 1.0)
+    return float(P_below[tau] + gamma * P[tau])
+
+
+# ---------------------------------------------------------------- saddlepoint (large N)
+class Saddlepoint:
+    """Lugannani-Rice tails of the N-answer log-likelihood ratio under A and under B."""
+
+    def __init__(self, tilt: Tilt):
+        self.tilt = tilt
+        self.gp, self.gm = float(tilt.cgf(0.5)), float(tilt.cgf(-0.5))
+
+    def kappa(self, lam):          # log sum p^lam q^(1-lam)
+        return float(self.tilt.log_alpha_power(lam, self.gp, self.gm))
+
+    def kappa1(self, lam):         # its derivative: mean LLR under the tilted law
+        return float(self.tilt.cgf_prime(lam - 0.5)) - self.gp + self.gm
+
+    def kappa2(self, lam):
+        return float(self.tilt.cgf_second(lam - 0.5))
+
+    def log_errors(self, lam: float, N: float):
+        """(log type I, log type II) of the test with threshold N * kappa'(lam)."""
+        k, k1, k2 = self.kappa(lam), self.kappa1(lam), self.kappa2(lam)
+        # Under A the CGF of one LLR is kappa(1 + theta); the saddle is theta = lam - 1 < 0.
+        wa = -math.sqrt(max(2.0 * N * ((lam - 1.0) * k1 - k), 0.0))
+        ua = (lam - 1.0) * math.sqrt(N * k2)
+        # Under B it is kappa(theta); the saddle is theta = lam > 0.
+        wb = math.sqrt(max(2.0 * N * (lam * k1 - k), 0.0))
+        ub = lam * math.sqrt(N * k2)
+        return _lr_log_lower(wa, ua), _lr_log_lower(-wb, -ub)
+
+    def minimax_log_error(self, N: float) -> float:
+        def balance(lam):
+            a, b = self.log_errors(lam, N)
+            return a - b
+        lo, hi = 1e-6, 1 - 1e-6
+        try:
+            lam = brentq(balance, lo, hi, xtol=1e-12)
+        except ValueError:
+            lam = lo if abs(balance(lo)) < abs(balance(hi)) else hi
+        return max(self.log_errors(lam, N))
+
+    def count(self, alpha: float, lower: int, upper: int) -> int:
+        target = math.log(alpha)
+        f = lambda logN: self.minimax_log_error(math.exp(logN)) - target
+        a, b = math.log(max(lower, 1) * 0.5), math.log(upper * 2.0)
+        if f(a) <= 0:
+            return lower
+        if f(b) > 0:
+            return upper
+        return math.ceil(math.exp(brentq(f, a, b, xtol=1e-10)))
+
+
+def _lr_log_lower(w: float, u: float) -> float:
+    """log P(sum <= threshold) by Lugannani-Rice: Phi(w) + phi(w) (1/w - 1/u); w, u < 0."""
+    if abs(w) < 1e-6 or abs(u) < 1e-6:
+        return math.log(0.5)
+    log_phi_w = -0.5 * w * w - 0.5 * math.log(2 * math.pi)
+    log_Phi_w = float(log_ndtr(w))
+    corr = 1.0 / w - 1.0 / u
+    # Phi(w) + phi(w) corr = Phi(w) (1 + exp(log phi - log Phi) corr)
+    ratio = math.exp(log_phi_w - log_Phi_w) * corr
+    if ratio <= -1.0:          # breakdown far in the tail: fall back to the leading term
+        return log_phi_w - math.log(-w) if w < 0 else log_Phi_w
+    return log_Phi_w + math.log1p(ratio)
+
+
+# ---------------------------------------------------------------- public entry point
+def sample_counts(tilt: Tilt, D: float, alpha: float) -> SampleCounts:
+    """lower, upper and predicted counts for one query given its tilt (see module docstring)."""
+    lo, up = lower_count(D, alpha), upper_count(D, alpha)
+    if lo is None or up is None:
+        return SampleCounts(None, None, None, "none")
+    if up <= LATTICE_MAX_N and alpha >= LATTICE_MIN_ALPHA:
+        return SampleCounts(lo, up, lattice_count(tilt, alpha, lo, up), "lattice")
+    return SampleCounts(lo, up, Saddlepoint(tilt).count(alpha, lo, up), "saddlepoint")
+
+
+def lattice_count(tilt: Tilt, alpha: float, lower: int, upper: int) -> int:
+    """Smallest N in [lower, upper] whose lattice minimax error is <= alpha.
+
+    The search starts at the saddlepoint estimate and gallops from there, so a typical call
+    evaluates the exact lattice error at two to four values of N.
+    """
+    la, lb = tilt.log_probs()
+    test = LatticeTest(la - lb, np.exp(la), np.exp(lb))
+    ok = lambda N: test.minimax_error(N) <= alpha
+    guess = min(max(Saddlepoint(tilt).count(alpha, lower, upper), lower), upper)
+    if ok(guess):
+        hi, step = guess, 1                      # gallop down to a failing N
+        lo = guess - step
+        while lo >= lower and ok(lo):
+            hi, step = lo, step * 2
+            lo = hi - step
+        lo = max(lo, lower - 1)
+    else:
+        lo, step = guess, 1                      # gallop up to a passing N
+        hi = guess + step
+        while hi < upper and not ok(hi):
+            lo, step = hi, step * 2
+            hi = lo + step
+        hi = min(hi, upper)
+    while hi - lo > 1:                           # invariant: lo fails (or < lower), hi passes
+        mid = (lo + hi) // 2
+        if ok(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi

@@ -1,0 +1,93 @@
+"""The one place where inputs are checked (scikit-learn's check_array habit)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .errors import InputError
+
+
+def check_matrix(array, name: str) -> np.ndarray:
+    """Return `array` as a finite 2-D float64 matrix, or raise InputError naming `name`.
+
+    Parameters
+    ----------
+    array : array_like
+        The candidate matrix (a memory map stays a memory map when already float64).
+    name : str
+        How the user knows this input (a file name), used in messages.
+
+    Returns
+    -------
+    numpy.ndarray
+        A 2-D float64 array (n rows, d columns), n >= 1 and d >= 1.
+
+    Raises
+    ------
+    InputError
+        Object, string, complex or boolean dtype; not 2-D; empty; NaN or Inf.
+    """
+    arr = np.asarray(array) if not isinstance(array, np.ndarray) else array
+    if arr.dtype == object:
+        raise InputError(f"{name} holds Python objects; bht reads numeric arrays only "
+                         "(save it with numpy.save of a float array)")
+    if arr.dtype.kind not in "iuf":
+        raise InputError(f"{name} has dtype {arr.dtype}, expected real numbers (float or int)")
+    if arr.ndim == 1:
+        raise InputError(f"{name} has shape {arr.shape}, expected a 2-D matrix; "
+                         "for a single column use x.reshape(-1, 1), for a single row x.reshape(1, -1)")
+    if arr.ndim != 2:
+        raise InputError(f"{name} has shape {arr.shape}, expected a 2-D matrix (n rows, d columns); "
+                         "select one slice or reshape it to (n, d)")
+    if arr.size == 0:
+        raise InputError(f"{name} is empty (shape {arr.shape}); it needs at least one row and one column")
+    if arr.dtype != np.float64:
+        arr = arr.astype(np.float64)
+    if not _all_finite(arr):
+        raise InputError(f"{name} contains NaN or Inf; replace them with finite numbers")
+    return arr
+
+
+def _all_finite(arr: np.ndarray, rows_per_block: int = 4096) -> bool:
+    # Block-wise so that a memory-mapped file is streamed, not materialised as booleans at once.
+    for start in range(0, arr.shape[0], rows_per_block):
+        if not np.isfinite(arr[start:start + rows_per_block]).all():
+            return False
+    return True
+
+
+def check_pair(A: np.ndarray, B: np.ndarray, name_a: str = "A", name_b: str = "B") -> None:
+    """Raise InputError unless A and B have the same shape (same n answers, same query size d)."""
+    if A.shape != B.shape:
+        raise InputError(f"{name_a} has shape {A.shape} but {name_b} has shape {B.shape}; "
+                         "both models need the same number of rows (answers) and columns (query size)")
+
+
+def check_energy(energy: float, option: str = "--energy") -> float:
+    """Return the energy budget E as float; it must be finite and > 0."""
+    try:
+        e = float(energy)
+    except (TypeError, ValueError):
+        raise InputError(f"{option} must be a number, got {energy!r}") from None
+    if not math.isfinite(e) or e <= 0:
+        raise InputError(f"{option} must be a finite number > 0, got {energy!r}")
+    return e
+
+
+def check_error(error: float, option: str = "--error") -> float:
+    """Return the target error probability alpha; it must lie strictly between 0 and 0.5."""
+    try:
+        a = float(error)
+    except (TypeError, ValueError):
+        raise InputError(f"{option} must be a number, got {error!r}") from None
+    if not (0.0 < a < 0.5):
+        raise InputError(f"{option} must lie strictly between 0 and 0.5, got {error!r} (e.g. 0.05)")
+    return a
+
+
+def check_starts(starts: int, option: str = "--starts") -> int:
+    """Return the number of starting points; at least 1."""
+    if isinstance(starts, bool) or int(starts) != starts or starts < 1:
+        raise InputError(f"{option} must be a whole number >= 1, got {starts!r}")
+    return int(starts)
