@@ -85,6 +85,10 @@ def _split_key(spec: str):
 
 
 def _load_npy(path: str) -> np.ndarray:
+    with open(path, "rb") as fh:
+        if fh.read(len(NPY_MAGIC)) != NPY_MAGIC:
+            raise InputError(f"{path} is not a valid .npy file (no .npy header); "
+                             "re-save it with numpy.save")
     try:
         # mmap_mode refuses object arrays instead of unpickling them; allow_pickle=False too.
         return np.load(path, mmap_mode="r", allow_pickle=False)
