@@ -151,7 +151,7 @@ class Saddlepoint:
             return a - b
         lo, hi = 1e-6, 1 - 1e-6
         try:
-            lam = brentq(balance, lo, hi, xtol=1e-12)
+            lam = brentq(balance, lo, hi, xtol=1e-9)
         except ValueError:
             lam = lo if abs(balance(lo)) < abs(balance(hi)) else hi
         return max(self.log_errors(lam, N))
@@ -164,7 +164,7 @@ class Saddlepoint:
             return lower
         if f(b) > 0:
             return upper
-        return math.ceil(math.exp(brentq(f, a, b, xtol=1e-10)))
+        return math.ceil(math.exp(brentq(f, a, b, xtol=1e-7)))
 
 
 def _lr_log_lower(w: float, u: float) -> float:
