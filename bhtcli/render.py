@@ -24,8 +24,8 @@ def _num(v, digits: int = 6) -> str:
 
 def _table(title: str) -> Table:
     t = Table(title=title, title_justify="left", show_header=False, box=None, pad_edge=False)
-    t.add_column(style="bold", no_wrap=True)
-    t.add_column()
+    t.add_column(style="bold", no_wrap=True, min_width=28)   # aligned across the tables
+    t.add_column(min_width=40)
     return t
 
 

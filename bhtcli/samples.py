@@ -195,13 +195,14 @@ def sample_counts(tilt: Tilt, D: float, alpha: float) -> SampleCounts:
 def lattice_count(tilt: Tilt, alpha: float, lower: int, upper: int) -> int:
     """Smallest N in [lower, upper] whose lattice minimax error is <= alpha.
 
-    The search starts at the saddlepoint estimate and gallops from there, so a typical call
-    evaluates the exact lattice error at two to four values of N.
+    The search starts at the normal-approximation estimate and gallops from there, so a
+    typical call evaluates the exact lattice error at three to six values of N.
     """
     la, lb = tilt.log_probs()
-    test = LatticeTest(la - lb, np.exp(la), np.exp(lb))
+    llr, p, q = la - lb, np.exp(la), np.exp(lb)
+    test = LatticeTest(llr, p, q)
     ok = lambda N: test.minimax_error(N) <= alpha
-    guess = min(max(Saddlepoint(tilt).count(alpha, lower, upper), lower), upper)
+    guess = min(max(normal_guess(llr, p, q, alpha), lower), upper)
     if ok(guess):
         hi, step = guess, 1                      # gallop down to a failing N
         lo = guess - step
@@ -223,3 +224,17 @@ def lattice_count(tilt: Tilt, alpha: float, lower: int, upper: int) -> int:
         else:
             lo = mid
     return hi
+
+
+def normal_guess(llr: np.ndarray, p: np.ndarray, q: np.ndarray, alpha: float) -> int:
+    """N from the normal approximation: the LLR sum has mean N m_A, variance N v_A under A and
+    mean -N m_B, variance N v_B under B; the balanced threshold needs
+    sqrt(N) = z (sqrt(v_A) + sqrt(v_B)) / (m_A + m_B), z = Phi^-1(1 - alpha)."""
+    from scipy.special import ndtri
+    m_a, m_b = float(p @ llr), float(-(q @ llr))
+    v_a, v_b = float(p @ (llr - m_a) ** 2), float(q @ (llr + m_b) ** 2)
+    z = float(ndtri(1.0 - alpha))
+    if m_a + m_b <= 0:
+        return 1
+    root = z * (math.sqrt(v_a) + math.sqrt(v_b)) / (m_a + m_b)
+    return max(1, math.ceil(root * root)) if math.isfinite(root) else 1

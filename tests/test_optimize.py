@@ -128,3 +128,24 @@ def test_gradient_matches_high_precision_finite_differences_for_nearly_equal_mod
             fd.append(float((D_mp(xp) - D_mp(xm)) / (2 * h)))
         assert D[0] == pytest.approx(float(D_mp(xv)), rel=1e-12)
         np.testing.assert_allclose(g[:, 0], fd, rtol=1e-9, atol=1e-12 * np.abs(fd).max())
+
+
+def test_logits_of_a_million_stay_finite():
+    rng = np.random.default_rng(12)
+    A = 1e5 * rng.standard_normal((20, 3))
+    B = A + 1e3 * rng.standard_normal((20, 3))
+    with np.errstate(over="raise", invalid="raise"):
+        r = design(A, B, 10.0)            # |Ax| ~ 1e6
+    d = r.to_dict()
+    for key in ("hellinger_squared", "total_variation", "kl_ab", "kl_ba", "chernoff_information"):
+        assert d[key] is not None and np.isfinite(d[key])
+    assert 0 < r.hellinger_squared <= 1
+    assert r.samples["lower"] <= r.samples["predicted"] <= r.samples["upper"]
+
+
+def test_one_start_and_degenerate_shapes():
+    A, B = random_pair(13, 10, 4)
+    r = design(A, B, 1.0, starts=1)
+    assert r.solver["starts"] == 1 and r.hellinger_squared > 0
+    one_row = design(A[:1], B[:1], 1.0)
+    assert not one_row.distinguishable     # a single answer carries no information

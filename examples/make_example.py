@@ -1,0 +1,16 @@
+"""Regenerate the bundled example models examples/A.npy and examples/B.npy.
+
+Two "checkpoints" of a 40-token output layer on an 8-dimensional hidden state: B is A after a
+small update everywhere (0.15 noise) plus a larger change on tokens 3, 17 and 29.
+"""
+from pathlib import Path
+
+import numpy as np
+
+here = Path(__file__).parent
+rng = np.random.default_rng(2024)
+A = rng.standard_normal((40, 8))
+B = A + 0.15 * rng.standard_normal((40, 8))
+B[[3, 17, 29]] += 0.8 * rng.standard_normal((3, 8))
+np.save(here / "A.npy", A)
+np.save(here / "B.npy", B)
