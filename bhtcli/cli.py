@@ -32,12 +32,22 @@ def cli():
     """Design queries under an energy budget that tell two softmax models apart."""
 
 
+def model_pair_options(fn):
+    """A, B, --energy and --error: shared by every command that compares two models."""
+    for decorator in reversed([
+        click.argument("a", metavar="A"),
+        click.argument("b", metavar="B"),
+        click.option("--energy", "-E", type=float, required=True,
+                     help="Budget on the query norm ||x||_2."),
+        click.option("--error", "alpha", type=float, default=0.05, show_default=True,
+                     help="Target for both error probabilities (0 < ALPHA < 0.5)."),
+    ]):
+        fn = decorator(fn)
+    return fn
+
+
 @cli.command(context_settings=CONTEXT)
-@click.argument("a", metavar="A")
-@click.argument("b", metavar="B")
-@click.option("--energy", "-E", type=float, required=True, help="Budget on the query norm ||x||_2.")
-@click.option("--error", "alpha", type=float, default=0.05, show_default=True,
-              help="Target for both error probabilities (0 < ALPHA < 0.5).")
+@model_pair_options
 @click.option("--starts", type=int, default=DEFAULT_STARTS, show_default=True,
               help="Starting points of the multi-start search.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random starts.")
@@ -72,11 +82,7 @@ def design(a, b, energy, alpha, starts, seed, method, as_json, out):
 
 
 @cli.command(context_settings=CONTEXT)
-@click.argument("a", metavar="A")
-@click.argument("b", metavar="B")
-@click.option("--energy", "-E", type=float, required=True, help="Budget on the query norm ||x||_2.")
-@click.option("--error", "alpha", type=float, default=0.05, show_default=True,
-              help="Target for both error probabilities (0 < ALPHA < 0.5).")
+@model_pair_options
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout instead of a table.")
 def bound(a, b, energy, alpha, as_json):
     """Closed-form bounds, no optimisation: certified sup H^2 and query lower bounds.
@@ -95,8 +101,12 @@ def bound(a, b, energy, alpha, as_json):
 
 def main(argv=None) -> None:
     """Console entry point: every expected failure is one 'Error: ...' line on stderr."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    if not args:                      # plain `bht`: the overview, as help, successfully
+        click.echo(cli.get_help(click.Context(cli, info_name="bht")))
+        sys.exit(0)
     try:
-        cli.main(args=argv, prog_name="bht", standalone_mode=False)
+        cli.main(args=args, prog_name="bht", standalone_mode=False)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except click.exceptions.Abort:

@@ -307,11 +307,10 @@ def kkt_state(pair: SoftmaxPair, x: np.ndarray, energy: float):
     The residual is the norm of the part of g that violates this, over the norm of g at x or
     of g's scale (D / E), whichever is larger.
     """
-    _, g = pair.value_and_grad(x[:, None])
-    g = g[:, 0]
+    D, g = pair.value_and_grad(x[:, None])
+    D, g = float(D[0]), g[:, 0]
     nx = np.linalg.norm(x)
     on_boundary = nx >= energy * (1 - 1e-9)
-    D = float(pair.value(x[:, None])[0])
     scale = max(np.linalg.norm(g), D / energy, 1e-300)
     if on_boundary:
         mu = float(g @ x) / nx ** 2

@@ -90,11 +90,6 @@ class SoftmaxPair:
         c, delta = self.logits(np.asarray(x, dtype=np.float64))
         return divergences(c, delta)
 
-    def answer_log_probs(self, x: np.ndarray):
-        """(log P_A(x), log P_B(x)) over the n answers, from the stable tilt."""
-        c, delta = self.logits(np.asarray(x, dtype=np.float64))
-        return Tilt.from_logits(c, delta).log_probs()
-
 
 def _softmax_cols(z: np.ndarray):
     """(logsumexp, softmax) of every column with one exp per entry."""
