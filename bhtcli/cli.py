@@ -99,6 +99,107 @@ def bound(a, b, energy, alpha, as_json):
         render_bound_table(result, _stdout())
 
 
+@cli.command(context_settings=CONTEXT)
+@click.argument("a", metavar="A")
+@click.option("--query", "-x", required=True, help="The query x (.npy from `design --out`, or any matrix format).")
+@click.option("--count", "-n", type=int, required=True, help="Number of answers to draw.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Random seed.")
+def sample(a, query, count, seed):
+    """Draw answers of model A to query x: 0-based indices, one per line (a stand-in black box).
+
+    \b
+    Examples:
+      bht sample A.npy --query x.npy --count 50
+      bht sample A.npy --query x.npy --count 50 | bht decide A.npy B.npy --query x.npy -
+    """
+    from .answers import sample as sample_fn
+    answers = sample_fn(a, query, count, seed=seed)
+    out = click.get_text_stream("stdout")
+    for start in range(0, len(answers), 65536):
+        out.write("\n".join(map(str, answers[start:start + 65536].tolist())) + "\n")
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("a", metavar="A")
+@click.argument("b", metavar="B")
+@click.argument("answers", metavar="ANSWERS")
+@click.option("--query", "-x", required=True, help="The query the answers respond to.")
+@click.option("--error", "alpha", type=float, default=0.05, show_default=True,
+              help="Target error: SPRT thresholds +-ln((1-ALPHA)/ALPHA).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout instead of a table.")
+def decide(a, b, answers, query, alpha, as_json):
+    """Decide from observed answers (a file or -, one index per line or a JSON list) which model answered.
+
+    \b
+    Examples:
+      bht decide A.npy B.npy --query x.npy answers.txt
+      bht sample B.npy --query x.npy --count 40 | bht decide A.npy B.npy --query x.npy - --json
+    """
+    from .decide import decide as decide_fn
+    from .render import render_decide_table
+    if a == "-" or b == "-":
+        raise InputError("A and B must be files for decide (standard input carries the answers)")
+    result = decide_fn(a, b, query, answers, error=alpha)
+    if as_json:
+        click.echo(render_json(result))
+    else:
+        render_decide_table(result, _stdout())
+
+
+@cli.command(context_settings=CONTEXT)
+@model_pair_options
+@click.option("--query", "-x", default=None, help="Simulate this query instead of designing one.")
+@click.option("--trials", type=int, default=10_000, show_default=True, help="Monte Carlo trials per model.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Random seed (design and simulation).")
+@click.option("--policy", type=click.Choice(["fixed", "sprt", "adaptive", "all"]), default="all",
+              show_default=True, help="Which strategies to simulate.")
+@click.option("--plot", type=click.Path(dir_okay=False), default=None,
+              help="Write a PNG: max error against n, empirical vs predicted and bounds (needs fixed).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout instead of tables.")
+def simulate(a, b, energy, alpha, query, trials, seed, policy, plot, as_json):
+    """Simulate how many queries it really takes: fixed n, Wald's SPRT, Chernoff's adaptive rule.
+
+    \b
+    Examples:
+      bht simulate A.npy B.npy --energy 1.0
+      bht simulate A.npy B.npy --energy 1.0 --policy fixed --plot errors.png
+      bht simulate A.npy B.npy --energy 1.0 --query x.npy --json | jq .sprt
+    """
+    from .render import render_simulate_table
+    from .simulate import simulate as simulate_fn
+    if plot:
+        check_output_path(plot, "--plot")
+        if not plot.lower().endswith(".png"):
+            raise InputError(f"--plot {plot}: the plot is a PNG; name the file *.png")
+        if policy not in ("fixed", "all"):
+            raise InputError("--plot draws the fixed-n experiment; use --policy fixed or all")
+    err = _stderr()
+    status = err.status("simulating", spinner="dots") if err.is_terminal else None
+    if status:
+        status.start()
+    try:
+        say = (lambda msg: status.update(msg)) if status else None
+        result = simulate_fn(a, b, energy, query=query, error=alpha, trials=trials, seed=seed,
+                             policy=policy, progress=say)
+        if plot:
+            from .plot import plot_fixed
+            from .simulate import predicted_curve
+            from .io import load_pair
+            from .softmax import SoftmaxPair
+            import numpy as np
+            A, B = load_pair(a, b)
+            ns = np.unique(np.linspace(1, max(result.curve["n"]), 80).astype(int))
+            curve = predicted_curve(SoftmaxPair(A, B), np.array(result.query), ns)
+            plot_fixed(result, (ns, curve), plot)
+    finally:
+        if status:
+            status.stop()
+    if as_json:
+        click.echo(render_json(result))
+    else:
+        render_simulate_table(result, _stdout())
+
+
 def main(argv=None) -> None:
     """Console entry point: every expected failure is one 'Error: ...' line on stderr."""
     args = sys.argv[1:] if argv is None else list(argv)

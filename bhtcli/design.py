@@ -103,20 +103,12 @@ def design(A, B, energy: float, error: float = 0.05, starts: int = DEFAULT_START
     pair = SoftmaxPair(A, B)
     eps_2inf, diam, distinguishable, reason = analyse_pair(A, B, pair.G)
     cert = certificate(energy, diam.value, error, distinguishable)
-    n, d = A.shape
 
     if not distinguishable:
-        x = np.zeros(d)
         solver = {"method": method, "starts": 0, "iterations": 0, "passes": pair.passes,
                   "local_maxima": 0, "local_maxima_values": [], "kkt_residual": 0.0,
-                  "seconds": time.perf_counter() - t0}
-        zero = dict(bhattacharyya_distance=0.0, hellinger=0.0, hellinger_squared=0.0,
-                    total_variation=0.0, kl_ab=0.0, kl_ba=0.0, chernoff_information=0.0)
-        return DesignResult("softmax", n, d, energy, error, x.tolist(), 0.0, False, **zero,
-                            distinguishable=False, note=reason,
-                            samples={"lower": None, "upper": None, "predicted": None, "method": "none"},
-                            certificate=_certificate_dict(cert, diam, 0.0),
-                            paper=_paper_dict(eps_2inf, energy, False), solver=solver)
+                  "search_seconds": 0.0}
+        return _same_model(pair, energy, error, eps_2inf, diam, cert, reason, solver, t0)
 
     if method == "ccp":
         x, iterations, local_values, seconds, residual, on_boundary, local = _run_ccp(
@@ -127,6 +119,32 @@ def design(A, B, energy: float, error: float = 0.05, starts: int = DEFAULT_START
         seconds, residual, on_boundary = found.seconds, found.kkt_residual, found.on_boundary
         local = found.local_maxima
 
+    solver = {"method": method, "starts": starts, "iterations": iterations,
+              "passes": pair.passes, "local_maxima": local,
+              "local_maxima_values": [-math.expm1(-v) for v in local_values[:5]],
+              "kkt_residual": residual, "search_seconds": seconds}
+    return _report(pair, x, energy, error, eps_2inf, diam, cert, on_boundary, solver, t0)
+
+
+def report_for_query(A, B, x, energy: float, error: float = 0.05) -> DesignResult:
+    """The report `design` gives, for a query chosen by the caller (no optimisation)."""
+    energy, error = check_energy(energy), check_error(error)
+    A, B = load_pair(A, B)
+    t0 = time.perf_counter()
+    pair = SoftmaxPair(A, B)
+    eps_2inf, diam, distinguishable, reason = analyse_pair(A, B, pair.G)
+    cert = certificate(energy, diam.value, error, distinguishable)
+    x = np.asarray(x, dtype=np.float64)
+    on_boundary, residual = kkt_state(pair, x, energy)
+    solver = {"method": "given", "starts": 0, "iterations": 0, "passes": pair.passes,
+              "local_maxima": 0, "local_maxima_values": [], "kkt_residual": residual,
+              "search_seconds": 0.0}
+    if not distinguishable:
+        return _same_model(pair, energy, error, eps_2inf, diam, cert, reason, solver, t0)
+    return _report(pair, x, energy, error, eps_2inf, diam, cert, on_boundary, solver, t0)
+
+
+def _report(pair, x, energy, error, eps_2inf, diam, cert, on_boundary, solver, t0):
     c, delta = pair.logits(x)
     tilt = Tilt.from_logits(c, delta)
     div = divergences_from_tilt(tilt)
@@ -135,19 +153,26 @@ def design(A, B, energy: float, error: float = 0.05, starts: int = DEFAULT_START
     if div.bhattacharyya_distance == 0.0:
         note = ("the models differ, but by less than float64 resolves at this budget: "
                 "H^2 underflows to 0 and no finite count can be given")
-    solver = {"method": method, "starts": starts, "iterations": iterations,
-              "passes": pair.passes, "local_maxima": local,
-              "local_maxima_values": [-math.expm1(-v) for v in local_values[:5]],
-              "kkt_residual": residual, "seconds": time.perf_counter() - t0,
-              "search_seconds": seconds}
+    solver = dict(solver, passes=pair.passes, seconds=time.perf_counter() - t0)
     return DesignResult(
-        "softmax", n, d, energy, error, x.tolist(), float(np.linalg.norm(x)), on_boundary,
+        "softmax", pair.n, pair.d, energy, error, x.tolist(), float(np.linalg.norm(x)), on_boundary,
         div.hellinger, div.hellinger_squared, div.bhattacharyya_distance, div.total_variation,
         div.kl_ab, div.kl_ba, div.chernoff_information, distinguishable=True, note=note,
         samples={"lower": counts.lower, "upper": counts.upper, "predicted": counts.predicted,
                  "method": counts.method},
         certificate=_certificate_dict(cert, diam, div.hellinger_squared),
         paper=_paper_dict(eps_2inf, energy, True), solver=solver)
+
+
+def _same_model(pair, energy, error, eps_2inf, diam, cert, reason, solver, t0):
+    zero = dict(bhattacharyya_distance=0.0, hellinger=0.0, hellinger_squared=0.0,
+                total_variation=0.0, kl_ab=0.0, kl_ba=0.0, chernoff_information=0.0)
+    solver = dict(solver, passes=pair.passes, seconds=time.perf_counter() - t0)
+    return DesignResult("softmax", pair.n, pair.d, energy, error, [0.0] * pair.d, 0.0, False,
+                        **zero, distinguishable=False, note=reason,
+                        samples={"lower": None, "upper": None, "predicted": None, "method": "none"},
+                        certificate=_certificate_dict(cert, diam, 0.0),
+                        paper=_paper_dict(eps_2inf, energy, False), solver=solver)
 
 
 def _certificate_dict(cert, diam, h2):

@@ -42,11 +42,24 @@ def load_matrix(spec, name: str | None = None, stdin=None) -> np.ndarray:
     """
     if not isinstance(spec, (str, os.PathLike)):
         return check_matrix(spec, name or "matrix")
+    return check_matrix(read_array(spec, name, stdin), _label(spec, name, "matrix"))
+
+
+def load_query(spec, length: int, name: str | None = None) -> np.ndarray:
+    """Load a query vector (any format load_matrix reads; (d,), (d, 1) or (1, d))."""
+    from .validation import check_query
+    if not isinstance(spec, (str, os.PathLike)):
+        return check_query(spec, name or "query", length)
+    return check_query(np.asarray(read_array(spec, name)), _label(spec, name, "query"), length)
+
+
+def read_array(spec, name: str | None = None, stdin=None) -> np.ndarray:
+    """Read an array from a path or '-' without the matrix checks (see load_matrix)."""
     spec = os.fspath(spec)
     label = name or ("standard input" if spec == "-" else spec)
     if spec == "-":
         stream = stdin if stdin is not None else sys.stdin.buffer
-        return check_matrix(_parse_bytes(stream.read(), label), label)
+        return _parse_bytes(stream.read(), label)
     path, key = _split_key(spec)
     suffix = Path(path).suffix.lower()
     if not os.path.exists(path):
@@ -73,7 +86,7 @@ def load_matrix(spec, name: str | None = None, stdin=None) -> np.ndarray:
         raise InputError(f"{path}: permission denied; make the file readable") from None
     except IsADirectoryError:
         raise InputError(f"{path} is a folder, expected a matrix file") from None
-    return check_matrix(arr, label)
+    return arr
 
 
 def _split_key(spec: str):

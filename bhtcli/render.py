@@ -102,3 +102,49 @@ def render_bound_table(result, console: Console) -> None:
     t.add_row("fixed-budget queries >=", _num(r["samples_lower_any_strategy"]) + "  (any strategy, adaptive too)")
     t.add_row("mean sequential queries >=", _num(r["mean_samples_lower_sequential"]))
     console.print(t)
+
+
+def render_decide_table(result, console: Console) -> None:
+    r = result.to_dict()
+    t = _table(f"bht decide  {r['samples_total']:,} answers  alpha={_num(r['target_error'])}")
+    used = f"after {r['samples_used']:,} of {r['samples_total']:,} answers"
+    t.add_row("SPRT decision", f"{r['decision']}  ({used}; thresholds +-{_num(r['threshold'], 4)})")
+    t.add_row("log-likelihood ratio", f"{_num(r['llr'])}  (all answers; > 0 favours A)")
+    t.add_row("P(A | answers)", f"{_num(r['posterior_a'])}  (equal priors)")
+    t.add_row("fixed-sample verdict", f"{r['fixed_verdict']}  (both errors <= {_num(r['fixed_error_bound'], 3)})")
+    if r["expected_more"] is not None:
+        t.add_row("more answers needed", f"about {_num(r['expected_more'], 4)} (Wald, if {r['favoured']} is true)")
+    console.print(t)
+
+
+def render_simulate_table(result, console: Console) -> None:
+    r = result.to_dict()
+    head = _table(f"bht simulate  softmax  n={r['n']:,}  d={r['d']:,}  E={_num(r['energy'])}  "
+                  f"alpha={_num(r['target_error'])}  {r['trials']:,} trials per model")
+    head.add_row("query x", _query_text(r["query"]))
+    head.add_row("H^2 at x", _num(r["hellinger_squared"]))
+    console.print(head)
+    f = r["fixed"]
+    if f:
+        t = _table("\nFixed n (best threshold test, x repeated)")
+        lo, hi = f["interval"]
+        t.add_row("empirical n", f"{_num(f['empirical'])}  (95% interval {_num(lo)}-{_num(hi)})")
+        t.add_row("predicted", _num(f["predicted"]))
+        t.add_row("lower / upper bound", f"{_num(f['lower'])} / {_num(f['upper'])}")
+        console.print(t)
+    for key, title in (("sprt", "Wald's SPRT, x repeated"), ("adaptive", "Adaptive (Chernoff's rule)")):
+        s = r[key]
+        if not s:
+            continue
+        t = _table(f"\n{title}")
+        t.add_row("mean queries (A / B true)", f"{_num(s['mean_samples_a'], 4)} / {_num(s['mean_samples_b'], 4)}")
+        t.add_row("95th percentile (A / B)", f"{_num(s['p95_samples_a'])} / {_num(s['p95_samples_b'])}")
+        t.add_row("realised error (A / B)", f"{_num(s['error_a'], 3)} / {_num(s['error_b'], 3)}")
+        if key == "sprt":
+            t.add_row("Wald lower bound (A / B)", f"{_num(s['wald_lower_a'], 4)} / {_num(s['wald_lower_b'], 4)}  (this query)")
+        else:
+            t.add_row("saving vs SPRT with x", f"{100 * s['saving_vs_fixed']:.1f}%")
+        if s["undecided"]:
+            t.add_row("undecided trials", _num(s["undecided"]))
+        console.print(t)
+    console.print(f"\n[dim]{r['seconds']:.2f} s[/dim]")

@@ -20,7 +20,7 @@ class SoftmaxPair:
     backward (K^T W): it reads A's and B's worth of data once, whatever the block width.
     """
 
-    def __init__(self, A: np.ndarray, B: np.ndarray):
+    def __init__(self, A: np.ndarray, B: np.ndarray, objective: str = "bhattacharyya"):
         n, d = A.shape
         self.n, self.d = n, d
         K = np.empty((2 * n, d), dtype=np.float64)
@@ -36,6 +36,9 @@ class SoftmaxPair:
         G -= G.mean(axis=0)
         self.K = K
         self.passes = 0
+        if objective not in ("bhattacharyya", "kl"):
+            raise ValueError(f"unknown objective {objective!r}")
+        self.objective = objective
 
     @property
     def C(self) -> np.ndarray:
@@ -57,12 +60,17 @@ class SoftmaxPair:
         return self.K.T @ np.concatenate([w_c, w_g], axis=0)
 
     def evaluate(self, X: np.ndarray):
-        """D at each column of X and the gradient weights (w_c, w_g), from one forward pass.
+        """The objective at each column of X and its gradient weights (w_c, w_g), one pass.
+
+        The objective is D (default) or, with objective="kl", KL(P_A(x) || P_B(x)) (used by
+        Chernoff's adaptive rule; plain log-space form, not the nearly-equal-models one).
 
         grad D = C^T w_c + G^T w_g (see :meth:`pullback`). Columns where D is large enough use
         three plain softmaxes; the others use the cancellation-free tilt form.
         """
         c, delta = self.logits(X)
+        if self.objective == "kl":
+            return _kl_and_weights(c, delta)
         lse_c, pc = _softmax_cols(c)
         lse_a, pa = _softmax_cols(c + 0.5 * delta)
         lse_b, pb = _softmax_cols(c - 0.5 * delta)
@@ -98,3 +106,17 @@ def _softmax_cols(z: np.ndarray):
     total = e.sum(axis=0)
     e /= total
     return np.log(total) + m, e
+
+
+def _kl_and_weights(c: np.ndarray, delta: np.ndarray):
+    """KL(P_A || P_B) per column and its gradient weights.
+
+    With a = c + delta/2, b = c - delta/2 and w = p_a (delta - E_pa delta):
+    grad KL = B^T (p_b - p_a) + A^T w = C^T (p_b - p_a + w) + G^T ((p_a - p_b)/2 + w/2).
+    """
+    lse_a, pa = _softmax_cols(c + 0.5 * delta)
+    lse_b, pb = _softmax_cols(c - 0.5 * delta)
+    mean = np.sum(pa * delta, axis=0)
+    kl = np.maximum(mean - lse_a + lse_b, 0.0)
+    w = pa * (delta - mean)
+    return kl, pb - pa + w, 0.5 * (pa - pb) + 0.5 * w

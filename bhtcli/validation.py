@@ -91,3 +91,31 @@ def check_starts(starts: int, option: str = "--starts") -> int:
     if isinstance(starts, bool) or int(starts) != starts or starts < 1:
         raise InputError(f"{option} must be a whole number >= 1, got {starts!r}")
     return int(starts)
+
+
+def check_query(array, name: str, length: int, what: str = "the query x") -> np.ndarray:
+    """Return a query as a finite float64 vector of `length` entries.
+
+    (d,), (d, 1) and (1, d) arrays are accepted: a query saved by `--out` is (d,).
+    """
+    arr = np.asarray(array)
+    if arr.dtype == object or arr.dtype.kind not in "iuf":
+        raise InputError(f"{name} has dtype {arr.dtype}, expected real numbers")
+    if arr.ndim == 2 and 1 in arr.shape:
+        arr = arr.reshape(-1)
+    if arr.ndim != 1:
+        raise InputError(f"{name} has shape {arr.shape}, expected {what} as a vector of {length} numbers")
+    if arr.shape[0] != length:
+        raise InputError(f"{name} has {arr.shape[0]} entries but the models need {length} "
+                         f"(one per column); use the query designed for these models")
+    arr = arr.astype(np.float64)
+    if not np.isfinite(arr).all():
+        raise InputError(f"{name} contains NaN or Inf")
+    return arr
+
+
+def check_count(count, option: str = "--count") -> int:
+    """A number of answers: a whole number >= 1."""
+    if isinstance(count, bool) or int(count) != count or count < 1:
+        raise InputError(f"{option} must be a whole number >= 1, got {count!r}")
+    return int(count)

@@ -1,0 +1,116 @@
+"""The black box's answers: the law of one answer to a query, drawing answers, reading them."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+
+from .divergences import Tilt
+from .errors import InputError
+from .softmax import SoftmaxPair
+
+
+@dataclass(frozen=True)
+class AnswerLaw:
+    """Both models' answer distributions at one query, and the LLR of each answer."""
+
+    log_pa: np.ndarray
+    log_pb: np.ndarray
+
+    @classmethod
+    def at(cls, pair: SoftmaxPair, x: np.ndarray) -> "AnswerLaw":
+        c, delta = pair.logits(np.asarray(x, dtype=np.float64))
+        la, lb = Tilt.from_logits(c, delta).log_probs()     # stable for nearly equal models
+        return cls(la, lb)
+
+    @property
+    def llr(self) -> np.ndarray:
+        """log P_A(i) - log P_B(i) for every answer i."""
+        return self.log_pa - self.log_pb
+
+    def cdf(self, model: str) -> np.ndarray:
+        p = np.exp(self.log_pa if model == "A" else self.log_pb)
+        c = np.cumsum(p)
+        return c / c[-1]
+
+
+def draw(cdf: np.ndarray, size, rng: np.random.Generator) -> np.ndarray:
+    """Answers drawn by inverse CDF (vectorised; `size` may be a shape)."""
+    idx = np.searchsorted(cdf, rng.random(size), side="right")
+    return np.minimum(idx, len(cdf) - 1)
+
+
+def log_softmax(z: np.ndarray) -> np.ndarray:
+    m = z.max()
+    return z - (m + np.log(np.sum(np.exp(z - m))))
+
+
+def read_answers(spec, n: int, stdin=None) -> np.ndarray:
+    """Observed 0-based answers from a file or '-': one per line, or a JSON list.
+
+    Raises InputError naming the line (or list position) of any entry that is not an integer
+    in [0, n).
+    """
+    label = "standard input" if spec == "-" else str(spec)
+    if spec == "-":
+        raw = (stdin if stdin is not None else sys.stdin.buffer).read()
+    else:
+        if not os.path.exists(spec):
+            raise InputError(f"{spec}: no such file; give the file of observed answers (or - for stdin)")
+        with open(spec, "rb") as fh:
+            raw = fh.read()
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise InputError(f"{label} is not text; expected answers one per line or a JSON list") from None
+    if text.lstrip().startswith("["):
+        try:
+            items = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{label}: not a valid JSON list ({exc.msg} at line {exc.lineno})") from None
+        if not isinstance(items, list):
+            raise InputError(f"{label}: expected a JSON list of answers")
+        entries = [(f"item {i + 1}", v) for i, v in enumerate(items)]
+    else:
+        entries = [(f"line {i + 1}", v.strip()) for i, v in enumerate(text.splitlines())
+                   if v.strip() and not v.strip().startswith("#")]
+    out = np.empty(len(entries), dtype=np.int64)
+    for k, (where, v) in enumerate(entries):
+        value = _as_index(v)
+        if value is None:
+            raise InputError(f"{label}, {where}: {v!r} is not an integer answer index")
+        if not 0 <= value < n:
+            raise InputError(f"{label}, {where}: answer {value} is out of range; the models have "
+                             f"{n} answers, numbered 0 to {n - 1}")
+        out[k] = value
+    if out.size == 0:
+        raise InputError(f"{label} holds no answers")
+    return out
+
+
+def _as_index(v):
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, int):
+        return v
+    if isinstance(v, str):
+        try:
+            return int(v, 10)
+        except ValueError:
+            return None
+    return None
+
+
+def sample(A, query, count: int, seed: int = 0) -> np.ndarray:
+    """`count` answers of the softmax model A to `query`, as 0-based indices (seeded)."""
+    from .io import load_matrix, load_query
+    from .validation import check_count
+    count = check_count(count)
+    A = load_matrix(A, None if isinstance(A, (str, os.PathLike)) else "A")
+    x = load_query(query, A.shape[1])
+    logp = log_softmax(np.asarray(A @ x, dtype=np.float64))
+    cdf = np.cumsum(np.exp(logp))
+    return draw(cdf / cdf[-1], count, np.random.default_rng(seed))

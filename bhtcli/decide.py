@@ -1,0 +1,91 @@
+"""`decide`: Wald's SPRT on observed answers, plus the fixed-sample verdict."""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import numpy as np
+from scipy.special import expit
+
+from .answers import AnswerLaw, read_answers
+from .design import _json_safe
+from .divergences import divergences_from_tilt, Tilt
+from .io import load_pair, load_query
+from .softmax import SoftmaxPair
+from .validation import check_error
+
+
+@dataclass(frozen=True)
+class DecideResult:
+    decision: str                  # "A", "B" or "undecided" (SPRT, answers in order)
+    samples_used: int              # answers up to the first crossing (all of them if undecided)
+    samples_total: int
+    threshold: float               # ln((1 - alpha) / alpha)
+    llr: float                     # log-likelihood ratio log P_A / P_B of all answers
+    llr_at_decision: float
+    posterior_a: float             # P(A | answers) under equal priors
+    fixed_verdict: str             # sign of llr: "A", "B" or "tie"
+    fixed_error_bound: float       # BC^N: both errors of the sign test are at most this
+    favoured: str
+    expected_more: float | None    # Wald: (threshold - |llr|) / KL under the favoured model
+    target_error: float
+    kl_ab: float
+    kl_ba: float
+
+    def to_dict(self):
+        return _json_safe(asdict(self))
+
+
+def decide(A, B, query, answers, error: float = 0.05, stdin=None) -> DecideResult:
+    """Decide which model produced `answers` (0-based indices, in the order observed).
+
+    Parameters
+    ----------
+    A, B : array_like or path
+    query : array_like or path
+        The query x the answers respond to (length d).
+    answers : array_like of int, or path, or "-"
+        The observed answers.
+    error : float
+        Target error alpha for Wald's thresholds +-ln((1 - alpha)/alpha).
+    """
+    error = check_error(error)
+    A, B = load_pair(A, B)
+    x = load_query(query, A.shape[1])
+    if isinstance(answers, (str,)) or hasattr(answers, "__fspath__"):
+        obs = read_answers(answers, A.shape[0], stdin=stdin)
+    else:
+        obs = read_answers_array(answers, A.shape[0])
+    pair = SoftmaxPair(A, B)
+    c, delta = pair.logits(x)
+    tilt = Tilt.from_logits(c, delta)
+    div = divergences_from_tilt(tilt)
+    law = AnswerLaw(*tilt.log_probs())
+    path = np.cumsum(law.llr[obs])
+    a = math.log((1 - error) / error)
+    crossed = np.flatnonzero(np.abs(path) >= a)
+    total = float(path[-1])
+    if crossed.size:
+        k = int(crossed[0])
+        decision, used, at = ("A" if path[k] > 0 else "B"), k + 1, float(path[k])
+    else:
+        decision, used, at = "undecided", len(obs), total
+    favoured = "A" if total >= 0 else "B"
+    expected = None
+    if decision == "undecided":
+        kl = div.kl_ab if favoured == "A" else div.kl_ba
+        expected = (a - abs(total)) / kl if kl > 0 else None
+    verdict = "A" if total > 0 else ("B" if total < 0 else "tie")
+    return DecideResult(decision, used, len(obs), a, total, at, float(expit(total)), verdict,
+                        math.exp(-len(obs) * div.bhattacharyya_distance), favoured, expected,
+                        error, div.kl_ab, div.kl_ba)
+
+
+def read_answers_array(values, n: int) -> np.ndarray:
+    from .errors import InputError
+    arr = np.asarray(values)
+    if arr.ndim != 1 or arr.size == 0 or arr.dtype.kind not in "iu":
+        raise InputError("answers must be a non-empty 1-D sequence of integers")
+    if arr.min() < 0 or arr.max() >= n:
+        raise InputError(f"answers must lie in 0..{n - 1}")
+    return arr.astype(np.int64)

@@ -1,0 +1,50 @@
+"""`simulate --plot`: max error against n, empirical with its band, predicted curve, bounds."""
+from __future__ import annotations
+
+import os
+import tempfile
+
+import numpy as np
+
+
+def plot_fixed(result, predicted_errors, path: str) -> None:
+    """Write a PNG (atomically) of the fixed-n experiment in `result` (a SimulateResult)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    r = result.to_dict()
+    curve, fixed = r["curve"], r["fixed"]
+    n = np.array(curve["n"])
+    err = np.array(curve["error"])
+    se = np.array(curve["standard_error"])
+    fig, ax = plt.subplots(figsize=(7, 4.2), dpi=120)
+    ax.fill_between(n, np.clip(err - 1.96 * se, 1e-6, 1), np.clip(err + 1.96 * se, 1e-6, 1),
+                    color="tab:blue", alpha=0.2, label="Monte Carlo 95% band")
+    ax.plot(n, np.clip(err, 1e-6, 1), color="tab:blue", lw=1.5,
+            label=f"empirical max error ({r['trials']:,} trials per model)")
+    ax.plot(predicted_errors[0], predicted_errors[1], "k--", lw=1.2,
+            label="predicted (exact minimax LR test)")
+    ax.axhline(r["target_error"], color="tab:red", lw=1, label=f"target alpha = {r['target_error']:g}")
+    if fixed:
+        ax.axvline(fixed["lower"], color="tab:gray", ls=":", lw=1.2, label=f"lower bound {fixed['lower']:,}")
+        ax.axvline(fixed["upper"], color="tab:gray", ls="-.", lw=1.2, label=f"upper bound {fixed['upper']:,}")
+    ax.set_yscale("log")
+    ax.set_xlabel("n (repetitions of the designed query)")
+    ax.set_ylabel("max(type I, type II) error")
+    ax.set_title(f"softmax n={r['n']}, d={r['d']}, E={r['energy']:g}: H^2 = {r['hellinger_squared']:.3g}")
+    ax.legend(fontsize=8, loc="upper right")
+    ax.grid(alpha=0.3, which="both")
+    fig.tight_layout()
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".bht-", suffix=".png.tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fig.savefig(fh, format="png")
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    finally:
+        plt.close(fig)

@@ -1,0 +1,277 @@
+"""`simulate`: how many queries it really takes, for a fixed n, Wald's SPRT and Chernoff's
+adaptive rule, by Monte Carlo vectorised over trials.
+
+- fixed: for each n, T trials under A and T under B give the log-likelihood-ratio sums S_n
+  (paths of answers drawn by inverse CDF, cumulative sums, read at the n of a grid); the
+  best threshold test (randomised at the threshold, the one minimising the larger error) has
+  an empirical max error e(n); `empirical` is the smallest n with e(n) <= alpha and
+  `interval` the n where e(n) -+ 1.96 se(n) first falls below alpha.
+- sprt: thresholds +-ln((1-alpha)/alpha), one query; answers are drawn in blocks and the first
+  crossing found per trial.
+- adaptive: Chernoff (1959): while A is at least as likely, ask x_A = argmax KL(P_A||P_B),
+  else x_B = argmax KL(P_B||P_A) (both designed by the same engine and budget); SPRT stopping.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from .answers import AnswerLaw, draw
+from .design import _json_safe, design, report_for_query
+from .errors import InputError
+from .io import load_pair, load_query
+from .optimize import maximize
+from .samples import LATTICE_MAX_N, LatticeTest, Saddlepoint
+from .divergences import Tilt
+from .softmax import SoftmaxPair
+from .validation import check_energy, check_error, check_starts
+
+POLICIES = ("fixed", "sprt", "adaptive")
+MAX_SEQUENTIAL_STEPS = 10_000_000
+
+
+@dataclass(frozen=True)
+class SimulateResult:
+    model: str
+    n: int
+    d: int
+    energy: float
+    target_error: float
+    trials: int
+    seed: int
+    query: list
+    hellinger_squared: float
+    fixed: dict | None
+    sprt: dict | None
+    adaptive: dict | None
+    curve: dict | None            # n grid, empirical error and its standard error (for plots)
+    seconds: float
+
+    def to_dict(self):
+        return _json_safe(asdict(self))
+
+
+def empirical_minimax(SA: np.ndarray, SB: np.ndarray):
+    """(error, standard error) of the best randomised threshold test on samples SA (A true)
+    and SB (B true) of the LLR sum: decide A iff S > tau, randomise at S = tau."""
+    SA, SB = np.sort(np.round(SA, 10)), np.sort(np.round(SB, 10))
+    taus = np.unique(np.concatenate([SA, SB]))
+    ta, tb = len(SA), len(SB)
+    lt_a = np.searchsorted(SA, taus, "left") / ta
+    eq_a = np.searchsorted(SA, taus, "right") / ta - lt_a
+    gt_b = 1.0 - np.searchsorted(SB, taus, "right") / tb
+    eq_b = 1.0 - np.searchsorted(SB, taus, "left") / tb - gt_b
+    denom = eq_a + eq_b
+    g = np.clip((gt_b + eq_b - lt_a) / np.where(denom > 0, denom, 1.0), 0.0, 1.0)
+    g = np.where(denom > 0, g, 0.0)
+    e1, e2 = lt_a + g * eq_a, gt_b + (1 - g) * eq_b
+    err = np.maximum(e1, e2)
+    j = int(np.argmin(err))
+    se = math.sqrt(max(e1[j] * (1 - e1[j]) / ta, e2[j] * (1 - e2[j]) / tb))
+    return float(err[j]), se
+
+
+def _llr_sums(law: AnswerLaw, model: str, grid: np.ndarray, trials: int, rng, chunk_cells=4_000_000):
+    """S_n for every n in `grid` (sorted) and every trial, model `model` true."""
+    cdf, llr = law.cdf(model), law.llr
+    n_max = int(grid[-1])
+    out = np.empty((trials, len(grid)))
+    rows = max(1, chunk_cells // n_max)
+    for s in range(0, trials, rows):
+        k = min(rows, trials - s)
+        steps = np.cumsum(llr[draw(cdf, (k, n_max), rng)], axis=1)
+        out[s:s + k] = steps[:, grid - 1]
+    return out
+
+
+def _fixed_grid(lo: int, hi: int, points: int = 160) -> np.ndarray:
+    if hi - lo + 1 <= points:
+        return np.arange(lo, hi + 1)
+    g = np.unique(np.rint(np.geomspace(lo, hi, points)).astype(np.int64))
+    return g
+
+
+def simulate_fixed(law: AnswerLaw, alpha: float, counts: dict, trials: int, rng, progress=None):
+    """Empirical smallest n for the best fixed-n test (see module docstring)."""
+    upper = counts["upper"]
+    hi = int(max(upper, counts["predicted"]) * 1.3) + 2
+    grid = _fixed_grid(1, hi)
+    errs, ses = _errors_on(law, grid, trials, rng)
+    first = _first_below(errs, alpha)
+    if first is None:
+        return None, grid, errs, ses
+    if grid[first] > (grid[first - 1] if first > 0 else 0) + 1:       # refine the bracket
+        lo = int(grid[first - 1]) + 1 if first > 0 else 1
+        fine = _fixed_grid(lo, int(grid[first]), points=400)
+        e2, s2 = _errors_on(law, fine, trials, rng)
+        grid = np.concatenate([grid[:first], fine, grid[first + 1:]])
+        errs = np.concatenate([errs[:first], e2, errs[first + 1:]])
+        ses = np.concatenate([ses[:first], s2, ses[first + 1:]])
+        order = np.argsort(grid, kind="stable")
+        grid, errs, ses = grid[order], errs[order], ses[order]
+    k = _first_below(errs, alpha)
+    k_lo = _first_below(errs - 1.96 * ses, alpha)
+    k_hi = _first_below(errs + 1.96 * ses, alpha)
+    result = {"empirical": int(grid[k]),
+              "interval": [int(grid[k_lo]), int(grid[k_hi]) if k_hi is not None else None],
+              "predicted": counts["predicted"], "lower": counts["lower"], "upper": counts["upper"]}
+    return result, grid, errs, ses
+
+
+def _errors_on(law, grid, trials, rng):
+    SA = _llr_sums(law, "A", grid, trials, rng)
+    SB = _llr_sums(law, "B", grid, trials, rng)
+    pairs = [empirical_minimax(SA[:, j], SB[:, j]) for j in range(len(grid))]
+    return np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs])
+
+
+def _first_below(values, alpha):
+    hit = np.flatnonzero(values <= alpha)
+    return int(hit[0]) if hit.size else None
+
+
+def simulate_sprt(law: AnswerLaw, alpha: float, trials: int, rng, block: int = 256):
+    """Wald's SPRT with one query: samples used and decisions, per true model."""
+    a = math.log((1 - alpha) / alpha)
+    out = {}
+    for model in ("A", "B"):
+        cdf, llr = law.cdf(model), law.llr
+        used = np.zeros(trials, dtype=np.int64)
+        said_a = np.zeros(trials, dtype=bool)
+        pos = np.zeros(trials)
+        active = np.arange(trials)
+        steps = 0
+        while active.size and steps < MAX_SEQUENTIAL_STEPS:
+            path = pos[active, None] + np.cumsum(llr[draw(cdf, (active.size, block), rng)], axis=1)
+            hit = np.abs(path) >= a
+            done = hit.any(axis=1)
+            first = np.argmax(hit, axis=1)
+            idx = active[done]
+            used[idx] = steps + first[done] + 1
+            said_a[idx] = path[done, first[done]] > 0
+            pos[active[~done]] = path[~done, -1]
+            active = active[~done]
+            steps += block
+        used[active] = steps                      # never decided (reported as errors)
+        out[model] = (used, said_a, active.size)
+    return _sequential_stats(out)
+
+
+def simulate_adaptive(law_a: AnswerLaw, law_b: AnswerLaw, alpha: float, trials: int, rng):
+    """Chernoff's rule: x_A while llr >= 0, x_B otherwise; SPRT stopping."""
+    a = math.log((1 - alpha) / alpha)
+    out = {}
+    for model in ("A", "B"):
+        laws = (law_a, law_b)
+        cdfs = [law.cdf(model) for law in laws]
+        llrs = [law.llr for law in laws]
+        used = np.zeros(trials, dtype=np.int64)
+        said_a = np.zeros(trials, dtype=bool)
+        pos = np.zeros(trials)
+        active = np.arange(trials)
+        step = 0
+        while active.size and step < MAX_SEQUENTIAL_STEPS:
+            step += 1
+            use_a = pos[active] >= 0
+            for which, mask in ((0, use_a), (1, ~use_a)):
+                if mask.any():
+                    rows = active[mask]
+                    pos[rows] += llrs[which][draw(cdfs[which], rows.size, rng)]
+            cur = pos[active]
+            done = np.abs(cur) >= a
+            idx = active[done]
+            used[idx] = step
+            said_a[idx] = cur[done] > 0
+            active = active[~done]
+        used[active] = step
+        out[model] = (used, said_a, active.size)
+    return _sequential_stats(out)
+
+
+def _sequential_stats(out):
+    (ua, saa, una), (ub, sab, unb) = out["A"], out["B"]
+    return {"mean_samples_a": float(ua.mean()), "mean_samples_b": float(ub.mean()),
+            "p95_samples_a": int(np.percentile(ua, 95, method="higher")),
+            "p95_samples_b": int(np.percentile(ub, 95, method="higher")),
+            "error_a": float(np.mean(~saa)), "error_b": float(np.mean(sab)),
+            "undecided": int(una + unb)}
+
+
+def simulate(A, B, energy: float, query=None, error: float = 0.05, trials: int = 10_000,
+             seed: int = 0, policy: str = "all", starts: int = 32, progress=None) -> SimulateResult:
+    """Monte Carlo of the fixed, SPRT and adaptive strategies (see the module docstring).
+
+    Without `query` the query is designed first (same engine and defaults as `design`).
+    """
+    energy, error, starts = check_energy(energy), check_error(error), check_starts(starts)
+    if isinstance(trials, bool) or int(trials) != trials or trials < 100:
+        raise InputError(f"--trials must be a whole number >= 100, got {trials!r}")
+    trials = int(trials)
+    if policy not in POLICIES + ("all",):
+        raise InputError(f"--policy must be one of fixed, sprt, adaptive, all; got {policy!r}")
+    chosen = POLICIES if policy == "all" else (policy,)
+    t0 = time.perf_counter()
+    A, B = load_pair(A, B)
+    n, d = A.shape
+    say = progress or (lambda msg: None)
+    if query is None:
+        say("designing the query")
+        r = design(A, B, energy, error=error, starts=starts, seed=seed)
+        x = np.array(r.query)
+    else:
+        x = load_query(query, d)
+        if np.linalg.norm(x) > energy * (1 + 1e-9):
+            raise InputError(f"the query has norm {np.linalg.norm(x):.6g} > --energy {energy:g}; "
+                             "give the budget it was designed for")
+        r = report_for_query(A, B, x, energy, error)
+    if not r.distinguishable or r.samples["predicted"] is None:
+        raise InputError("A and B cannot be told apart with this query (H^2 = 0): nothing to simulate")
+    if r.samples["upper"] > 2_000_000:
+        raise InputError(f"this query needs up to {r.samples['upper']:,} answers per trial; "
+                         "simulating that is out of reach here (raise --energy)")
+    pair = SoftmaxPair(A, B)
+    law = AnswerLaw.at(pair, x)
+    rng = np.random.default_rng(seed)
+    fixed = sprt = adaptive = curve = None
+    if "fixed" in chosen:
+        say(f"fixed n: {trials:,} trials per model on a grid of n")
+        fixed, grid, errs, ses = simulate_fixed(law, error, r.samples, trials, rng)
+        curve = {"n": grid.tolist(), "error": errs.tolist(), "standard_error": ses.tolist()}
+    if "sprt" in chosen or "adaptive" in chosen:
+        say(f"SPRT: {trials:,} trials per model")
+        sprt = simulate_sprt(law, error, trials, rng)
+        a = math.log((1 - error) / error)
+        wald = lambda kl: (1 - 2 * error) * a / kl if kl > 0 else None
+        sprt["wald_lower_a"] = wald(r.kl_ab)
+        sprt["wald_lower_b"] = wald(r.kl_ba)
+        sprt["mean_samples_lower_any_strategy"] = r.certificate["mean_samples_lower_sequential"]
+    if "adaptive" in chosen:
+        say("adaptive: designing argmax KL(P_A||P_B) and argmax KL(P_B||P_A)")
+        x_a = maximize(SoftmaxPair(A, B, objective="kl"), energy, starts=starts, seed=seed).x
+        x_b = maximize(SoftmaxPair(B, A, objective="kl"), energy, starts=starts, seed=seed).x
+        say(f"adaptive: {trials:,} trials per model")
+        adaptive = simulate_adaptive(AnswerLaw.at(pair, x_a), AnswerLaw.at(pair, x_b), error, trials, rng)
+        adaptive["saving_vs_fixed"] = 0.5 * ((1 - adaptive["mean_samples_a"] / sprt["mean_samples_a"])
+                                             + (1 - adaptive["mean_samples_b"] / sprt["mean_samples_b"]))
+        adaptive["query_a"] = x_a.tolist()
+        adaptive["query_b"] = x_b.tolist()
+        if "sprt" not in chosen:
+            sprt = None
+    return SimulateResult("softmax", n, d, energy, error, trials, seed, x.tolist(),
+                          r.hellinger_squared, fixed, sprt, adaptive, curve,
+                          time.perf_counter() - t0)
+
+
+def predicted_curve(pair: SoftmaxPair, x: np.ndarray, ns) -> list:
+    """Minimax error of the randomised LR test at each n: exact lattice value up to
+    LATTICE_MAX_N, saddlepoint beyond (what `predicted` is computed from)."""
+    c, delta = pair.logits(np.asarray(x, dtype=np.float64))
+    tilt = Tilt.from_logits(c, delta)
+    la, lb = tilt.log_probs()
+    test = LatticeTest(la - lb, np.exp(la), np.exp(lb))
+    saddle = Saddlepoint(tilt)
+    return [test.minimax_error(int(m)) if m <= LATTICE_MAX_N
+            else math.exp(saddle.minimax_log_error(float(m))) for m in ns]
