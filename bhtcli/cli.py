@@ -114,7 +114,7 @@ def sample(a, query, count, seed):
     """
     from .answers import sample as sample_fn
     answers = sample_fn(a, query, count, seed=seed)
-    out = click.get_text_stream("stdout")
+    out = sys.stdout
     for start in range(0, len(answers), 65536):
         out.write("\n".join(map(str, answers[start:start + 65536].tolist())) + "\n")
 

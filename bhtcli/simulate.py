@@ -24,8 +24,8 @@ from .design import _json_safe, design, report_for_query
 from .errors import InputError
 from .io import load_pair, load_query
 from .optimize import maximize
-from .samples import LATTICE_MAX_N, LatticeTest, Saddlepoint
 from .divergences import Tilt
+from .samples import LATTICE_MAX_N, LatticeTest, Saddlepoint
 from .softmax import SoftmaxPair
 from .validation import check_energy, check_error, check_starts
 
@@ -94,30 +94,73 @@ def _fixed_grid(lo: int, hi: int, points: int = 160) -> np.ndarray:
     return g
 
 
+PATH_DRAWS = 40_000_000     # above this many draws per model, fixed n uses multinomial counts
+
+
 def simulate_fixed(law: AnswerLaw, alpha: float, counts: dict, trials: int, rng, progress=None):
-    """Empirical smallest n for the best fixed-n test (see module docstring)."""
-    upper = counts["upper"]
-    hi = int(max(upper, counts["predicted"]) * 1.3) + 2
+    """Empirical smallest n for the best fixed-n test (see module docstring).
+
+    Small n: answer paths (every n on a grid, refined to single n around the crossing).
+    Large n (trials * n above PATH_DRAWS): multinomial answer counts, whose cost does not grow
+    with n, at 12 values of n around the prediction; the crossing is interpolated in log error.
+    """
+    hi = int(max(counts["upper"], counts["predicted"]) * 1.3) + 2
+    if trials * hi > PATH_DRAWS:
+        return _fixed_by_counts(law, alpha, counts, trials, rng)
     grid = _fixed_grid(1, hi)
     errs, ses = _errors_on(law, grid, trials, rng)
     first = _first_below(errs, alpha)
     if first is None:
         return None, grid, errs, ses
-    if grid[first] > (grid[first - 1] if first > 0 else 0) + 1:       # refine the bracket
-        lo = int(grid[first - 1]) + 1 if first > 0 else 1
-        fine = _fixed_grid(lo, int(grid[first]), points=400)
+    if first > 0 and grid[first] > grid[first - 1] + 1:       # refine the bracket
+        fine = _fixed_grid(int(grid[first - 1]) + 1, int(grid[first]), points=400)
         e2, s2 = _errors_on(law, fine, trials, rng)
         grid = np.concatenate([grid[:first], fine, grid[first + 1:]])
         errs = np.concatenate([errs[:first], e2, errs[first + 1:]])
         ses = np.concatenate([ses[:first], s2, ses[first + 1:]])
-        order = np.argsort(grid, kind="stable")
-        grid, errs, ses = grid[order], errs[order], ses[order]
     k = _first_below(errs, alpha)
     k_lo = _first_below(errs - 1.96 * ses, alpha)
     k_hi = _first_below(errs + 1.96 * ses, alpha)
     result = {"empirical": int(grid[k]),
               "interval": [int(grid[k_lo]), int(grid[k_hi]) if k_hi is not None else None],
-              "predicted": counts["predicted"], "lower": counts["lower"], "upper": counts["upper"]}
+              "predicted": counts["predicted"], "lower": counts["lower"], "upper": counts["upper"],
+              "method": "paths"}
+    return result, grid, errs, ses
+
+
+def _fixed_by_counts(law: AnswerLaw, alpha: float, counts: dict, trials: int, rng, points: int = 12):
+    pred = counts["predicted"]
+    grid = np.unique(np.rint(np.geomspace(0.6 * pred, 1.6 * pred, points)).astype(np.int64))
+    p_a, p_b = np.exp(law.log_pa), np.exp(law.log_pb)
+    p_a, p_b = p_a / p_a.sum(), p_b / p_b.sum()
+    llr = law.llr
+    SA = np.zeros(trials)
+    SB = np.zeros(trials)
+    errs, ses, prev = [], [], 0
+    for m in grid:                      # nested sums: S at the next n adds the answers between
+        step = int(m - prev)
+        SA = SA + rng.multinomial(step, p_a, size=trials).astype(np.float64) @ llr
+        SB = SB + rng.multinomial(step, p_b, size=trials).astype(np.float64) @ llr
+        e, se = empirical_minimax(SA, SB)
+        errs.append(e)
+        ses.append(se)
+        prev = m
+    errs, ses = np.array(errs), np.array(ses)
+
+    def crossing(values):
+        k = _first_below(values, alpha)
+        if k is None:
+            return None
+        if k == 0:
+            return int(grid[0])
+        y0, y1 = math.log(max(values[k - 1], 1e-300)), math.log(max(values[k], 1e-300))
+        t = (y0 - math.log(alpha)) / (y0 - y1) if y0 != y1 else 1.0
+        return int(math.ceil(grid[k - 1] + t * (grid[k] - grid[k - 1])))
+
+    result = {"empirical": crossing(errs),
+              "interval": [crossing(errs - 1.96 * ses), crossing(errs + 1.96 * ses)],
+              "predicted": pred, "lower": counts["lower"], "upper": counts["upper"],
+              "method": "multinomial counts, interpolated"}
     return result, grid, errs, ses
 
 
