@@ -173,15 +173,20 @@ def simulate(a, b, energy, alpha, query, trials, seed, policy, plot, as_json):
             raise InputError(f"--plot {plot}: the plot is a PNG; name the file *.png")
         if policy not in ("fixed", "all"):
             raise InputError("--plot draws the fixed-n experiment; use --policy fixed or all")
-    err = _stderr()
-    status = err.status("simulating", spinner="dots") if err.is_terminal else None
-    if status:
-        status.start()
-    try:
-        say = (lambda msg: status.update(msg)) if status else None
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+    bar = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                   TimeElapsedColumn(), console=_stderr(), transient=True,
+                   disable=not _stderr().is_terminal)
+    with bar:
+        task = bar.add_task("simulating", total=None)
+
+        def say(message, step=None, total=None):
+            bar.update(task, description=message, completed=step, total=total)
+
         result = simulate_fn(a, b, energy, query=query, error=alpha, trials=trials, seed=seed,
                              policy=policy, progress=say)
         if plot:
+            say("plotting")
             from .plot import plot_fixed
             from .simulate import predicted_curve
             from .io import load_pair
@@ -191,9 +196,6 @@ def simulate(a, b, energy, alpha, query, trials, seed, policy, plot, as_json):
             ns = np.unique(np.linspace(1, max(result.curve["n"]), 80).astype(int))
             curve = predicted_curve(SoftmaxPair(A, B), np.array(result.query), ns)
             plot_fixed(result, (ns, curve), plot)
-    finally:
-        if status:
-            status.stop()
     if as_json:
         click.echo(render_json(result))
     else:

@@ -259,7 +259,14 @@ def simulate(A, B, energy: float, query=None, error: float = 0.05, trials: int =
     t0 = time.perf_counter()
     A, B = load_pair(A, B)
     n, d = A.shape
-    say = progress or (lambda msg: None)
+    phases = ((query is None) + ("fixed" in chosen) + ("sprt" in chosen or "adaptive" in chosen)
+              + 2 * ("adaptive" in chosen))
+    done = [0]
+
+    def say(message):                 # one step of the progress bar per phase
+        if progress:
+            progress(message, done[0], phases)
+        done[0] += 1
     if query is None:
         say("designing the query")
         r = design(A, B, energy, error=error, starts=starts, seed=seed)
@@ -303,6 +310,7 @@ def simulate(A, B, energy: float, query=None, error: float = 0.05, trials: int =
         adaptive["query_b"] = x_b.tolist()
         if "sprt" not in chosen:
             sprt = None
+    say("done")
     return SimulateResult("softmax", n, d, energy, error, trials, seed, x.tolist(),
                           r.hellinger_squared, fixed, sprt, adaptive, curve,
                           time.perf_counter() - t0)
