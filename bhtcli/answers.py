@@ -104,13 +104,46 @@ def _as_index(v):
     return None
 
 
-def sample(A, query, count: int, seed: int = 0) -> np.ndarray:
-    """`count` answers of the softmax model A to `query`, as 0-based indices (seeded)."""
-    from .io import load_matrix, load_query
+def sample(A, query, count: int, seed: int = 0, model: str = "softmax") -> np.ndarray:
+    """`count` answers of model A to `query`, as 0-based indices (seeded).
+
+    model="softmax": query x of length d; model="leverage": query s of length n (s_i != 0).
+    """
+    from .io import load_matrix
     from .validation import check_count
     count = check_count(count)
     A = load_matrix(A, None if isinstance(A, (str, os.PathLike)) else "A")
-    x = load_query(query, A.shape[1])
-    logp = log_softmax(np.asarray(A @ x, dtype=np.float64))
+    logp = model_log_probs(A, query, model)
     cdf = np.cumsum(np.exp(logp))
     return draw(cdf / cdf[-1], count, np.random.default_rng(seed))
+
+
+def leverage_theta(s: np.ndarray) -> np.ndarray:
+    """theta = log w = -log s^2 for a leverage query (every s_i must be non-zero)."""
+    if np.any(s == 0):
+        raise InputError("the leverage query s has a zero entry; every s_i must be non-zero")
+    return -np.log(s * s)
+
+
+def model_log_probs(A: np.ndarray, query, model: str) -> np.ndarray:
+    """log P_A(query) for either model kind (query loaded and checked here)."""
+    from .io import load_query
+    if model == "leverage":
+        from .leverage import LeverageModel
+        s = load_query(query, A.shape[0], what="the leverage query s (one entry per row)")
+        state = LeverageModel(A).at(np.exp(leverage_theta(s)))
+        return state.log_p
+    x = load_query(query, A.shape[1])
+    return log_softmax(np.asarray(A @ x, dtype=np.float64))
+
+
+def answer_law(A: np.ndarray, B: np.ndarray, query, model: str) -> AnswerLaw:
+    """Both models' answer laws at one query (stable tilt form), for either model kind."""
+    from .io import load_query
+    if model == "leverage":
+        from .leverage import LeveragePair
+        s = load_query(query, A.shape[0], what="the leverage query s (one entry per row)")
+        tilt = LeveragePair(A, B).tilt(leverage_theta(s))
+        return AnswerLaw(*tilt.log_probs())
+    x = load_query(query, A.shape[1])
+    return AnswerLaw.at(SoftmaxPair(A, B), x)

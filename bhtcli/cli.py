@@ -32,13 +32,23 @@ def cli():
     """Design queries under an energy budget that tell two softmax models apart."""
 
 
+MODEL_OPTION = click.option(
+    "--model", type=click.Choice(["softmax", "leverage"]), default="softmax", show_default=True,
+    help="softmax: answers ~ softmax(Ax), query x; leverage: answers ~ leverage scores of S^-1 A, query s.")
+FLOOR_OPTION = click.option(
+    "--floor", type=float, default=None,
+    help="Leverage models only (required there): the box is FLOOR <= s_i^2 <= ENERGY.")
+
+
 def model_pair_options(fn):
-    """A, B, --energy and --error: shared by every command that compares two models."""
+    """A, B, --model, --energy, --floor and --error: shared by commands that compare two models."""
     for decorator in reversed([
         click.argument("a", metavar="A"),
         click.argument("b", metavar="B"),
+        MODEL_OPTION,
         click.option("--energy", "-E", type=float, required=True,
-                     help="Budget on the query norm ||x||_2."),
+                     help="softmax: budget on ||x||_2; leverage: upper bound C on every s_i^2."),
+        FLOOR_OPTION,
         click.option("--error", "alpha", type=float, default=0.05, show_default=True,
                      help="Target for both error probabilities (0 < ALPHA < 0.5)."),
     ]):
@@ -48,14 +58,14 @@ def model_pair_options(fn):
 
 @cli.command(context_settings=CONTEXT)
 @model_pair_options
-@click.option("--starts", type=int, default=DEFAULT_STARTS, show_default=True,
-              help="Starting points of the multi-start search.")
+@click.option("--starts", type=int, default=None,
+              help=f"Starting points of the multi-start search [default: {DEFAULT_STARTS}; leverage: 8].")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random starts.")
 @click.option("--method", type=click.Choice(METHODS), default="lbfgs", show_default=True,
               help="lbfgs: batched projected L-BFGS (scales); ccp: cvxpy cross-check (small models).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout instead of tables.")
 @click.option("--out", type=click.Path(dir_okay=False), help="Write the query x to this .npy file.")
-def design(a, b, energy, alpha, starts, seed, method, as_json, out):
+def design(a, b, model, energy, floor, alpha, starts, seed, method, as_json, out):
     """Find the query x (||x|| <= E) that best separates A from B, and how many it takes.
 
     A and B are n x d matrices: .npy, .npz (FILE.npz:KEY), .csv/.txt, or - for stdin.
@@ -70,8 +80,18 @@ def design(a, b, energy, alpha, starts, seed, method, as_json, out):
         check_output_path(out)
     err = _stderr()
     progress = (lambda msg: err.print(f"[dim]{msg}[/dim]")) if not as_json else None
-    result = design_fn(a, b, energy, error=alpha, starts=starts, seed=seed, method=method,
-                       progress=progress)
+    if model == "leverage":
+        from .leverage_design import DEFAULT_LEVERAGE_STARTS, design_leverage
+        if method != "lbfgs":
+            raise InputError("--method ccp is for softmax models; leverage models use L-BFGS-B")
+        result = design_leverage(a, b, energy, floor, error=alpha, seed=seed, progress=progress,
+                                 starts=DEFAULT_LEVERAGE_STARTS if starts is None else starts)
+    else:
+        _no_floor(floor)
+        result = design_fn(a, b, energy, error=alpha, seed=seed, method=method, progress=progress,
+                           starts=DEFAULT_STARTS if starts is None else starts)
+    for w in result.warnings:
+        err.print(f"Warning: {w}", markup=False, highlight=False)
     if out:
         import numpy as np
         save_npy_atomic(out, np.asarray(result.query))
@@ -84,7 +104,7 @@ def design(a, b, energy, alpha, starts, seed, method, as_json, out):
 @cli.command(context_settings=CONTEXT)
 @model_pair_options
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout instead of a table.")
-def bound(a, b, energy, alpha, as_json):
+def bound(a, b, model, energy, floor, alpha, as_json):
     """Closed-form bounds, no optimisation: certified sup H^2 and query lower bounds.
 
     \b
@@ -92,7 +112,12 @@ def bound(a, b, energy, alpha, as_json):
       bht bound A.npy B.npy --energy 1.0
       bht bound A.npy B.npy --energy 1.0 --json | jq .samples_lower_any_strategy
     """
-    result = bound_fn(a, b, energy, error=alpha)
+    if model == "leverage":
+        from .leverage_design import bound_leverage
+        result = bound_leverage(a, b, energy, floor, error=alpha)
+    else:
+        _no_floor(floor)
+        result = bound_fn(a, b, energy, error=alpha)
     if as_json:
         click.echo(render_json(result))
     else:
@@ -101,10 +126,12 @@ def bound(a, b, energy, alpha, as_json):
 
 @cli.command(context_settings=CONTEXT)
 @click.argument("a", metavar="A")
-@click.option("--query", "-x", required=True, help="The query x (.npy from `design --out`, or any matrix format).")
+@MODEL_OPTION
+@click.option("--query", "-x", required=True,
+              help="The query (.npy from `design --out`, or any matrix format): x, or s for leverage.")
 @click.option("--count", "-n", type=int, required=True, help="Number of answers to draw.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Random seed.")
-def sample(a, query, count, seed):
+def sample(a, model, query, count, seed):
     """Draw answers of model A to query x: 0-based indices, one per line (a stand-in black box).
 
     \b
@@ -113,7 +140,7 @@ def sample(a, query, count, seed):
       bht sample A.npy --query x.npy --count 50 | bht decide A.npy B.npy --query x.npy -
     """
     from .answers import sample as sample_fn
-    answers = sample_fn(a, query, count, seed=seed)
+    answers = sample_fn(a, query, count, seed=seed, model=model)
     out = sys.stdout
     for start in range(0, len(answers), 65536):
         out.write("\n".join(map(str, answers[start:start + 65536].tolist())) + "\n")
@@ -123,11 +150,12 @@ def sample(a, query, count, seed):
 @click.argument("a", metavar="A")
 @click.argument("b", metavar="B")
 @click.argument("answers", metavar="ANSWERS")
-@click.option("--query", "-x", required=True, help="The query the answers respond to.")
+@MODEL_OPTION
+@click.option("--query", "-x", required=True, help="The query the answers respond to (x, or s for leverage).")
 @click.option("--error", "alpha", type=float, default=0.05, show_default=True,
               help="Target error: SPRT thresholds +-ln((1-ALPHA)/ALPHA).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout instead of a table.")
-def decide(a, b, answers, query, alpha, as_json):
+def decide(a, b, answers, model, query, alpha, as_json):
     """Decide from observed answers (a file or -, one index per line or a JSON list) which model answered.
 
     \b
@@ -139,7 +167,7 @@ def decide(a, b, answers, query, alpha, as_json):
     from .render import render_decide_table
     if a == "-" or b == "-":
         raise InputError("A and B must be files for decide (standard input carries the answers)")
-    result = decide_fn(a, b, query, answers, error=alpha)
+    result = decide_fn(a, b, query, answers, error=alpha, model=model)
     if as_json:
         click.echo(render_json(result))
     else:
@@ -156,7 +184,7 @@ def decide(a, b, answers, query, alpha, as_json):
 @click.option("--plot", type=click.Path(dir_okay=False), default=None,
               help="Write a PNG: max error against n, empirical vs predicted and bounds (needs fixed).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout instead of tables.")
-def simulate(a, b, energy, alpha, query, trials, seed, policy, plot, as_json):
+def simulate(a, b, model, energy, floor, alpha, query, trials, seed, policy, plot, as_json):
     """Simulate how many queries it really takes: fixed n, Wald's SPRT, Chernoff's adaptive rule.
 
     \b
@@ -183,23 +211,31 @@ def simulate(a, b, energy, alpha, query, trials, seed, policy, plot, as_json):
         def say(message, step=None, total=None):
             bar.update(task, description=message, completed=step, total=total)
 
+        if model != "leverage":
+            _no_floor(floor)
         result = simulate_fn(a, b, energy, query=query, error=alpha, trials=trials, seed=seed,
-                             policy=policy, progress=say)
+                             policy=policy, progress=say, model=model, floor=floor)
         if plot:
             say("plotting")
+            from .answers import answer_law
             from .plot import plot_fixed
             from .simulate import predicted_curve
             from .io import load_pair
-            from .softmax import SoftmaxPair
             import numpy as np
             A, B = load_pair(a, b)
             ns = np.unique(np.linspace(1, max(result.curve["n"]), 80).astype(int))
-            curve = predicted_curve(SoftmaxPair(A, B), np.array(result.query), ns)
+            curve = predicted_curve(answer_law(A, B, np.array(result.query), model), ns)
             plot_fixed(result, (ns, curve), plot)
     if as_json:
         click.echo(render_json(result))
     else:
         render_simulate_table(result, _stdout())
+
+
+def _no_floor(floor):
+    if floor is not None:
+        raise InputError("--floor applies to --model leverage only; softmax queries are bounded by "
+                         "--energy on ||x||_2")
 
 
 def main(argv=None) -> None:

@@ -7,11 +7,10 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from scipy.special import expit
 
-from .answers import AnswerLaw, read_answers
+from .answers import answer_law, read_answers
 from .design import _json_safe
-from .divergences import divergences_from_tilt, Tilt
-from .io import load_pair, load_query
-from .softmax import SoftmaxPair
+from .divergences import divergences_from_tilt
+from .io import load_pair
 from .validation import check_error
 
 
@@ -36,14 +35,14 @@ class DecideResult:
         return _json_safe(asdict(self))
 
 
-def decide(A, B, query, answers, error: float = 0.05, stdin=None) -> DecideResult:
+def decide(A, B, query, answers, error: float = 0.05, stdin=None, model: str = "softmax") -> DecideResult:
     """Decide which model produced `answers` (0-based indices, in the order observed).
 
     Parameters
     ----------
     A, B : array_like or path
     query : array_like or path
-        The query x the answers respond to (length d).
+        The query the answers respond to: x (length d) for softmax, s (length n) for leverage.
     answers : array_like of int, or path, or "-"
         The observed answers.
     error : float
@@ -51,16 +50,13 @@ def decide(A, B, query, answers, error: float = 0.05, stdin=None) -> DecideResul
     """
     error = check_error(error)
     A, B = load_pair(A, B)
-    x = load_query(query, A.shape[1])
+    law = answer_law(A, B, query, model)
     if isinstance(answers, (str,)) or hasattr(answers, "__fspath__"):
         obs = read_answers(answers, A.shape[0], stdin=stdin)
     else:
         obs = read_answers_array(answers, A.shape[0])
-    pair = SoftmaxPair(A, B)
-    c, delta = pair.logits(x)
-    tilt = Tilt.from_logits(c, delta)
-    div = divergences_from_tilt(tilt)
-    law = AnswerLaw(*tilt.log_probs())
+    from .leverage import tilt_of
+    div = divergences_from_tilt(tilt_of(law.log_pa, law.log_pb))
     path = np.cumsum(law.llr[obs])
     a = math.log((1 - error) / error)
     crossed = np.flatnonzero(np.abs(path) >= a)

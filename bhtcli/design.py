@@ -44,6 +44,8 @@ class DesignResult:
     certificate: dict = field(default_factory=dict)
     paper: dict = field(default_factory=dict)
     solver: dict = field(default_factory=dict)
+    floor: float | None = None           # leverage models: the box is floor <= s_i^2 <= energy
+    warnings: list = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return _json_safe(asdict(self))

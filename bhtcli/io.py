@@ -45,12 +45,12 @@ def load_matrix(spec, name: str | None = None, stdin=None) -> np.ndarray:
     return check_matrix(read_array(spec, name, stdin), _label(spec, name, "matrix"))
 
 
-def load_query(spec, length: int, name: str | None = None) -> np.ndarray:
+def load_query(spec, length: int, name: str | None = None, what: str = "the query x") -> np.ndarray:
     """Load a query vector (any format load_matrix reads; (d,), (d, 1) or (1, d))."""
     from .validation import check_query
     if not isinstance(spec, (str, os.PathLike)):
-        return check_query(spec, name or "query", length)
-    return check_query(np.asarray(read_array(spec, name)), _label(spec, name, "query"), length)
+        return check_query(spec, name or "query", length, what)
+    return check_query(np.asarray(read_array(spec, name)), _label(spec, name, "query"), length, what)
 
 
 def read_array(spec, name: str | None = None, stdin=None) -> np.ndarray:

@@ -36,7 +36,9 @@ def _query_text(query, shown: int = 8) -> str:
 
 def render_design_table(result, console: Console) -> None:
     r = result.to_dict()
-    head = _table(f"bht design  softmax  n={r['n']:,}  d={r['d']:,}  E={_num(r['energy'])}  "
+    leverage = r["model"] == "leverage"
+    box = f"box {_num(r['floor'])} <= s_i^2 <= {_num(r['energy'])}" if leverage else f"E={_num(r['energy'])}"
+    head = _table(f"bht design  {r['model']}  n={r['n']:,}  d={r['d']:,}  {box}  "
                   f"alpha={_num(r['target_error'])}")
     if not r["distinguishable"]:
         head.add_row("distinguishable", "no")
@@ -44,15 +46,22 @@ def render_design_table(result, console: Console) -> None:
         head.add_row("samples needed", "- (no number of queries can tell them apart)")
         console.print(head)
         return
-    where = "on the sphere" if r["on_boundary"] else "inside the ball"
-    head.add_row("query x", _query_text(r["query"]) + ("  (full vector: --json or --out)" if r["d"] > 8 else ""))
-    head.add_row("||x||", f"{_num(r['query_norm'])}  ({where})")
+    if leverage:
+        s2 = [v * v for v in r["query"]]
+        head.add_row("query s", _query_text(r["query"]) + ("  (full vector: --json or --out)" if r["n"] > 8 else ""))
+        head.add_row("s_i^2 range", f"{_num(min(s2))} to {_num(max(s2))}  "
+                     f"({100 * r['solver']['fraction_at_box_faces']:.0f}% of entries on a face of the box)")
+    else:
+        where = "on the sphere" if r["on_boundary"] else "inside the ball"
+        head.add_row("query x", _query_text(r["query"]) + ("  (full vector: --json or --out)" if r["d"] > 8 else ""))
+        head.add_row("||x||", f"{_num(r['query_norm'])}  ({where})")
     head.add_row("distinguishable", "yes")
     if r["note"]:
         head.add_row("note", r["note"])
     console.print(head)
 
-    div = _table("\nSeparation at x")
+    q = "s" if leverage else "x"
+    div = _table(f"\nSeparation at {q}")
     div.add_row("Hellinger H", _num(r["hellinger"]))
     div.add_row("H^2 = 1 - sum sqrt(pq)", _num(r["hellinger_squared"]))
     div.add_row("Bhattacharyya D", _num(r["bhattacharyya_distance"]))
@@ -63,13 +72,30 @@ def render_design_table(result, console: Console) -> None:
     console.print(div)
 
     s = r["samples"]
-    sam = _table("\nQueries needed (x repeated, both errors <= alpha)")
+    sam = _table(f"\nQueries needed ({q} repeated, both errors <= alpha)")
     sam.add_row("lower (any test)", _num(s["lower"]))
     sam.add_row("predicted (minimax LR test)", f"{_num(s['predicted'])}  [{s['method']}]")
     sam.add_row("upper (LR test, Chernoff)", _num(s["upper"]))
     console.print(sam)
 
     c = r["certificate"]
+    if leverage:
+        cer = _table("\nCertificate (Theorem 4.2, explicit constants)")
+        cer.add_row("TV over the box <=", _num(c["tv_max_bound"]) + ("  (vacuous: models too far apart)" if c["tv_max_bound"] >= 1 else ""))
+        cer.add_row("fixed-budget queries >=", _num(c["samples_lower_any_strategy"]) + "  (any strategy, adaptive too)")
+        cer.add_row("lambda_min(A^T A), (B^T B)", _num(c["lambda_min"]) + "  (the larger)")
+        cer.add_row("sum_i ||b_i b_i^T - a_i a_i^T||", _num(c["sum_op_norm_diff"]))
+        console.print(cer)
+        v = r["solver"]
+        sol = _table("\nSolver")
+        sol.add_row("method", f"L-BFGS-B over log-weights, {v['starts']} starts, {v['iterations']} iterations, "
+                              f"{v['evaluations']} evaluations")
+        if v.get("local_maxima_values"):
+            sol.add_row("distinct local maxima", f"{v['local_maxima']}  (best H^2: "
+                        + ", ".join(_num(h, 4) for h in v["local_maxima_values"]) + ")")
+        sol.add_row("time", f"{v['seconds']:.2f} s")
+        console.print(sol)
+        return
     cer = _table("\nCertificate (no query with ||x|| <= E can do better)")
     cer.add_row("sup H^2 over the ball <=", _num(c["hellinger_squared_max_bound"]))
     cer.add_row("design's H^2 / bound", _num(1 / c["bound_over_design"]) if c["bound_over_design"] else "-")
@@ -91,6 +117,17 @@ def render_design_table(result, console: Console) -> None:
 
 def render_bound_table(result, console: Console) -> None:
     r = result.to_dict()
+    if r["model"] == "leverage":
+        t = _table(f"bht bound  leverage  n={r['n']:,}  d={r['d']:,}  box {_num(r['floor'])} <= s_i^2 <= "
+                   f"{_num(r['energy'])}  alpha={_num(r['target_error'])}")
+        t.add_row("distinguishable", "yes" if r["distinguishable"] else "no")
+        t.add_row("rank of A / B", f"{r['rank_a']} / {r['rank_b']}")
+        t.add_row("lambda_min (larger of A^T A, B^T B)", _num(r["lambda_min"]))
+        t.add_row("sum_i ||b_i b_i^T - a_i a_i^T||_op", _num(r["sum_op_norm_diff"]))
+        t.add_row("TV over the box <=", _num(r["tv_max_bound"]))
+        t.add_row("fixed-budget queries >=", _num(r["samples_lower_any_strategy"]) + "  (any strategy, adaptive too)")
+        console.print(t)
+        return
     t = _table(f"bht bound  softmax  n={r['n']:,}  d={r['d']:,}  E={_num(r['energy'])}  "
                f"alpha={_num(r['target_error'])}")
     t.add_row("distinguishable", "yes" if r["distinguishable"] else "no")
@@ -119,10 +156,11 @@ def render_decide_table(result, console: Console) -> None:
 
 def render_simulate_table(result, console: Console) -> None:
     r = result.to_dict()
-    head = _table(f"bht simulate  softmax  n={r['n']:,}  d={r['d']:,}  E={_num(r['energy'])}  "
+    head = _table(f"bht simulate  {r['model']}  n={r['n']:,}  d={r['d']:,}  E={_num(r['energy'])}  "
                   f"alpha={_num(r['target_error'])}  {r['trials']:,} trials per model")
-    head.add_row("query x", _query_text(r["query"]))
-    head.add_row("H^2 at x", _num(r["hellinger_squared"]))
+    q = "s" if r["model"] == "leverage" else "x"
+    head.add_row(f"query {q}", _query_text(r["query"]))
+    head.add_row(f"H^2 at {q}", _num(r["hellinger_squared"]))
     console.print(head)
     f = r["fixed"]
     if f:

@@ -244,12 +244,21 @@ def _sequential_stats(out):
 
 
 def simulate(A, B, energy: float, query=None, error: float = 0.05, trials: int = 10_000,
-             seed: int = 0, policy: str = "all", starts: int = 32, progress=None) -> SimulateResult:
+             seed: int = 0, policy: str = "all", starts: int | None = None, progress=None,
+             model: str = "softmax", floor: float | None = None) -> SimulateResult:
     """Monte Carlo of the fixed, SPRT and adaptive strategies (see the module docstring).
 
     Without `query` the query is designed first (same engine and defaults as `design`).
+    model="leverage" uses the box floor <= s_i^2 <= energy and a query s of length n.
     """
-    energy, error, starts = check_energy(energy), check_error(error), check_starts(starts)
+    if model == "leverage":
+        from .leverage_design import DEFAULT_LEVERAGE_STARTS, check_box
+        energy, floor = check_box(energy, floor)
+        starts = DEFAULT_LEVERAGE_STARTS if starts is None else starts
+    else:
+        energy = check_energy(energy)
+        starts = 32 if starts is None else starts
+    error, starts = check_error(error), check_starts(starts)
     if isinstance(trials, bool) or int(trials) != trials or trials < 100:
         raise InputError(f"--trials must be a whole number >= 100, got {trials!r}")
     trials = int(trials)
@@ -267,23 +276,15 @@ def simulate(A, B, energy: float, query=None, error: float = 0.05, trials: int =
         if progress:
             progress(message, done[0], phases)
         done[0] += 1
-    if query is None:
-        say("designing the query")
-        r = design(A, B, energy, error=error, starts=starts, seed=seed)
-        x = np.array(r.query)
+    if model == "leverage":
+        r, law, x, queries_for_kl = _leverage_setup(A, B, energy, floor, query, error, starts, seed, say)
     else:
-        x = load_query(query, d)
-        if np.linalg.norm(x) > energy * (1 + 1e-9):
-            raise InputError(f"the query has norm {np.linalg.norm(x):.6g} > --energy {energy:g}; "
-                             "give the budget it was designed for")
-        r = report_for_query(A, B, x, energy, error)
+        r, law, x, queries_for_kl = _softmax_setup(A, B, energy, query, error, starts, seed, say)
     if not r.distinguishable or r.samples["predicted"] is None:
         raise InputError("A and B cannot be told apart with this query (H^2 = 0): nothing to simulate")
     if r.samples["upper"] > 2_000_000:
         raise InputError(f"this query needs up to {r.samples['upper']:,} answers per trial; "
                          "simulating that is out of reach here (raise --energy)")
-    pair = SoftmaxPair(A, B)
-    law = AnswerLaw.at(pair, x)
     rng = np.random.default_rng(seed)
     fixed = sprt = adaptive = curve = None
     if "fixed" in chosen:
@@ -300,10 +301,9 @@ def simulate(A, B, energy: float, query=None, error: float = 0.05, trials: int =
         sprt["mean_samples_lower_any_strategy"] = r.certificate["mean_samples_lower_sequential"]
     if "adaptive" in chosen:
         say("adaptive: designing argmax KL(P_A||P_B) and argmax KL(P_B||P_A)")
-        x_a = maximize(SoftmaxPair(A, B, objective="kl"), energy, starts=starts, seed=seed).x
-        x_b = maximize(SoftmaxPair(B, A, objective="kl"), energy, starts=starts, seed=seed).x
+        x_a, x_b, law_a, law_b = queries_for_kl()
         say(f"adaptive: {trials:,} trials per model")
-        adaptive = simulate_adaptive(AnswerLaw.at(pair, x_a), AnswerLaw.at(pair, x_b), error, trials, rng)
+        adaptive = simulate_adaptive(law_a, law_b, error, trials, rng)
         adaptive["saving_vs_fixed"] = 0.5 * ((1 - adaptive["mean_samples_a"] / sprt["mean_samples_a"])
                                              + (1 - adaptive["mean_samples_b"] / sprt["mean_samples_b"]))
         adaptive["query_a"] = x_a.tolist()
@@ -311,18 +311,59 @@ def simulate(A, B, energy: float, query=None, error: float = 0.05, trials: int =
         if "sprt" not in chosen:
             sprt = None
     say("done")
-    return SimulateResult("softmax", n, d, energy, error, trials, seed, x.tolist(),
+    return SimulateResult(model, n, d, energy, error, trials, seed, x.tolist(),
                           r.hellinger_squared, fixed, sprt, adaptive, curve,
                           time.perf_counter() - t0)
 
 
-def predicted_curve(pair: SoftmaxPair, x: np.ndarray, ns) -> list:
+def _softmax_setup(A, B, energy, query, error, starts, seed, say):
+    if query is None:
+        say("designing the query")
+        r = design(A, B, energy, error=error, starts=starts, seed=seed)
+        x = np.array(r.query)
+    else:
+        x = load_query(query, A.shape[1])
+        if np.linalg.norm(x) > energy * (1 + 1e-9):
+            raise InputError(f"the query has norm {np.linalg.norm(x):.6g} > --energy {energy:g}; "
+                             "give the budget it was designed for")
+        r = report_for_query(A, B, x, energy, error)
+    pair = SoftmaxPair(A, B)
+
+    def queries_for_kl():
+        x_a = maximize(SoftmaxPair(A, B, objective="kl"), energy, starts=starts, seed=seed).x
+        x_b = maximize(SoftmaxPair(B, A, objective="kl"), energy, starts=starts, seed=seed).x
+        return x_a, x_b, AnswerLaw.at(pair, x_a), AnswerLaw.at(pair, x_b)
+
+    return r, AnswerLaw.at(pair, x), x, queries_for_kl
+
+
+def _leverage_setup(A, B, C, c, query, error, starts, seed, say):
+    from .answers import answer_law
+    from .leverage import LeveragePair
+    from .leverage_design import design_leverage, leverage_report_for_query, maximize_leverage
+    if query is None:
+        say("designing the query")
+        r = design_leverage(A, B, C, c, error=error, starts=starts, seed=seed)
+    else:
+        r = leverage_report_for_query(A, B, query, C, c, error)
+    s = np.array(r.query)
+    lo, hi = -math.log(C), -math.log(c)
+
+    def queries_for_kl():
+        th_a = maximize_leverage(LeveragePair(A, B), lo, hi, starts, seed, "kl")[0]
+        th_b = maximize_leverage(LeveragePair(B, A), lo, hi, starts, seed, "kl")[0]
+        s_a, s_b = np.exp(-0.5 * th_a), np.exp(-0.5 * th_b)
+        return s_a, s_b, answer_law(A, B, s_a, "leverage"), answer_law(A, B, s_b, "leverage")
+
+    return r, answer_law(A, B, s, "leverage"), s, queries_for_kl
+
+
+def predicted_curve(law: AnswerLaw, ns) -> list:
     """Minimax error of the randomised LR test at each n: exact lattice value up to
     LATTICE_MAX_N, saddlepoint beyond (what `predicted` is computed from)."""
-    c, delta = pair.logits(np.asarray(x, dtype=np.float64))
-    tilt = Tilt.from_logits(c, delta)
-    la, lb = tilt.log_probs()
-    test = LatticeTest(la - lb, np.exp(la), np.exp(lb))
+    from .leverage import tilt_of
+    tilt = tilt_of(law.log_pa, law.log_pb)
+    test = LatticeTest(law.llr, np.exp(law.log_pa), np.exp(law.log_pb))
     saddle = Saddlepoint(tilt)
     return [test.minimax_error(int(m)) if m <= LATTICE_MAX_N
             else math.exp(saddle.minimax_log_error(float(m))) for m in ns]

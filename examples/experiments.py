@@ -11,7 +11,7 @@ import numpy as np
 
 from bhtcli.plot import plot_fixed
 from bhtcli.simulate import predicted_curve, simulate
-from bhtcli.softmax import SoftmaxPair
+from bhtcli.answers import answer_law
 
 
 def pairs():
@@ -52,7 +52,7 @@ def main():
                             f"{a['saving_vs_fixed']:+.1%} | {secs:.1f} |")
             if args.plot and not plotted and name.startswith("200x16") and energy == 1.0:
                 ns = np.unique(np.linspace(1, max(r.curve["n"]), 80).astype(int))
-                plot_fixed(r, (ns, predicted_curve(SoftmaxPair(A, B), np.array(r.query), ns)), args.plot)
+                plot_fixed(r, (ns, predicted_curve(answer_law(A, B, np.array(r.query), "softmax"), ns)), args.plot)
                 plotted = True
     print(f"Predicted vs empirical queries for the fixed-n test (alpha = 0.05, {args.trials:,} "
           "trials per model; empirical with its 95% interval):\n")

@@ -1,0 +1,262 @@
+"""`design` and `bound` for leverage-score models (`--model leverage`).
+
+The query is s with c <= s_i^2 <= C; the search runs over theta = log w = -log s^2 in the box
+[-log C, -log c]^n with L-BFGS-B (analytic gradients, O(n d^2) per evaluation) from several
+starts: uniform weights, the two "bang-bang" corners that up-weight the rows where P_A or
+P_B is larger at uniform weights, and seeded random corners and interior points (optima of
+such box problems often sit at corners).
+
+Certificate (docs/leverage_bound.md): with delta = max(lambda_min(A^T A), lambda_min(B^T B))
+and eps = sum_i ||b_i b_i^T - a_i a_i^T||_op, every admissible s has
+    TV(P_A(s), P_B(s)) <= tau = (C/c) (eps/delta) (d + 2) / (2 d),
+so H^2 <= tau and any strategy with N queries (adaptive or not) needs
+    N >= max((1 - 2 alpha) / tau, ln(1/(4 alpha (1-alpha))) / (2 ln(1/(1 - tau)))).
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass
+
+import numpy as np
+from scipy.optimize import minimize
+
+from .design import DesignResult, _json_safe
+from .divergences import divergences_from_tilt
+from .errors import InputError
+from .io import load_pair
+from .leverage import LeveragePair, tilt_of
+from .samples import ceil_count, sample_counts
+from .validation import check_error, check_starts
+
+DEFAULT_LEVERAGE_STARTS = 8
+
+
+def check_box(energy, floor) -> tuple[float, float]:
+    """(C, c) for the leverage box c <= s_i^2 <= C."""
+    import math as _m
+    if floor is None:
+        raise InputError("--floor is required with --model leverage: the box is "
+                         "FLOOR <= s_i^2 <= ENERGY (e.g. --energy 4 --floor 1)")
+    try:
+        C, c = float(energy), float(floor)
+    except (TypeError, ValueError):
+        raise InputError("--energy and --floor must be numbers") from None
+    if not (_m.isfinite(c) and c > 0):
+        raise InputError(f"--floor must be a finite number > 0, got {floor!r}")
+    if not (_m.isfinite(C) and C >= c):
+        raise InputError(f"--energy must be a finite number >= --floor ({c:g}), got {energy!r}")
+    return C, c
+
+
+def thm42_quantities(A: np.ndarray, B: np.ndarray):
+    """(delta, eps): max of lambda_min(A^T A), lambda_min(B^T B); sum_i ||b b^T - a a^T||_op."""
+    lam = max(float(np.linalg.eigvalsh(A.T @ A)[0]), float(np.linalg.eigvalsh(B.T @ B)[0]))
+    na, nb = np.einsum("ij,ij->i", A, A), np.einsum("ij,ij->i", B, B)
+    ab = np.einsum("ij,ij->i", A, B)
+    # eigenvalues of b b^T - a a^T: (nb - na)/2 +- sqrt(((na + nb)/2)^2 - (a.b)^2)
+    rad = np.sqrt(np.maximum(((na + nb) / 2) ** 2 - ab ** 2, 0.0))
+    op = np.abs((nb - na) / 2) + rad
+    return max(lam, 0.0), float(op.sum())
+
+
+def tv_bound(C: float, c: float, delta: float, eps: float, d: int) -> float:
+    if delta <= 0:
+        return 1.0
+    return min(1.0, (C / c) * (eps / delta) * (d + 2) / (2 * d))
+
+
+def lower_from_tv(tau: float, alpha: float) -> int | None:
+    if tau <= 0:
+        return None
+    by_tv = (1 - 2 * alpha) / tau
+    by_h = math.log(1 / (4 * alpha * (1 - alpha))) / (2 * -math.log1p(-tau)) if tau < 1 else 0.0
+    return ceil_count(max(by_tv, by_h))
+
+
+def same_leverage_model(pair: LeveragePair, lo: float, hi: float, seed: int = 0) -> bool:
+    """Equal probabilities at uniform and four random weight vectors (SPEC section 1)."""
+    if pair.a.rank != pair.b.rank:
+        return False
+    rng = np.random.default_rng(seed + 31337)
+    thetas = [np.zeros(pair.n)] + [rng.uniform(lo, hi, pair.n) for _ in range(4)]
+    if hi - lo < 1e-12:
+        thetas = thetas[:1] + [rng.uniform(-1, 1, pair.n) * 0 for _ in range(1)]
+    for th in thetas:
+        sa, sb = pair.states(th)
+        if 0.5 * np.abs(sa.h / sa.rank - sb.h / sb.rank).sum() > 1e-10:
+            return False
+    return True
+
+
+def leverage_starts(pair: LeveragePair, lo: float, hi: float, starts: int, seed: int):
+    n = pair.n
+    sa, sb = pair.states(np.zeros(n))
+    p, q = sa.h / sa.rank, sb.h / sb.rank
+    cand = [np.zeros(n), np.where(p > q, hi, lo), np.where(p > q, lo, hi)]
+    rng = np.random.default_rng(seed)
+    while len(cand) < starts:
+        cand.append(rng.choice([lo, hi], size=n) if len(cand) % 2 else rng.uniform(lo, hi, n))
+    return cand[:starts]
+
+
+def maximize_leverage(pair: LeveragePair, lo: float, hi: float, starts: int, seed: int,
+                      objective: str = "bhattacharyya"):
+    """(best theta, best value, distinct local values, iterations) over the box."""
+    if hi - lo < 1e-15:          # C = c: one admissible query up to scale
+        th = np.zeros(pair.n)
+        return th, pair.value_and_grad(th, objective)[0], [], 0
+    bounds = [(lo, hi)] * pair.n
+    best, best_f, values, iters = None, -math.inf, [], 0
+    for th0 in leverage_starts(pair, lo, hi, starts, seed):
+        res = minimize(lambda t: tuple(-v for v in pair.value_and_grad(t, objective)), th0, jac=True,
+                       method="L-BFGS-B", bounds=bounds,
+                       options={"maxiter": 500, "ftol": 1e-13, "gtol": 1e-10})
+        iters += int(res.nit)
+        f = -float(res.fun)
+        values.append(f)
+        if f > best_f:
+            best, best_f = res.x.copy(), f
+    distinct = sorted({round(v, 12) for v in values}, reverse=True)
+    return best, best_f, distinct, iters
+
+
+def design_leverage(A, B, energy, floor, error: float = 0.05, starts: int = DEFAULT_LEVERAGE_STARTS,
+                    seed: int = 0, progress=None) -> DesignResult:
+    """The best leverage query s (floor <= s_i^2 <= energy) and the same report as `design`."""
+    C, c = check_box(energy, floor)
+    error, starts = check_error(error), check_starts(starts)
+    A, B = load_pair(A, B)
+    t0 = time.perf_counter()
+    n, d = A.shape
+    pair = LeveragePair(A, B)
+    lo, hi = -math.log(C), -math.log(c)
+    warnings = []
+    for name, m in (("A", pair.a), ("B", pair.b)):
+        if not m.full_rank:
+            warnings.append(f"{name} has rank {m.rank} < d = {d}: leverage scores use the "
+                            f"pseudo-inverse and are divided by the rank {m.rank}")
+    note = None
+    if pair.a.rank != pair.b.rank:
+        note = (f"A has rank {pair.a.rank} and B rank {pair.b.rank}: their column spaces differ in "
+                "dimension, so they are different models, told apart by that alone")
+    delta, eps = thm42_quantities(np.asarray(A), np.asarray(B))
+    tau = tv_bound(C, c, delta, eps, d)
+    same = same_leverage_model(pair, lo, hi, seed)
+    cert = {"hellinger_squared_max_bound": 0.0 if same else tau,
+            "samples_lower_any_strategy": None if same else lower_from_tv(tau, error),
+            "mean_samples_lower_sequential": None,
+            "tv_max_bound": 0.0 if same else tau, "lambda_min": delta, "sum_op_norm_diff": eps}
+    base = dict(model="leverage", n=n, d=d, energy=C, target_error=error)
+    if same:
+        zero = dict(bhattacharyya_distance=0.0, hellinger=0.0, hellinger_squared=0.0,
+                    total_variation=0.0, kl_ab=0.0, kl_ba=0.0, chernoff_information=0.0)
+        s = np.full(n, math.sqrt(C))
+        return DesignResult(**base, query=s.tolist(), query_norm=float(np.linalg.norm(s)),
+                            on_boundary=True, **zero, distinguishable=False,
+                            note=("A and B are the same leverage-score model (equal probabilities "
+                                  "at every weight tested: B = D A R)"),
+                            samples={"lower": None, "upper": None, "predicted": None, "method": "none"},
+                            certificate=cert, paper={"thm42_tv_bound": tau}, solver={
+                                "method": "lbfgsb", "starts": 0, "iterations": 0, "evaluations": pair.evaluations,
+                                "seconds": time.perf_counter() - t0},
+                            floor=c, warnings=warnings)
+    if progress:
+        progress(f"climbing from {starts} starts (L-BFGS-B over {n:,} log-weights)")
+    theta, _, values, iters = maximize_leverage(pair, lo, hi, starts, seed)
+    solver = {"method": "lbfgsb", "starts": starts, "iterations": iters,
+              "local_maxima": len(values), "local_maxima_values": [-math.expm1(-v) for v in values[:5]]}
+    return _report(pair, theta, base, cert, lo, hi, note, warnings, solver, c, t0)
+
+
+def check_leverage_query(s, C: float, c: float, n: int) -> np.ndarray:
+    """theta = -log s^2 for a leverage query s of length n inside the box (1e-9 slack)."""
+    s = np.asarray(s, dtype=np.float64)
+    if np.any(s == 0):
+        raise InputError("the leverage query s has a zero entry; every s_i must be non-zero")
+    s2 = s * s
+    if s2.min() < c * (1 - 1e-9) or s2.max() > C * (1 + 1e-9):
+        raise InputError(f"the leverage query has s_i^2 in [{s2.min():.6g}, {s2.max():.6g}], outside "
+                         f"the box [--floor {c:g}, --energy {C:g}]")
+    return np.clip(-np.log(s2), -math.log(C), -math.log(c))
+
+
+def leverage_report_for_query(A, B, s, energy, floor, error: float = 0.05) -> DesignResult:
+    """`design`'s report for a given leverage query s (no optimisation)."""
+    C, c = check_box(energy, floor)
+    error = check_error(error)
+    A, B = load_pair(A, B)
+    t0 = time.perf_counter()
+    from .io import load_query
+    s = load_query(s, A.shape[0], what="the leverage query s (one entry per row)") \
+        if isinstance(s, str) else np.asarray(s, dtype=np.float64)
+    theta = check_leverage_query(s, C, c, A.shape[0])
+    pair = LeveragePair(A, B)
+    delta, eps = thm42_quantities(np.asarray(A), np.asarray(B))
+    tau = tv_bound(C, c, delta, eps, A.shape[1])
+    cert = {"hellinger_squared_max_bound": tau, "samples_lower_any_strategy": lower_from_tv(tau, error),
+            "mean_samples_lower_sequential": None, "tv_max_bound": tau, "lambda_min": delta,
+            "sum_op_norm_diff": eps}
+    base = dict(model="leverage", n=A.shape[0], d=A.shape[1], energy=C, target_error=error)
+    solver = {"method": "given", "starts": 0, "iterations": 0, "local_maxima": 0, "local_maxima_values": []}
+    return _report(pair, theta, base, cert, -math.log(C), -math.log(c), None, [], solver, c, t0)
+
+
+def _report(pair, theta, base, cert, lo, hi, note, warnings, solver, c, t0):
+    tilt = pair.tilt(theta)
+    div = divergences_from_tilt(tilt)
+    counts = sample_counts(tilt, div.bhattacharyya_distance, base["target_error"])
+    s = np.exp(-0.5 * theta)
+    at_face = float(np.mean((theta <= lo + 1e-9) | (theta >= hi - 1e-9)))
+    solver = dict(solver, evaluations=pair.evaluations, fraction_at_box_faces=at_face,
+                  seconds=time.perf_counter() - t0)
+    return DesignResult(**base, query=s.tolist(), query_norm=float(np.linalg.norm(s)),
+                        on_boundary=at_face == 1.0, hellinger=div.hellinger,
+                        hellinger_squared=div.hellinger_squared,
+                        bhattacharyya_distance=div.bhattacharyya_distance,
+                        total_variation=div.total_variation, kl_ab=div.kl_ab, kl_ba=div.kl_ba,
+                        chernoff_information=div.chernoff_information,
+                        distinguishable=div.bhattacharyya_distance > 0, note=note,
+                        samples={"lower": counts.lower, "upper": counts.upper,
+                                 "predicted": counts.predicted, "method": counts.method},
+                        certificate=cert, paper={"thm42_tv_bound": cert["tv_max_bound"]},
+                        solver=solver, floor=c, warnings=warnings)
+
+
+@dataclass(frozen=True)
+class LeverageBoundResult:
+    model: str
+    n: int
+    d: int
+    energy: float
+    floor: float
+    target_error: float
+    rank_a: int
+    rank_b: int
+    lambda_min: float                 # max(lambda_min(A^T A), lambda_min(B^T B))
+    sum_op_norm_diff: float           # sum_i ||b_i b_i^T - a_i a_i^T||_op
+    tv_max_bound: float
+    distinguishable: bool
+    hellinger_squared_max_bound: float
+    samples_lower_any_strategy: int | None
+    mean_samples_lower_sequential: None
+    row_norm_2inf: None = None        # softmax-only quantities, absent here
+    row_diameter: None = None
+    row_diameter_exact: None = None
+
+    def to_dict(self):
+        return _json_safe(asdict(self))
+
+
+def bound_leverage(A, B, energy, floor, error: float = 0.05) -> LeverageBoundResult:
+    """Theorem 4.2 quantities and the explicit-constant lower bound (no optimisation)."""
+    C, c = check_box(energy, floor)
+    error = check_error(error)
+    A, B = load_pair(A, B)
+    pair = LeveragePair(A, B)
+    delta, eps = thm42_quantities(np.asarray(A), np.asarray(B))
+    tau = tv_bound(C, c, delta, eps, A.shape[1])
+    same = same_leverage_model(pair, -math.log(C), -math.log(c))
+    return LeverageBoundResult("leverage", A.shape[0], A.shape[1], C, c, error, pair.a.rank,
+                               pair.b.rank, delta, eps, 0.0 if same else tau, not same,
+                               0.0 if same else tau, None if same else lower_from_tv(tau, error), None)
