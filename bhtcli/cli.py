@@ -59,7 +59,7 @@ def model_pair_options(fn):
 @cli.command(context_settings=CONTEXT)
 @model_pair_options
 @click.option("--starts", type=int, default=None,
-              help=f"Starting points of the multi-start search [default: {DEFAULT_STARTS}; leverage: 8].")
+              help=f"Starting points of the multi-start search [default: {DEFAULT_STARTS}; leverage: 6].")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random starts.")
 @click.option("--method", type=click.Choice(METHODS), default="lbfgs", show_default=True,
               help="lbfgs: batched projected L-BFGS (scales); ccp: cvxpy cross-check (small models).")

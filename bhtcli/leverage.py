@@ -2,9 +2,9 @@
 
 With weights w_i = 1/s_i^2 and M = A^T W A: p_i = w_i a_i^T M^-1 a_i / r. Write
 Y = W^(1/2) A L^-T (M = L L^T, or the left singular vectors of W^(1/2) A when A is
-rank-deficient), so the leverage of row i is h_i = ||y_i||^2 and P = Y Y^T is the projection
-onto the column space of W^(1/2) A; nothing n x n is ever formed. In log-weights
-theta = log w, the Jacobian of p applied to a vector u is
+rank-deficient; stored as Z = Y^T), so the leverage of row i is h_i = ||y_i||^2 and
+P = Y Y^T is the projection onto the column space of W^(1/2) A; nothing n x n is ever
+formed. In log-weights theta = log w, the Jacobian of p applied to a vector u is
 
     (J^T u)_j = ( u_j h_j - y_j^T (Y^T diag(u) Y) y_j ) / r,
 
@@ -34,7 +34,7 @@ class LeverageState:
     """Leverage scores of one model at one weight vector, with what the gradient needs."""
 
     h: np.ndarray        # leverage scores (sum = rank)
-    Y: np.ndarray        # n x r factor, P = Y Y^T
+    Z: np.ndarray        # r x n factor, P = Z^T Z (stored this way round: contiguous rows)
     rank: int
 
     @property
@@ -42,10 +42,15 @@ class LeverageState:
         with np.errstate(divide="ignore"):
             return np.log(self.h) - math.log(self.rank)
 
+    work: np.ndarray | None = None   # scratch of Z's shape (reused: fresh large arrays are slow)
+
     def jacobian_t(self, u: np.ndarray) -> np.ndarray:
         """J^T u in theta = log w coordinates (see module docstring)."""
-        S = self.Y.T @ (u[:, None] * self.Y)
-        quad = np.einsum("ij,jk,ik->i", self.Y, S, self.Y)
+        work = np.empty_like(self.Z) if self.work is None else self.work
+        np.multiply(self.Z, u, out=work)
+        S = work @ self.Z.T
+        np.matmul(S, self.Z, out=work)
+        quad = np.einsum("ji,ji->i", work, self.Z)
         return (u * self.h - quad) / self.rank
 
 
@@ -53,25 +58,32 @@ class LeverageModel:
     """One leverage-score model A (n x d); rank is fixed once (it does not depend on w > 0)."""
 
     def __init__(self, A: np.ndarray):
-        self.A = np.asarray(A, dtype=np.float64)
-        self.rank = matrix_rank(self.A)
-        self.full_rank = self.rank == self.A.shape[1]
+        self.At = np.ascontiguousarray(np.asarray(A, dtype=np.float64).T)   # d x n
+        self.rank = matrix_rank(self.At)
+        self.full_rank = self.rank == self.At.shape[0]
+        # Scratch reused across evaluations: on this class of machine a fresh multi-megabyte
+        # array costs more in page faults than the arithmetic done in it.
+        self._X = np.empty_like(self.At)
+        self._Z = np.empty_like(self.At)
+        self._work = np.empty_like(self.At)
 
     def at(self, w: np.ndarray) -> LeverageState:
-        sw = np.sqrt(w)[:, None]
-        X = sw * self.A
+        """Leverage scores at weights w. The state shares scratch with this model: use it
+        before the next call to `at`."""
+        Xt = np.multiply(self.At, np.sqrt(w), out=self._X)      # (W^1/2 A)^T, d x n
         if self.full_rank:
             try:
-                L, _ = cho_factor(X.T @ X, lower=True, check_finite=False)
-                Y = solve_triangular(L, X.T, lower=True, check_finite=False).T
-                h = np.einsum("ij,ij->i", Y, Y)
+                L, _ = cho_factor(Xt @ Xt.T, lower=True, check_finite=False)
+                Linv = solve_triangular(L, np.eye(L.shape[0]), lower=True, check_finite=False)
+                Z = np.matmul(Linv, Xt, out=self._Z)
+                h = np.einsum("ji,ji->i", Z, Z)
                 if np.all(np.isfinite(h)):
-                    return LeverageState(h, Y, self.rank)
+                    return LeverageState(h, Z, self.rank, self._work)
             except np.linalg.LinAlgError:
                 pass   # numerically singular at this w: fall through to the SVD
-        U, s, _ = np.linalg.svd(X, full_matrices=False)
-        Y = U[:, : self.rank]
-        return LeverageState(np.einsum("ij,ij->i", Y, Y), Y, self.rank)
+        _, _, vt = np.linalg.svd(Xt, full_matrices=False)
+        Z = np.ascontiguousarray(vt[: self.rank])
+        return LeverageState(np.einsum("ji,ji->i", Z, Z), Z, self.rank)
 
 
 class LeveragePair:
