@@ -59,7 +59,7 @@ def model_pair_options(fn):
 @cli.command(context_settings=CONTEXT)
 @model_pair_options
 @click.option("--starts", type=int, default=None,
-              help=f"Starting points of the multi-start search [default: {DEFAULT_STARTS}; leverage: 6].")
+              help=f"Starting points of the multi-start search [default: {DEFAULT_STARTS}; leverage: 6, or 3 when n*d^2 > 1e7].")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random starts.")
 @click.option("--method", type=click.Choice(METHODS), default="lbfgs", show_default=True,
               help="lbfgs: batched projected L-BFGS (scales); ccp: cvxpy cross-check (small models).")
@@ -81,11 +81,11 @@ def design(a, b, model, energy, floor, alpha, starts, seed, method, as_json, out
     err = _stderr()
     progress = (lambda msg: err.print(f"[dim]{msg}[/dim]")) if not as_json else None
     if model == "leverage":
-        from .leverage_design import DEFAULT_LEVERAGE_STARTS, design_leverage
+        from .leverage_design import design_leverage
         if method != "lbfgs":
             raise InputError("--method ccp is for softmax models; leverage models use L-BFGS-B")
         result = design_leverage(a, b, energy, floor, error=alpha, seed=seed, progress=progress,
-                                 starts=DEFAULT_LEVERAGE_STARTS if starts is None else starts)
+                                 starts=starts)
     else:
         _no_floor(floor)
         result = design_fn(a, b, energy, error=alpha, seed=seed, method=method, progress=progress,

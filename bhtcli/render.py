@@ -92,7 +92,7 @@ def render_design_table(result, console: Console) -> None:
                               f"{v['evaluations']} evaluations")
         if v.get("local_maxima_values"):
             sol.add_row("distinct local maxima", f"{v['local_maxima']}  (best H^2: "
-                        + ", ".join(_num(h, 4) for h in v["local_maxima_values"]) + ")")
+                        + ", ".join(_num(h, 6) for h in v["local_maxima_values"]) + ")")
         sol.add_row("time", f"{v['seconds']:.2f} s")
         console.print(sol)
         return
@@ -109,7 +109,7 @@ def render_design_table(result, console: Console) -> None:
     sol.add_row("method", f"{v['method']}, {v['starts']} starts, {v['iterations']} iterations, "
                           f"{v['passes']} passes over A and B")
     sol.add_row("distinct local maxima", f"{v['local_maxima']}  (best H^2: "
-                + ", ".join(_num(h, 4) for h in v["local_maxima_values"]) + ")")
+                + ", ".join(_num(h, 6) for h in v["local_maxima_values"]) + ")")
     sol.add_row("KKT residual", _num(v["kkt_residual"], 2))
     sol.add_row("time", f"{v['seconds']:.2f} s")
     console.print(sol)

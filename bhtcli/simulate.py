@@ -252,9 +252,9 @@ def simulate(A, B, energy: float, query=None, error: float = 0.05, trials: int =
     model="leverage" uses the box floor <= s_i^2 <= energy and a query s of length n.
     """
     if model == "leverage":
-        from .leverage_design import DEFAULT_LEVERAGE_STARTS, check_box
+        from .leverage_design import check_box, default_starts
         energy, floor = check_box(energy, floor)
-        starts = DEFAULT_LEVERAGE_STARTS if starts is None else starts
+        starts = default_starts(*np.shape(load_pair(A, B)[0])) if starts is None else starts
     else:
         energy = check_energy(energy)
         starts = 32 if starts is None else starts

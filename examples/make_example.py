@@ -14,3 +14,9 @@ B = A + 0.15 * rng.standard_normal((40, 8))
 B[[3, 17, 29]] += 0.8 * rng.standard_normal((3, 8))
 np.save(here / "A.npy", A)
 np.save(here / "B.npy", B)
+
+# Leverage-score example: 30 rows in 3 dimensions, B a small perturbation of A.
+rng = np.random.default_rng(7)
+LA = rng.standard_normal((30, 3))
+np.save(here / "leverage_A.npy", LA)
+np.save(here / "leverage_B.npy", LA + 0.03 * rng.standard_normal((30, 3)))

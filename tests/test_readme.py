@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-MASKS = [r"\d+\.\d+ s\b", r"\d+ iterations", r"[\d,]+ passes", r"KKT residual\s+\S+",
+MASKS = [r"\d+\.\d+ s\b", r"\d+ iterations", r"[\d,]+ passes", r"[\d,]+ evaluations", r"KKT residual\s+\S+",
          r'"seconds": [0-9.e-]+', r'"search_seconds": [0-9.e-]+']
 
 
