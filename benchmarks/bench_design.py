@@ -94,7 +94,7 @@ def main():
         r = design(A, B, args.energy, seed=args.seed)
         wall = time.perf_counter() - t
         s = r.solver
-        print(f"\n| n x d | wall time (s) | passes over A and B | iterations | H^2 | KKT residual |")
+        print("\n| n x d | wall time (s) | passes over A and B | iterations | H^2 | KKT residual |")
         print("|---|---|---|---|---|---|")
         print(f"| {n:,} x {d:,} | {wall:.1f} | {s['passes']} | {s['iterations']} | "
               f"{r.hellinger_squared:.6f} | {s['kkt_residual']:.1e} |")

@@ -95,10 +95,7 @@ def design(a, b, model, energy, floor, alpha, starts, seed, method, as_json, out
     if out:
         import numpy as np
         save_npy_atomic(out, np.asarray(result.query))
-    if as_json:
-        click.echo(render_json(result))
-    else:
-        render_design_table(result, _stdout())
+    _emit(result, as_json, render_design_table)
 
 
 @cli.command(context_settings=CONTEXT)
@@ -118,10 +115,7 @@ def bound(a, b, model, energy, floor, alpha, as_json):
     else:
         _no_floor(floor)
         result = bound_fn(a, b, energy, error=alpha)
-    if as_json:
-        click.echo(render_json(result))
-    else:
-        render_bound_table(result, _stdout())
+    _emit(result, as_json, render_bound_table)
 
 
 @cli.command(context_settings=CONTEXT)
@@ -168,10 +162,7 @@ def decide(a, b, answers, model, query, alpha, as_json):
     if a == "-" or b == "-":
         raise InputError("A and B must be files for decide (standard input carries the answers)")
     result = decide_fn(a, b, query, answers, error=alpha, model=model)
-    if as_json:
-        click.echo(render_json(result))
-    else:
-        render_decide_table(result, _stdout())
+    _emit(result, as_json, render_decide_table)
 
 
 @cli.command(context_settings=CONTEXT)
@@ -226,10 +217,15 @@ def simulate(a, b, model, energy, floor, alpha, query, trials, seed, policy, plo
             ns = np.unique(np.linspace(1, max(result.curve["n"]), 80).astype(int))
             curve = predicted_curve(answer_law(A, B, np.array(result.query), model), ns)
             plot_fixed(result, (ns, curve), plot)
+    _emit(result, as_json, render_simulate_table)
+
+
+def _emit(result, as_json: bool, render_table) -> None:
+    """The one place a result reaches stdout: one JSON object, or tables."""
     if as_json:
         click.echo(render_json(result))
     else:
-        render_simulate_table(result, _stdout())
+        render_table(result, _stdout())
 
 
 def _no_floor(floor):

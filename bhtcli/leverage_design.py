@@ -25,7 +25,7 @@ from .design import DesignResult, _json_safe
 from .divergences import divergences_from_tilt
 from .errors import InputError
 from .io import load_pair
-from .leverage import LeveragePair, tilt_of
+from .leverage import LeveragePair
 from .samples import ceil_count, sample_counts
 from .validation import check_error, check_starts
 

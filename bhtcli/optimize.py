@@ -270,7 +270,7 @@ def maximize(pair: SoftmaxPair, energy: float, starts: int = DEFAULT_STARTS, see
     # Exploring to 1e-5 ranks the local maxima as well as 1e-7 does (same winners on the test
     # set) with ~40% fewer passes; only the best few are polished.
     run.run(500, gtol=1e-5)
-    all_X, all_f = run.X.copy(), run.f.copy()
+    all_f = run.f.copy()
     finals = distinct(run.X, run.f, energy, tol=1e-3)
     if progress:
         progress(f"polishing the best {min(keep, len(finals))} local maxima")

@@ -24,7 +24,6 @@ from .design import _json_safe, design, report_for_query
 from .errors import InputError
 from .io import load_pair, load_query
 from .optimize import maximize
-from .divergences import Tilt
 from .samples import LATTICE_MAX_N, LatticeTest, Saddlepoint
 from .softmax import SoftmaxPair
 from .validation import check_energy, check_error, check_starts

@@ -7,7 +7,6 @@ import pytest
 from scipy.special import softmax
 from scipy.stats import chisquare
 
-from bhtcli import design
 from bhtcli.answers import sample
 from bhtcli.cli import main
 from bhtcli.decide import decide

@@ -7,7 +7,7 @@ from scipy.stats import binom
 
 from bhtcli import design
 from bhtcli.divergences import Tilt
-from bhtcli.samples import LATTICE_MAX_N, Saddlepoint, lower_count, sample_counts, upper_count
+from bhtcli.samples import Saddlepoint, lower_count, sample_counts, upper_count
 
 
 def empirical_minimax(SA, SB):
