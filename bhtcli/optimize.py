@@ -232,7 +232,7 @@ class BatchedAscent:
             self.slot = (slot + 1) % self.m
 
     def keep(self, cols) -> None:
-        """Continue with the columns `cols` only (successive halving)."""
+        """Continue with the columns `cols` only (the best few, for polishing)."""
         cols = np.asarray(cols)
         self.X, self.f, self.g = self.X[:, cols], self.f[cols], self.g[:, cols]
         self.S, self.Y, self.rho = self.S[:, :, cols], self.Y[:, :, cols], self.rho[:, cols]
@@ -242,7 +242,7 @@ class BatchedAscent:
 
 def ascend(pair: SoftmaxPair, X0: np.ndarray, energy: float, *, gtol: float = 1e-9,
            max_iter: int = 1000) -> Ascent:
-    """Run every column of X0 to a local maximum (no halving)."""
+    """Run every column of X0 to a local maximum."""
     run = BatchedAscent(pair, X0, energy)
     run.run(max_iter, gtol)
     return Ascent(run.X, run.f, run.iterations)
