@@ -110,8 +110,8 @@ def sample(A, query, count: int, seed: int = 0, model: str = "softmax") -> np.nd
     model="softmax": query x of length d; model="leverage": query s of length n (s_i != 0).
     """
     from .io import load_matrix
-    from .validation import check_count
-    count = check_count(count)
+    from .validation import check_count, check_seed
+    count, seed = check_count(count), check_seed(seed)
     A = load_matrix(A, None if isinstance(A, (str, os.PathLike)) else "A")
     logp = model_log_probs(A, query, model)
     cdf = np.cumsum(np.exp(logp))

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from .samples import ceil_count
+from .validation import check_logit_scale
 
 EXACT_DIAMETER_MAX_N = 10_000
 EPS = np.finfo(np.float64).eps
@@ -47,11 +48,6 @@ def row_diameter(G: np.ndarray, exact_max_n: int = EXACT_DIAMETER_MAX_N) -> Diam
     # Gram-form rounding: |error| <= ~(d + 2) eps (|g_i|^2 + |g_j|^2) <= 2 (d + 2) eps max|g|^2
     margin = 2.0 * (d + 2) * EPS * float(sq.max())
     return Diameter(math.sqrt(max(best, 0.0) + margin), True)
-
-
-def same_model_threshold(A: np.ndarray, B: np.ndarray) -> float:
-    """32 eps max(||A||_{2->inf}, ||B||_{2->inf}) (SPEC section 1)."""
-    return 32.0 * EPS * max(row_norm_2inf(A), row_norm_2inf(B))
 
 
 def row_norm_2inf(M: np.ndarray, rows: int = 8192) -> float:
@@ -117,12 +113,15 @@ class BoundResult:
         return asdict(self)
 
 
-def analyse_pair(A: np.ndarray, B: np.ndarray, pair_G: np.ndarray):
-    """(eps, Diameter, distinguishable, reason) shared by design and bound."""
+def analyse_pair(A: np.ndarray, B: np.ndarray, pair_G: np.ndarray, energy: float):
+    """(eps, Diameter, distinguishable, reason) shared by design and bound; also checks that
+    the budget keeps the logits in float64's useful range."""
     eps_2inf = max(row_norm_2inf(np.asarray(A[s:s + 8192]) - np.asarray(B[s:s + 8192]))
                    for s in range(0, A.shape[0], 8192))
+    max_norm = max(row_norm_2inf(A), row_norm_2inf(B))
+    check_logit_scale(energy, max_norm)
     diam = row_diameter(pair_G)
-    threshold = same_model_threshold(A, B)
+    threshold = 32.0 * EPS * max_norm          # SPEC section 1
     if diam.value <= threshold:
         reason = ("A and B are the same softmax model: every row of A - B is the same vector "
                   "(B = A + 1 w^T), so softmax(Ax) = softmax(Bx) for every query")
@@ -153,7 +152,7 @@ def bound(A, B, energy: float, error: float = 0.05) -> BoundResult:
     energy, error = check_energy(energy), check_error(error)
     A, B = load_pair(A, B)
     pair = SoftmaxPair(A, B)
-    eps_2inf, diam, distinguishable, reason = analyse_pair(A, B, pair.G)
+    eps_2inf, diam, distinguishable, reason = analyse_pair(A, B, pair.G, energy)
     cert = certificate(energy, diam.value, error, distinguishable)
     paper = 1.0 / (eps_2inf * energy) ** 2 if distinguishable and eps_2inf > 0 else None
     return BoundResult("softmax", A.shape[0], A.shape[1], energy, error, eps_2inf, diam.value,

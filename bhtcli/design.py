@@ -14,7 +14,7 @@ from .io import load_pair
 from .optimize import DEFAULT_STARTS, kkt_state, maximize, starting_points
 from .samples import sample_counts
 from .softmax import SoftmaxPair
-from .validation import check_energy, check_error, check_starts
+from .validation import check_energy, check_error, check_seed, check_starts
 
 METHODS = ("lbfgs", "ccp")
 
@@ -98,12 +98,13 @@ def design(A, B, energy: float, error: float = 0.05, starts: int = DEFAULT_START
         Invalid matrices or options.
     """
     energy, error, starts = check_energy(energy), check_error(error), check_starts(starts)
+    seed = check_seed(seed)
     if method not in METHODS:
         raise InputError(f"--method must be one of {', '.join(METHODS)}, got {method!r}")
     A, B = load_pair(A, B)
     t0 = time.perf_counter()
     pair = SoftmaxPair(A, B)
-    eps_2inf, diam, distinguishable, reason = analyse_pair(A, B, pair.G)
+    eps_2inf, diam, distinguishable, reason = analyse_pair(A, B, pair.G, energy)
     cert = certificate(energy, diam.value, error, distinguishable)
 
     if not distinguishable:
@@ -134,7 +135,7 @@ def report_for_query(A, B, x, energy: float, error: float = 0.05) -> DesignResul
     A, B = load_pair(A, B)
     t0 = time.perf_counter()
     pair = SoftmaxPair(A, B)
-    eps_2inf, diam, distinguishable, reason = analyse_pair(A, B, pair.G)
+    eps_2inf, diam, distinguishable, reason = analyse_pair(A, B, pair.G, energy)
     cert = certificate(energy, diam.value, error, distinguishable)
     x = np.asarray(x, dtype=np.float64)
     on_boundary, residual = kkt_state(pair, x, energy)

@@ -20,6 +20,7 @@ import numpy as np
 from scipy.linalg import cho_factor, solve_triangular
 
 from .divergences import Tilt
+from .errors import InputError
 
 RANK_RTOL = 1e-10
 
@@ -57,9 +58,12 @@ class LeverageState:
 class LeverageModel:
     """One leverage-score model A (n x d); rank is fixed once (it does not depend on w > 0)."""
 
-    def __init__(self, A: np.ndarray):
+    def __init__(self, A: np.ndarray, name: str = "A"):
         self.At = np.ascontiguousarray(np.asarray(A, dtype=np.float64).T)   # d x n
         self.rank = matrix_rank(self.At)
+        if self.rank == 0:
+            raise InputError(f"{name} is all zeros (rank 0): a leverage-score model needs at "
+                             "least one non-zero row")
         self.full_rank = self.rank == self.At.shape[0]
         # Scratch reused across evaluations: on this class of machine a fresh multi-megabyte
         # array costs more in page faults than the arithmetic done in it.
@@ -90,7 +94,7 @@ class LeveragePair:
     """Two leverage models; D(theta) = -log sum sqrt(p q) and KL, with gradients in theta."""
 
     def __init__(self, A: np.ndarray, B: np.ndarray):
-        self.a, self.b = LeverageModel(A), LeverageModel(B)
+        self.a, self.b = LeverageModel(A, "A"), LeverageModel(B, "B")
         self.n = A.shape[0]
         self.evaluations = 0
 

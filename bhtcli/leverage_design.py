@@ -27,7 +27,7 @@ from .errors import InputError
 from .io import load_pair
 from .leverage import LeveragePair
 from .samples import ceil_count, sample_counts
-from .validation import check_error, check_starts
+from .validation import check_error, check_seed, check_starts
 
 DEFAULT_LEVERAGE_STARTS = 6
 LARGE = 10_000_000            # n d^2 above which defaults shrink to fit ~60 s on 2 cores
@@ -148,7 +148,7 @@ def design_leverage(A, B, energy, floor, error: float = 0.05, starts: int | None
     C, c = check_box(energy, floor)
     A, B = load_pair(A, B)
     starts = default_starts(*A.shape) if starts is None else starts
-    error, starts = check_error(error), check_starts(starts)
+    error, starts, seed = check_error(error), check_starts(starts), check_seed(seed)
     t0 = time.perf_counter()
     n, d = A.shape
     pair = LeveragePair(A, B)

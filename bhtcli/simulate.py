@@ -26,7 +26,7 @@ from .io import load_pair, load_query
 from .optimize import maximize
 from .samples import LATTICE_MAX_N, LatticeTest, Saddlepoint
 from .softmax import SoftmaxPair
-from .validation import check_energy, check_error, check_starts
+from .validation import check_energy, check_error, check_seed, check_starts
 
 POLICIES = ("fixed", "sprt", "adaptive")
 MAX_SEQUENTIAL_STEPS = 10_000_000
@@ -257,7 +257,7 @@ def simulate(A, B, energy: float, query=None, error: float = 0.05, trials: int =
     else:
         energy = check_energy(energy)
         starts = 32 if starts is None else starts
-    error, starts = check_error(error), check_starts(starts)
+    error, starts, seed = check_error(error), check_starts(starts), check_seed(seed)
     if isinstance(trials, bool) or int(trials) != trials or trials < 100:
         raise InputError(f"--trials must be a whole number >= 100, got {trials!r}")
     trials = int(trials)

@@ -114,6 +114,29 @@ def check_query(array, name: str, length: int, what: str = "the query x") -> np.
     return arr
 
 
+def check_seed(seed, option: str = "--seed") -> int:
+    """A random seed: a whole number >= 0."""
+    if isinstance(seed, bool) or int(seed) != seed or seed < 0:
+        raise InputError(f"{option} must be a whole number >= 0, got {seed!r}")
+    return int(seed)
+
+
+MAX_LOGIT = 1e12     # beyond this float64 logits are spaced > 1e-4 apart: softmax is meaningless
+MIN_LOGIT = 1e-100   # below this every H^2 underflows far past float64 resolution
+
+
+def check_logit_scale(energy: float, max_row_norm: float) -> None:
+    """The largest possible logit E * max_i ||row_i|| must stay in [1e-100, 1e12]."""
+    scale = energy * max_row_norm
+    if max_row_norm > 0 and scale > MAX_LOGIT:
+        raise InputError(f"--energy {energy:g} allows logits up to {scale:.3g} (E times the largest row "
+                         f"norm {max_row_norm:.3g}); float64 softmax is meaningful up to {MAX_LOGIT:g}: "
+                         "lower --energy or rescale the matrices")
+    if max_row_norm > 0 and scale < MIN_LOGIT:
+        raise InputError(f"--energy {energy:g} allows logits of at most {scale:.3g}; below {MIN_LOGIT:g} "
+                         "no query separates the models in float64: raise --energy")
+
+
 def check_count(count, option: str = "--count") -> int:
     """A number of answers: a whole number >= 1."""
     if isinstance(count, bool) or int(count) != count or count < 1:

@@ -117,6 +117,9 @@ def bad_cases(tmp_path, a, b):
         "error 0": ([a, b, "--error", "0"], "--error must lie strictly between 0 and 0.5"),
         "error 0.5": ([a, b, "--error", "0.5"], "--error must lie strictly between 0 and 0.5"),
         "starts 0": ([a, b, "--starts", "0"], "--starts must be a whole number >= 1"),
+        "energy overflows logits": ([a, b, "--energy", "1e300"], "float64 softmax is meaningful up to 1e+12"),
+        "energy underflows logits": ([a, b, "--energy", "1e-300"], "no query separates the models in float64"),
+        "negative seed": ([a, b, "--seed", "-3"], "--seed must be a whole number >= 0"),
         "missing energy": ([a, b, "--no-energy"], "No such option"),
     }
 
@@ -125,7 +128,7 @@ def bad_cases(tmp_path, a, b):
     "missing file", "unknown extension", "object npy", "non-numeric cell", "ragged rows",
     "empty array", "1-D array", "3-D array", "NaN", "Inf", "shape mismatch", "energy <= 0",
     "energy negative", "energy inf", "energy nan", "energy text", "error 0", "error 0.5",
-    "starts 0", "missing energy"])
+    "starts 0", "missing energy", "energy overflows logits", "energy underflows logits", "negative seed"])
 def test_bad_input_is_one_error_line_exit_2_and_no_output_file(capsys, pair_files, tmp_path, case):
     a, b, _, _ = pair_files
     args, message = bad_cases(tmp_path, a, b)[case]

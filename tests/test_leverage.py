@@ -142,7 +142,9 @@ def files(tmp_path):
     A = rng.standard_normal((10, 2))
     B = A + 0.5 * rng.standard_normal((10, 2))
     paths = {"A": tmp_path / "A.npy", "B": tmp_path / "B.npy", "R": tmp_path / "R.npy",
-             "s": tmp_path / "s.npy", "short": tmp_path / "short.npy", "dir": tmp_path}
+             "s": tmp_path / "s.npy", "short": tmp_path / "short.npy", "dir": tmp_path,
+             "Z": tmp_path / "Z.npy"}
+    np.save(paths["Z"], np.zeros((10, 2)))
     np.save(paths["A"], A)
     np.save(paths["B"], B)
     np.save(paths["R"], np.column_stack([A[:, 0], 2 * A[:, 0]]))
@@ -186,6 +188,7 @@ def test_cli_rank_deficient_warns_and_succeeds(capsys, files):
     (["design", "{A}", "{B}", "--model", "leverage", "--energy", "4", "--floor", "-1"], "--floor must be a finite number > 0"),
     (["design", "{A}", "{B}", "--model", "leverage", "--energy", "4"], "--floor is required"),
     (["design", "{A}", "{B}", "--energy", "4", "--floor", "1"], "--floor applies to --model leverage only"),
+    (["design", "{Z}", "{B}", "--model", "leverage", "--energy", "4", "--floor", "1"], "A is all zeros (rank 0)"),
     (["sample", "{A}", "--model", "leverage", "--query", "{short}", "--count", "3"], "has 4 entries but the models need 10"),
     (["simulate", "{A}", "{B}", "--model", "leverage", "--energy", "4", "--floor", "1", "--query", "{short}"], "has 4 entries but the models need 10"),
 ])
