@@ -10,7 +10,7 @@ import numpy as np
 
 from .divergences import Tilt
 from .errors import InputError
-from .softmax import SoftmaxPair
+from .softmax import logits_at
 
 
 @dataclass(frozen=True)
@@ -21,10 +21,10 @@ class AnswerLaw:
     log_pb: np.ndarray
 
     @classmethod
-    def at(cls, pair: SoftmaxPair, x: np.ndarray) -> "AnswerLaw":
-        c, delta = pair.logits(np.asarray(x, dtype=np.float64))
-        la, lb = Tilt.from_logits(c, delta).log_probs()     # stable for nearly equal models
-        return cls(la, lb)
+    def at(cls, A: np.ndarray, B: np.ndarray, x: np.ndarray) -> "AnswerLaw":
+        """Softmax models at query x (stable for nearly equal models)."""
+        c, delta = logits_at(A, B, np.asarray(x, dtype=np.float64))
+        return cls(*Tilt.from_logits(c, delta).log_probs())
 
     @property
     def llr(self) -> np.ndarray:
@@ -145,5 +145,4 @@ def answer_law(A: np.ndarray, B: np.ndarray, query, model: str) -> AnswerLaw:
         s = load_query(query, A.shape[0], what="the leverage query s (one entry per row)")
         tilt = LeveragePair(A, B).tilt(leverage_theta(s))
         return AnswerLaw(*tilt.log_probs())
-    x = load_query(query, A.shape[1])
-    return AnswerLaw.at(SoftmaxPair(A, B), x)
+    return AnswerLaw.at(A, B, load_query(query, A.shape[1]))

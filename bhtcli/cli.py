@@ -205,18 +205,12 @@ def simulate(a, b, model, energy, floor, alpha, query, trials, seed, policy, plo
         if model != "leverage":
             _no_floor(floor)
         result = simulate_fn(a, b, energy, query=query, error=alpha, trials=trials, seed=seed,
-                             policy=policy, progress=say, model=model, floor=floor)
+                             policy=policy, progress=say, model=model, floor=floor,
+                             predicted_points=80 if plot else 0)
         if plot:
             say("plotting")
-            from .answers import answer_law
             from .plot import plot_fixed
-            from .simulate import predicted_curve
-            from .io import load_pair
-            import numpy as np
-            A, B = load_pair(a, b)
-            ns = np.unique(np.linspace(1, max(result.curve["n"]), 80).astype(int))
-            curve = predicted_curve(answer_law(A, B, np.array(result.query), model), ns)
-            plot_fixed(result, (ns, curve), plot)
+            plot_fixed(result, plot)
     _emit(result, as_json, render_simulate_table)
 
 

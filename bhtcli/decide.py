@@ -8,7 +8,7 @@ import numpy as np
 from scipy.special import expit
 
 from .answers import answer_law, read_answers
-from .design import _json_safe
+from .results import json_safe
 from .divergences import divergences_from_tilt
 from .io import load_pair
 from .validation import check_error
@@ -32,7 +32,7 @@ class DecideResult:
     kl_ba: float
 
     def to_dict(self):
-        return _json_safe(asdict(self))
+        return json_safe(asdict(self))
 
 
 def decide(A, B, query, answers, error: float = 0.05, stdin=None, model: str = "softmax") -> DecideResult:

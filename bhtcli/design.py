@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from .bounds import analyse_pair, certificate
+from .results import json_safe
 from .divergences import Tilt, divergences_from_tilt
 from .errors import InputError
 from .io import load_pair
@@ -48,22 +49,7 @@ class DesignResult:
     warnings: list = field(default_factory=list)
 
     def to_dict(self) -> dict:
-        return _json_safe(asdict(self))
-
-
-def _json_safe(obj):
-    if isinstance(obj, dict):
-        return {k: _json_safe(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_json_safe(v) for v in obj]
-    if isinstance(obj, (bool, np.bool_)):
-        return bool(obj)
-    if isinstance(obj, (int, np.integer)):
-        return int(obj)
-    if isinstance(obj, (float, np.floating)):
-        v = float(obj)
-        return v if math.isfinite(v) else None
-    return obj
+        return json_safe(asdict(self))
 
 
 def design(A, B, energy: float, error: float = 0.05, starts: int = DEFAULT_STARTS,

@@ -21,7 +21,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from scipy.optimize import minimize
 
-from .design import DesignResult, _json_safe
+from .design import DesignResult
+from .results import json_safe
 from .divergences import divergences_from_tilt
 from .errors import InputError
 from .io import load_pair
@@ -41,7 +42,6 @@ def default_starts(n: int, d: int) -> int:
 
 def check_box(energy, floor) -> tuple[float, float]:
     """(C, c) for the leverage box c <= s_i^2 <= C."""
-    import math as _m
     if floor is None:
         raise InputError("--floor is required with --model leverage: the box is "
                          "FLOOR <= s_i^2 <= ENERGY (e.g. --energy 4 --floor 1)")
@@ -49,9 +49,9 @@ def check_box(energy, floor) -> tuple[float, float]:
         C, c = float(energy), float(floor)
     except (TypeError, ValueError):
         raise InputError("--energy and --floor must be numbers") from None
-    if not (_m.isfinite(c) and c > 0):
+    if not (math.isfinite(c) and c > 0):
         raise InputError(f"--floor must be a finite number > 0, got {floor!r}")
-    if not (_m.isfinite(C) and C >= c):
+    if not (math.isfinite(C) and C >= c):
         raise InputError(f"--energy must be a finite number >= --floor ({c:g}), got {energy!r}")
     return C, c
 
@@ -86,9 +86,9 @@ def same_leverage_model(pair: LeveragePair, lo: float, hi: float, seed: int = 0)
     if pair.a.rank != pair.b.rank:
         return False
     rng = np.random.default_rng(seed + 31337)
+    if hi - lo < 1e-12:        # C = c: sameness is a property of the models, not of the box
+        lo, hi = -1.0, 1.0
     thetas = [np.zeros(pair.n)] + [rng.uniform(lo, hi, pair.n) for _ in range(4)]
-    if hi - lo < 1e-12:
-        thetas = thetas[:1] + [rng.uniform(-1, 1, pair.n) * 0 for _ in range(1)]
     for th in thetas:
         sa, sb = pair.states(th)
         if 0.5 * np.abs(sa.h / sa.rank - sb.h / sb.rank).sum() > 1e-10:
@@ -267,7 +267,7 @@ class LeverageBoundResult:
     row_diameter_exact: None = None
 
     def to_dict(self):
-        return _json_safe(asdict(self))
+        return json_safe(asdict(self))
 
 
 def bound_leverage(A, B, energy, floor, error: float = 0.05) -> LeverageBoundResult:

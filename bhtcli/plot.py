@@ -7,8 +7,9 @@ import tempfile
 import numpy as np
 
 
-def plot_fixed(result, predicted_errors, path: str) -> None:
-    """Write a PNG (atomically) of the fixed-n experiment in `result` (a SimulateResult)."""
+def plot_fixed(result, path: str) -> None:
+    """Write a PNG (atomically) of the fixed-n experiment in `result` (a SimulateResult run
+    with predicted_points > 0)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -23,7 +24,7 @@ def plot_fixed(result, predicted_errors, path: str) -> None:
                     color="tab:blue", alpha=0.2, label="Monte Carlo 95% band")
     ax.plot(n, np.clip(err, 1e-6, 1), color="tab:blue", lw=1.5,
             label=f"empirical max error ({r['trials']:,} trials per model)")
-    ax.plot(predicted_errors[0], predicted_errors[1], "k--", lw=1.2,
+    ax.plot(curve["predicted_n"], curve["predicted_error"], "k--", lw=1.2,
             label="predicted (exact minimax LR test)")
     ax.axhline(r["target_error"], color="tab:red", lw=1, label=f"target alpha = {r['target_error']:g}")
     if fixed:

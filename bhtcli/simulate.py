@@ -20,7 +20,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from .answers import AnswerLaw, draw
-from .design import _json_safe, design, report_for_query
+from .design import design, report_for_query
+from .results import json_safe
 from .errors import InputError
 from .io import load_pair, load_query
 from .optimize import maximize
@@ -50,7 +51,7 @@ class SimulateResult:
     seconds: float
 
     def to_dict(self):
-        return _json_safe(asdict(self))
+        return json_safe(asdict(self))
 
 
 def empirical_minimax(SA: np.ndarray, SB: np.ndarray):
@@ -244,16 +245,19 @@ def _sequential_stats(out):
 
 def simulate(A, B, energy: float, query=None, error: float = 0.05, trials: int = 10_000,
              seed: int = 0, policy: str = "all", starts: int | None = None, progress=None,
-             model: str = "softmax", floor: float | None = None) -> SimulateResult:
+             model: str = "softmax", floor: float | None = None,
+             predicted_points: int = 0) -> SimulateResult:
     """Monte Carlo of the fixed, SPRT and adaptive strategies (see the module docstring).
 
     Without `query` the query is designed first (same engine and defaults as `design`).
     model="leverage" uses the box floor <= s_i^2 <= energy and a query s of length n.
+    predicted_points > 0 adds the predicted error curve at that many n to `curve` (for plots).
     """
+    A, B = load_pair(A, B)
     if model == "leverage":
         from .leverage_design import check_box, default_starts
         energy, floor = check_box(energy, floor)
-        starts = default_starts(*np.shape(load_pair(A, B)[0])) if starts is None else starts
+        starts = default_starts(*A.shape) if starts is None else starts
     else:
         energy = check_energy(energy)
         starts = 32 if starts is None else starts
@@ -265,7 +269,6 @@ def simulate(A, B, energy: float, query=None, error: float = 0.05, trials: int =
         raise InputError(f"--policy must be one of fixed, sprt, adaptive, all; got {policy!r}")
     chosen = POLICIES if policy == "all" else (policy,)
     t0 = time.perf_counter()
-    A, B = load_pair(A, B)
     n, d = A.shape
     phases = ((query is None) + ("fixed" in chosen) + ("sprt" in chosen or "adaptive" in chosen)
               + 2 * ("adaptive" in chosen))
@@ -290,6 +293,10 @@ def simulate(A, B, energy: float, query=None, error: float = 0.05, trials: int =
         say(f"fixed n: {trials:,} trials per model on a grid of n")
         fixed, grid, errs, ses = simulate_fixed(law, error, r.samples, trials, rng)
         curve = {"n": grid.tolist(), "error": errs.tolist(), "standard_error": ses.tolist()}
+        if predicted_points:
+            ns = np.unique(np.linspace(1, grid[-1], predicted_points).astype(int))
+            curve["predicted_n"] = ns.tolist()
+            curve["predicted_error"] = predicted_curve(law, ns)
     if "sprt" in chosen or "adaptive" in chosen:
         say(f"SPRT: {trials:,} trials per model")
         sprt = simulate_sprt(law, error, trials, rng)
@@ -326,14 +333,12 @@ def _softmax_setup(A, B, energy, query, error, starts, seed, say):
             raise InputError(f"the query has norm {np.linalg.norm(x):.6g} > --energy {energy:g}; "
                              "give the budget it was designed for")
         r = report_for_query(A, B, x, energy, error)
-    pair = SoftmaxPair(A, B)
-
     def queries_for_kl():
         x_a = maximize(SoftmaxPair(A, B, objective="kl"), energy, starts=starts, seed=seed).x
         x_b = maximize(SoftmaxPair(B, A, objective="kl"), energy, starts=starts, seed=seed).x
-        return x_a, x_b, AnswerLaw.at(pair, x_a), AnswerLaw.at(pair, x_b)
+        return x_a, x_b, AnswerLaw.at(A, B, x_a), AnswerLaw.at(A, B, x_b)
 
-    return r, AnswerLaw.at(pair, x), x, queries_for_kl
+    return r, AnswerLaw.at(A, B, x), x, queries_for_kl
 
 
 def _leverage_setup(A, B, C, c, query, error, starts, seed, say):

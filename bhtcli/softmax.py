@@ -99,6 +99,19 @@ class SoftmaxPair:
         return divergences(c, delta)
 
 
+def logits_at(A: np.ndarray, B: np.ndarray, x: np.ndarray, rows: int = 8192):
+    """(c, delta) = (((A+B)/2) x, (A-B) x) for one query, streamed over row blocks: no 2n x d
+    matrix is built. delta comes from the difference matrix, so nearly equal models keep it."""
+    n = A.shape[0]
+    c, delta = np.empty(n), np.empty(n)
+    for s in range(0, n, rows):
+        a = np.asarray(A[s:s + rows], dtype=np.float64)
+        b = np.asarray(B[s:s + rows], dtype=np.float64)
+        c[s:s + rows] = (0.5 * (a + b)) @ x
+        delta[s:s + rows] = (a - b) @ x
+    return c, delta
+
+
 def _softmax_cols(z: np.ndarray):
     """(logsumexp, softmax) of every column with one exp per entry."""
     m = z.max(axis=0)
