@@ -214,6 +214,53 @@ def simulate(a, b, model, energy, floor, alpha, query, trials, seed, policy, plo
     _emit(result, as_json, render_simulate_table)
 
 
+@cli.command(context_settings=CONTEXT)
+@click.argument("manifest", metavar="MANIFEST")
+@click.option("--out", "results", required=True, metavar="RESULTS",
+              help="Results journal (JSONL, one row per finished task); rerun the same command to resume.")
+@click.option("--scheduler", default=None, metavar="ADDRESS",
+              help="A running Dask scheduler (tcp://host:8786) [default: a local cluster on this machine].")
+@click.option("--workers", type=int, default=None, help="Worker processes of the local cluster [default: the CPUs].")
+@click.option("--export", type=click.Path(dir_okay=False), default=None,
+              help="At the end, write the manifest's rows with their results to FILE.csv or FILE.parquet.")
+@click.option("--retry-failed", is_flag=True, help="Run the tasks whose rows say failed again.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout instead of a table.")
+def sweep(manifest, results, scheduler, workers, export, retry_failed, as_json):
+    """Run design for every row of a manifest (a, b, energy, ...) on Dask, resumably.
+
+    MANIFEST is a CSV or JSONL file, one task per row: a, b (matrix paths relative to it),
+    energy, and optionally model, floor, error, seed, starts, name and label_* columns.
+
+    \b
+    Examples:
+      bht sweep pairs.csv --out results.jsonl
+      bht sweep pairs.csv --out results.jsonl --workers 2 --export results.parquet
+      bht sweep pairs.jsonl --out results.jsonl --scheduler tcp://10.0.0.5:8786 --json
+    """
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+    from .render import render_sweep_table
+    from .sweep import sweep as sweep_fn
+    err = _stderr()
+    bar = Progress(TextColumn("sweep"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[failed]} failed"),
+                   TimeRemainingColumn(), console=err, transient=True, disable=not err.is_terminal)
+    with bar:
+        task = bar.add_task("sweep", total=None, failed=0)
+        try:
+            result = sweep_fn(manifest, results, scheduler=scheduler, workers=workers, export=export,
+                              retry_failed=retry_failed,
+                              progress=lambda done, total, failed: bar.update(task, completed=done, total=total,
+                                                                              failed=failed),
+                              notice=lambda message: click.echo(f"Note: {message}", err=True))
+        except KeyboardInterrupt:
+            click.echo(f"Error: interrupted; finished tasks are saved in {results}: rerun the same "
+                       "command to run the rest", err=True)
+            sys.exit(130)
+    _emit(result, as_json, render_sweep_table)
+    if result.failed:
+        raise BhtError(f"{result.failed} of {result.tasks} tasks failed; their rows in {results} have "
+                       'status "failed" and say why in the column failure')
+
+
 def _emit(result, as_json: bool, render_table) -> None:
     """The one place a result reaches stdout: one JSON object, or tables."""
     if as_json:

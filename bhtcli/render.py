@@ -186,3 +186,24 @@ def render_simulate_table(result, console: Console) -> None:
             t.add_row("undecided trials", _num(s["undecided"]))
         console.print(t)
     console.print(f"\n[dim]{r['seconds']:.2f} s[/dim]")
+
+
+def render_sweep_table(result, console: Console) -> None:
+    r = result.to_dict()
+    t = _table(f"bht sweep  {r['manifest']} -> {r['results']}")
+    t.add_row("tasks", f"{_num(r['tasks'])}  ({_num(r['ok'])} ok, {_num(r['failed'])} failed)"
+              + (f"  from {_num(r['manifest_rows'])} manifest rows" if r["manifest_rows"] != r["tasks"] else ""))
+    t.add_row("run now", f"{_num(r['ran'])}  ({_num(r['already_done'])} already in the results)")
+    if r["workers"]:
+        rate = f", {r['tasks_per_second']:.3g} tasks/s" if r["tasks_per_second"] else ""
+        t.add_row("engine", f"{r['engine']}, {r['workers']} workers{rate}")
+    if r["stale_rows"]:
+        t.add_row("rows of no current task", f"{_num(r['stale_rows'])}  (kept in the results, not exported)")
+    for f in r["failures"]:
+        t.add_row(f"failed, line {f['line']}", f["failure"])
+    if r["failed"] > len(r["failures"]):
+        t.add_row("", f"... and {_num(r['failed'] - len(r['failures']))} more (status \"failed\" in the results)")
+    if r["export"]:
+        t.add_row("exported", r["export"])
+    t.add_row("time", f"{r['seconds']:.2f} s")
+    console.print(t)

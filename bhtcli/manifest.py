@@ -1,0 +1,303 @@
+"""Sweep manifests: one task per row (CSV or JSONL), validated and given a stable identity.
+
+A manifest problem (missing file, unknown or missing column, malformed line) is an InputError
+before any work; a problem of one row (a missing matrix, an invalid energy) becomes that task's
+``problem`` and is reported in its result row while the other tasks run.
+
+Adding a model setting is one line in COLUMNS: the column name, how a cell is parsed, its
+default and the keyword argument of design/bound it becomes. A default of None ("the library's
+default") keeps the identity of tasks written before the column existed.
+"""
+from __future__ import annotations
+
+import csv
+import difflib
+import hashlib
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Callable
+
+from .errors import InputError
+from .optimize import DEFAULT_STARTS
+from .validation import check_energy, check_error, check_seed, check_starts
+
+MODELS = ("softmax", "leverage")
+LABEL_PREFIX = "label_"
+MANIFEST_SUFFIXES = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl"}
+
+
+def _number(raw, column: str) -> float:
+    if isinstance(raw, bool):
+        raise InputError(f"{column} must be a number, got {raw!r}")
+    try:
+        return float(raw)
+    except (TypeError, ValueError):
+        raise InputError(f"{column} must be a number, got {raw!r}") from None
+
+
+def _whole(raw, column: str) -> int:
+    value = _number(raw, column)
+    if not value.is_integer():
+        raise InputError(f"{column} must be a whole number, got {raw!r}")
+    return int(value)
+
+
+def _path(raw, column: str, base: str) -> str:
+    """Absolute path (FILE.npz:KEY keeps its key) of a matrix named relative to the manifest."""
+    spec = str(raw).strip()
+    if spec == "-":
+        raise InputError(f"{column}: standard input cannot feed a sweep; give a matrix file")
+    path, key = split_npz_key(spec)
+    path = os.path.realpath(os.path.join(base, os.path.expanduser(path)))
+    if not os.path.isfile(path):
+        raise InputError(f"{column} = {spec}: no such file {path}; check the path (relative to the manifest)")
+    return path + (f":{key}" if key else "")
+
+
+def split_npz_key(spec: str) -> tuple[str, str]:
+    """'m.npz:KEY' -> ('m.npz', 'KEY'); any other path -> (path, '')."""
+    head, sep, key = spec.rpartition(":")
+    return (head, key) if sep and head.lower().endswith(".npz") and key else (spec, "")
+
+
+def _energy(raw, column, base):
+    return check_energy(_number(raw, column), column)
+
+
+def _floor(raw, column, base):
+    value = _number(raw, column)
+    if not (math.isfinite(value) and value > 0):
+        raise InputError(f"{column} must be a finite number > 0, got {raw!r}")
+    return value
+
+
+def _model(raw, column, base):
+    value = str(raw).strip().lower()
+    if value not in MODELS:
+        raise InputError(f"{column} must be one of {', '.join(MODELS)}, got {raw!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class Column:
+    """A known manifest column: parse(raw cell, column name, manifest folder) -> value."""
+
+    parse: Callable
+    default: object = None          # used when the cell is empty or absent
+    kwarg: str | None = None        # keyword argument of design/bound (None: not passed)
+    required: bool = False
+    is_path: bool = False           # a file: its size and modification time join the identity
+
+
+COLUMNS = {
+    "a": Column(_path, kwarg="A", required=True, is_path=True),
+    "b": Column(_path, kwarg="B", required=True, is_path=True),
+    "energy": Column(_energy, kwarg="energy", required=True),
+    "model": Column(_model, default="softmax"),
+    "floor": Column(_floor, kwarg="floor"),
+    "error": Column(lambda raw, c, base: check_error(_number(raw, c), c), default=0.05, kwarg="error"),
+    "seed": Column(lambda raw, c, base: check_seed(_whole(raw, c), c), default=0, kwarg="seed"),
+    "starts": Column(lambda raw, c, base: check_starts(_whole(raw, c), c), kwarg="starts"),
+}
+
+
+def _check_row(values: dict) -> None:
+    """Rules across columns of one row."""
+    if values["model"] == "leverage":
+        if values["floor"] is None:
+            raise InputError("model leverage needs a floor (the box is floor <= s_i^2 <= energy)")
+        if values["energy"] < values["floor"]:
+            raise InputError(f"energy ({values['energy']:g}) must be >= floor ({values['floor']:g})")
+    elif values["floor"] is not None:
+        raise InputError("floor applies to model leverage only; softmax queries are bounded by energy")
+    elif values["starts"] is None:
+        values["starts"] = DEFAULT_STARTS
+
+
+def call_arguments(values: dict) -> dict:
+    """Keyword arguments of design/bound (or their leverage versions) for one task's values."""
+    return {COLUMNS[name].kwarg: value for name, value in values.items()
+            if name in COLUMNS and COLUMNS[name].kwarg and value is not None}
+
+
+@dataclass(frozen=True)
+class Task:
+    """One manifest row: its identity, where it is, its values and what is wrong with it."""
+
+    key: str                 # 16 hex digits, see task_key
+    line: int                # line of the manifest (for messages; not part of the identity)
+    values: dict             # column -> normalised value (paths absolute); None: not given
+    shown: dict              # the columns as a result row shows them (paths as written)
+    labels: dict = field(default_factory=dict)
+    problem: str | None = None
+
+
+def task_key(values: dict) -> str:
+    """Stable identity of a task: a hash of its normalised values and its files' stamps.
+
+    Labels and the row's position do not count; a matrix file with another size or
+    modification time makes a new task (its old result is not reused).
+    """
+    ident = {k: v for k, v in values.items() if v is not None}
+    for name, column in COLUMNS.items():
+        value = values.get(name)
+        if column.is_path and isinstance(value, str):
+            try:
+                st = os.stat(split_npz_key(value)[0])
+                ident[f"{name}@"] = [st.st_size, st.st_mtime_ns]
+            except OSError:
+                ident[f"{name}@"] = None
+    blob = json.dumps(ident, sort_keys=True, separators=(",", ":"), default=repr)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Manifest:
+    path: str
+    tasks: list              # one per manifest row, in order (duplicates kept: they share a key)
+    columns: list            # the manifest's columns in order
+    notes: list
+
+    @property
+    def distinct(self) -> dict:
+        """key -> first task with that key, in manifest order."""
+        out = {}
+        for t in self.tasks:
+            out.setdefault(t.key, t)
+        return out
+
+
+def read_manifest(path) -> Manifest:
+    """Read and check a sweep manifest (.csv, .tsv, .jsonl/.ndjson).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The manifest; matrix paths in it are relative to its folder.
+
+    Returns
+    -------
+    Manifest
+        Its tasks in order; a row with a bad cell becomes a task with a ``problem``.
+
+    Raises
+    ------
+    InputError
+        Unreadable or malformed manifest, unknown column, missing required column, no rows.
+    """
+    path = os.fspath(path)
+    kind = MANIFEST_SUFFIXES.get(os.path.splitext(path)[1].lower())
+    if kind is None:
+        raise InputError(f"{path}: a manifest is .csv, .tsv or .jsonl (one task per row)")
+    try:
+        with open(path, encoding="utf-8-sig", newline="") as fh:
+            text = fh.read()
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such manifest; check the path") from None
+    except IsADirectoryError:
+        raise InputError(f"{path} is a folder, expected a manifest file (.csv or .jsonl)") from None
+    except PermissionError:
+        raise InputError(f"{path}: permission denied; make the manifest readable") from None
+    except UnicodeDecodeError:
+        raise InputError(f"{path} is not UTF-8 text; save the manifest as UTF-8 CSV or JSONL") from None
+    rows, columns = (_jsonl_rows if kind == "jsonl" else _csv_rows)(text, path, kind)
+    _check_columns(columns, path)
+    if not rows:
+        raise InputError(f"{path} has no tasks; add one row per task under the header")
+    base = os.path.dirname(os.path.abspath(path))
+    tasks = [_task(line, cells, base) for line, cells in rows]
+    notes, first = [], {}
+    for t in tasks:
+        if t.key in first:
+            notes.append(f"{path}: line {t.line} repeats the task of line {first[t.key]}; it runs once")
+        first.setdefault(t.key, t.line)
+    return Manifest(path, tasks, columns, notes)
+
+
+def _csv_rows(text: str, path: str, kind: str):
+    lines = [(i, line) for i, line in enumerate(text.splitlines(), 1)
+             if line.strip() and not line.lstrip().startswith("#")]
+    if not lines:
+        raise InputError(f"{path} is empty; it needs a header (a,b,energy,...) and one row per task")
+    reader = csv.reader([line for _, line in lines], delimiter="\t" if kind == "tsv" else ",")
+    parsed = list(reader)
+    header = [h.strip() for h in parsed[0]]
+    dupes = sorted({h for h in header if header.count(h) > 1})
+    if dupes:
+        raise InputError(f"{path}: column {dupes[0]!r} appears twice in the header")
+    rows = []
+    for (lineno, _), cells in zip(lines[1:], parsed[1:]):
+        if len(cells) != len(header):
+            raise InputError(f"{path}, line {lineno}: {len(cells)} cells but the header has "
+                             f"{len(header)}; every row needs one cell per column (empty for a default)")
+        rows.append((lineno, {h: c.strip() for h, c in zip(header, cells)}))
+    return rows, header
+
+
+def _jsonl_rows(text: str, path: str, kind: str):
+    rows, columns = [], []
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            raise InputError(f"{path}, line {lineno} is not JSON; each line is one object such as "
+                             '{"a": "A.npy", "b": "B.npy", "energy": 1}') from None
+        if not isinstance(obj, dict):
+            raise InputError(f"{path}, line {lineno} is not a JSON object (one task per line)")
+        columns += [k for k in obj if k not in columns]
+        rows.append((lineno, obj))
+    return rows, columns
+
+
+def _check_columns(columns: list, path: str) -> None:
+    for name in columns:
+        if name not in COLUMNS and not is_label(name):
+            near = difflib.get_close_matches(name, list(COLUMNS), n=1)
+            hint = f" (did you mean {near[0]!r}?)" if near else ""
+            raise InputError(f"{path}: unknown column {name!r}{hint}; known columns: "
+                             f"{', '.join(COLUMNS)}; keep your own labels in 'name' or in columns "
+                             f"starting with '{LABEL_PREFIX}'")
+    missing = [name for name, c in COLUMNS.items() if c.required and name not in columns]
+    if missing:
+        raise InputError(f"{path}: no column {', '.join(map(repr, missing))}; a manifest needs the "
+                         f"columns a, b and energy (one task per row)")
+
+
+def is_label(name: str) -> bool:
+    """Columns carried into the results unchanged: 'name' and 'label_*'."""
+    return name == "name" or name.startswith(LABEL_PREFIX)
+
+
+def _task(line: int, cells: dict, base: str) -> Task:
+    values, shown, problems = {}, {}, []
+    for name, column in COLUMNS.items():
+        raw = cells.get(name)
+        empty = raw is None or (isinstance(raw, str) and not raw.strip())
+        shown[name] = None if empty else (raw.strip() if isinstance(raw, str) else raw)
+        if empty:
+            values[name] = column.default
+            if column.required:
+                problems.append(f"no value for {name}")
+            continue
+        try:
+            values[name] = column.parse(raw, name, base)
+        except InputError as exc:
+            values[name] = ("invalid", str(raw))      # still part of the identity
+            problems.append(str(exc))
+    if not problems:
+        try:
+            _check_row(values)
+        except InputError as exc:
+            problems.append(str(exc))
+    for name in COLUMNS:              # typed values; an invalid cell shows as null (the failure quotes it)
+        if isinstance(values[name], tuple):
+            shown[name] = None
+        elif not COLUMNS[name].is_path:
+            shown[name] = values[name]
+    labels = {k: v for k, v in cells.items() if is_label(k)}
+    problem = "; ".join(problems) if problems else None
+    return Task(task_key(values), line, values, shown, labels, problem)

@@ -1,0 +1,303 @@
+"""`sweep`: many design tasks from a manifest, on a Dask cluster, into a resumable journal.
+
+The parts here do not depend on the engine: running one task (on a worker) into a result
+row, and the driver's loop: read the manifest, skip the tasks already in the journal, hand
+the rest to the engine (bhtcli/sweep_dask.py), save each query and append each row as it
+arrives, and optionally export the manifest's rows at the end.
+"""
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from . import __version__
+from .errors import BhtError, InputError
+from .io import check_output_path, read_array, save_npy_atomic
+from .journal import Journal, check_export_path, export_rows
+from .manifest import COLUMNS, Task, call_arguments, is_label, read_manifest, split_npz_key
+from .results import json_safe
+from .validation import check_matrix, check_pair
+
+# Result columns of a row: name -> where it is in DesignResult.to_dict(). The certificate
+# columns are the numbers `bht bound` reports (design computes them on the way).
+RESULT_FIELDS = {
+    "n": ("n",), "d": ("d",), "distinguishable": ("distinguishable",),
+    "hellinger_squared": ("hellinger_squared",), "hellinger": ("hellinger",),
+    "bhattacharyya_distance": ("bhattacharyya_distance",), "total_variation": ("total_variation",),
+    "kl_ab": ("kl_ab",), "kl_ba": ("kl_ba",), "chernoff_information": ("chernoff_information",),
+    "query_norm": ("query_norm",), "on_boundary": ("on_boundary",),
+    "samples_lower": ("samples", "lower"), "samples_predicted": ("samples", "predicted"),
+    "samples_upper": ("samples", "upper"), "samples_method": ("samples", "method"),
+    "hellinger_squared_max_bound": ("certificate", "hellinger_squared_max_bound"),
+    "samples_lower_any_strategy": ("certificate", "samples_lower_any_strategy"),
+    "mean_samples_lower_sequential": ("certificate", "mean_samples_lower_sequential"),
+    "bound_over_design": ("certificate", "bound_over_design"),
+    "row_diameter": ("certificate", "row_diameter"), "row_norm_2inf": ("paper", "row_norm_2inf"),
+    "tv_max_bound": ("certificate", "tv_max_bound"),
+    "solver_starts": ("solver", "starts"), "local_maxima": ("solver", "local_maxima"),
+    "seconds": ("solver", "seconds"), "note": ("note",),
+}
+
+
+class MatrixCache:
+    """Loaded matrices kept per worker process, so that tasks sharing a file load it once.
+
+    Keyed by path, size and modification time; least recently used arrays leave first once
+    the arrays held in memory pass `max_bytes` (memory-mapped .npy files cost nothing here).
+    """
+
+    def __init__(self, max_bytes: int = 2 << 30):
+        self.max_bytes, self.loads = max_bytes, 0
+        self._items: OrderedDict = OrderedDict()
+        self._lock = threading.Lock()
+
+    def load(self, spec: str, name: str) -> np.ndarray:
+        st = os.stat(split_npz_key(spec)[0])
+        key = (spec, st.st_size, st.st_mtime_ns)
+        with self._lock:
+            if key in self._items:
+                self._items.move_to_end(key)
+                return self._items[key]
+        arr = check_matrix(read_array(spec, name), name)
+        with self._lock:
+            self.loads += 1
+            self._items[key] = arr
+            while len(self._items) > 1 and sum(_resident(a) for a in self._items.values()) > self.max_bytes:
+                self._items.popitem(last=False)
+        return arr
+
+
+def _resident(arr: np.ndarray) -> int:
+    return 0 if isinstance(arr, np.memmap) or isinstance(arr.base, np.memmap) else arr.nbytes
+
+
+_WORKER_CACHE = MatrixCache()
+
+
+def run_task(task: Task, cache: MatrixCache | None = None) -> dict:
+    """Run one task (on a worker): {"row": result columns, "query": the query or None}.
+
+    Never raises for a problem of the task itself: the message goes into the row
+    (status "failed", column failure), so one bad row does not stop a sweep.
+    """
+    cache = _WORKER_CACHE if cache is None else cache
+    t0 = time.perf_counter()
+    try:
+        if task.problem:
+            raise InputError(task.problem)
+        v = task.values
+        A = cache.load(v["a"], task.shown["a"])
+        B = cache.load(v["b"], task.shown["b"])
+        check_pair(A, B, task.shown["a"], task.shown["b"])
+        kwargs = dict(call_arguments(v), A=A, B=B)
+        if v["model"] == "leverage":
+            from .leverage_design import design_leverage as design_fn
+        else:
+            from .design import design as design_fn
+        result = design_fn(**kwargs)
+    except BhtError as exc:
+        return {"row": failed_fields(str(exc), time.perf_counter() - t0), "query": None}
+    except MemoryError:
+        return {"row": failed_fields("out of memory on the worker", time.perf_counter() - t0), "query": None}
+    except Exception as exc:          # a bug: still a row, so that the sweep goes on
+        return {"row": failed_fields(f"unexpected {type(exc).__name__}: {exc}", time.perf_counter() - t0),
+                "query": None}
+    r = result.to_dict()
+    row = {"status": "ok", "failure": None}
+    for name, where in RESULT_FIELDS.items():
+        value = r
+        for part in where:
+            value = value.get(part) if isinstance(value, dict) else None
+        row[name] = value
+    row["warnings"] = "; ".join(r["warnings"]) or None
+    return {"row": row, "query": np.asarray(result.query, dtype=np.float64)}
+
+
+def failed_fields(message: str, seconds: float | None = None) -> dict:
+    """The result columns of a task that failed: its message, and nulls."""
+    row = {"status": "failed", "failure": message, **dict.fromkeys(RESULT_FIELDS)}
+    row["seconds"], row["warnings"] = seconds, None
+    return row
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    """What `bht sweep` reports: counts, where the results are, and the first failures."""
+
+    manifest: str
+    results: str
+    tasks: int                    # distinct tasks in the manifest
+    manifest_rows: int
+    ok: int
+    failed: int                   # over the whole manifest, this run and earlier ones
+    ran: int                      # run by this invocation
+    failed_now: int
+    already_done: int             # found in the results file and skipped
+    stale_rows: int               # rows in the results file of tasks no longer in the manifest
+    engine: str
+    workers: int | None
+    startup_seconds: float
+    run_seconds: float
+    seconds: float
+    tasks_per_second: float | None
+    export: str | None
+    failures: list = field(default_factory=list)   # up to 10: line, task, failure
+    notes: list = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return json_safe(asdict(self))
+
+
+def sweep(manifest, out, scheduler: str | None = None, workers: int | None = None,
+          export: str | None = None, retry_failed: bool = False, progress=None, notice=None,
+          engine=None) -> SweepResult:
+    """Run every task of a manifest not yet in the results journal `out`.
+
+    Parameters
+    ----------
+    manifest : str
+        CSV/TSV/JSONL with columns a, b, energy and optionally model, floor, error, seed,
+        starts, name and label_* (see bhtcli.manifest).
+    out : str
+        The results journal (JSONL); queries go to ``<out>.queries/<task>.npy``.
+    scheduler : str, optional
+        Address of a running Dask scheduler; default a local cluster of `workers` processes.
+    workers : int, optional
+        Worker processes of the local cluster (default: the CPUs available).
+    export : str, optional
+        At the end, write the manifest's rows with their results to this .csv or .parquet.
+    retry_failed : bool
+        Run tasks whose row says "failed" again (their rows are removed first).
+    progress : callable, optional
+        progress(done, total, failed) after each task (done counts earlier runs too).
+    notice : callable, optional
+        Receives notes as they arise (discarded torn line, repeated rows, stale rows).
+    engine : callable, optional
+        Replaces the Dask engine (tests): engine(tasks, on_done, scheduler=, workers=) -> info.
+
+    Returns
+    -------
+    SweepResult
+    """
+    t_start = time.perf_counter()
+    paths = _check_paths(manifest, out, export)
+    if workers is not None and (isinstance(workers, bool) or int(workers) != workers or workers < 1):
+        raise InputError(f"--workers must be a whole number >= 1, got {workers!r}")
+    if workers is not None and scheduler:
+        raise InputError("--workers sizes the local cluster; with --scheduler the cluster's own workers run the tasks")
+    plan = read_manifest(manifest)
+    notes = list(plan.notes)
+    say = notice or (lambda message: None)
+    for note in notes:
+        say(note)
+    queries = out + ".queries"
+    os.makedirs(queries, exist_ok=True)
+    with Journal(out, lock_path=queries) as journal:
+        _check_versions(journal, out)
+        if journal.torn:
+            notes.append(say_(say, f"{out}: discarded a torn last line (an interrupted write); its task runs again"))
+        distinct = plan.distinct
+        if retry_failed:
+            gone = journal.rewrite(lambda r: not (r["task"] in distinct and r.get("status") == "failed"))
+            if gone:
+                notes.append(say_(say, f"{out}: removed {_rows(gone)} of failed tasks to run them again"))
+        stale = sum(1 for key in journal.rows if key not in distinct)
+        if stale:
+            notes.append(say_(say, f"{out} holds {_rows(stale)} of tasks no longer in the manifest; "
+                                   "they stay there and are left out of --export"))
+        done = [k for k in distinct if k in journal.rows]
+        pending = [t for k, t in distinct.items() if k not in journal.rows]
+        failed_before = sum(1 for k in done if journal.rows[k].get("status") != "ok")
+        counts = {"done": len(done), "failed": failed_before, "ran": 0, "failed_now": 0}
+
+        def on_done(task: Task, outcome: dict) -> None:
+            if task.key in journal.rows:      # an engine that delivers twice changes nothing
+                return
+            journal.append(_journal_row(task, outcome, out, queries))
+            row = journal.rows[task.key]
+            counts["done"] += 1
+            counts["ran"] += 1
+            if row["status"] != "ok":
+                counts["failed"] += 1
+                counts["failed_now"] += 1
+            if progress:
+                progress(counts["done"], len(distinct), counts["failed"])
+
+        if progress:
+            progress(counts["done"], len(distinct), counts["failed"])
+        runnable = [t for t in pending if not t.problem]
+        for task in pending:          # rows already known to be bad need no worker
+            if task.problem:
+                on_done(task, {"row": failed_fields(task.problem, 0.0), "query": None})
+        info = {"engine": "none", "workers": None, "startup_seconds": 0.0, "run_seconds": 0.0}
+        if runnable:
+            if engine is None:
+                from .sweep_dask import run_on_dask as engine
+            info = engine(runnable, on_done, scheduler=scheduler, workers=workers)
+        rows = journal.rows
+        missing = [k for k in distinct if k not in rows]
+        if missing:
+            raise BhtError(f"the engine returned no result for {len(missing)} tasks; rerun to finish them")
+        failures = [{"line": t.line, "task": k, "failure": rows[k].get("failure")}
+                    for k, t in distinct.items() if rows[k].get("status") != "ok"]
+        if paths["export"]:
+            export_rows([_export_row(t, rows[t.key]) for t in plan.tasks], paths["export"])
+    ran, run_seconds = len(runnable), info["run_seconds"]
+    return SweepResult(
+        manifest=manifest, results=out, tasks=len(distinct), manifest_rows=len(plan.tasks),
+        ok=len(distinct) - len(failures), failed=len(failures), ran=counts["ran"],
+        failed_now=counts["failed_now"], already_done=len(done), stale_rows=stale,
+        engine=info["engine"], workers=info["workers"], startup_seconds=info["startup_seconds"],
+        run_seconds=run_seconds, seconds=time.perf_counter() - t_start,
+        tasks_per_second=ran / run_seconds if ran and run_seconds > 0 else None,
+        export=paths["export"], failures=failures[:10], notes=notes)
+
+
+def _rows(k: int) -> str:
+    return f"{k} row" if k == 1 else f"{k} rows"
+
+
+def say_(say, message: str) -> str:
+    say(message)
+    return message
+
+
+def _check_paths(manifest, out, export) -> dict:
+    check_output_path(out)
+    if os.path.exists(manifest) and os.path.exists(out) and os.path.samefile(manifest, out):
+        raise InputError(f"--out {out} is the manifest; give the results a file of their own (e.g. results.jsonl)")
+    if export:
+        check_export_path(export)
+        if os.path.abspath(export) == os.path.abspath(out):
+            raise InputError(f"--export {export} is the --out journal; give the export another name")
+    return {"export": export}
+
+
+def _check_versions(journal: Journal, out: str) -> None:
+    other = sorted({str(r.get("bht_version")) for r in journal.rows.values()} - {__version__})
+    if other:
+        raise InputError(f"--out {out} holds rows written by bht {', '.join(other)}; this is bht "
+                         f"{__version__}, whose results may differ: give a new --out (or remove the file)")
+
+
+def _journal_row(task: Task, outcome: dict, out: str, queries: str) -> dict:
+    """The journal row of a finished task: key, labels, task columns, result columns."""
+    row = {"task": task.key, **task.labels, **task.shown, **outcome["row"], "query_file": None,
+           "bht_version": __version__}
+    if outcome.get("query") is not None:
+        save_npy_atomic(os.path.join(queries, f"{task.key}.npy"), outcome["query"])
+        row["query_file"] = os.path.join(os.path.basename(queries), f"{task.key}.npy")
+    return json_safe(row)
+
+
+def _export_row(task: Task, row: dict) -> dict:
+    """A manifest row's export: its journal row with the labels and paths as the manifest has them now."""
+    out = {"task": row["task"], **task.labels}
+    out.update((k, v) for k, v in row.items() if k != "task" and not is_label(k))
+    out.update((name, task.shown[name]) for name in COLUMNS if COLUMNS[name].is_path)
+    return out
