@@ -1,6 +1,7 @@
 """Reading matrices (.npy, .npz, .csv/.txt, stdin) and writing results atomically."""
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import sys
@@ -199,11 +200,21 @@ def check_output_path(path: str, option: str = "--out") -> str:
 
 def save_npy_atomic(path: str, array: np.ndarray) -> None:
     """Write `array` to `path` in .npy format via a temporary file and os.replace."""
+    with atomic_file(path, "wb") as fh:
+        np.save(fh, np.asarray(array, dtype=np.float64), allow_pickle=False)
+
+
+@contextlib.contextmanager
+def atomic_file(path: str, mode: str = "w", **kwargs):
+    """Open a temporary file beside `path`; on success flush, fsync and rename it to `path`.
+
+    On any error the temporary file is removed and `path` is left as it was.
+    """
     folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".bht-", suffix=".npy.tmp", dir=folder)
+    fd, tmp = tempfile.mkstemp(prefix=".bht-", suffix=".tmp", dir=folder)
     try:
-        with os.fdopen(fd, "wb") as fh:
-            np.save(fh, np.asarray(array, dtype=np.float64), allow_pickle=False)
+        with os.fdopen(fd, mode, **kwargs) as fh:
+            yield fh
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)

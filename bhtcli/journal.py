@@ -10,7 +10,6 @@ from __future__ import annotations
 import csv
 import json
 import os
-import tempfile
 
 from .errors import InputError
 
@@ -141,18 +140,9 @@ def _fsync_folder(path: str) -> None:
 
 
 def _write_atomic(path: str, text: str, newline=None) -> None:
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".bht-", suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline=newline) as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    from .io import atomic_file
+    with atomic_file(path, "w", encoding="utf-8", newline=newline) as fh:
+        fh.write(text)
 
 
 def check_export_path(path: str) -> str:
@@ -210,15 +200,6 @@ def _write_parquet(rows: list, columns: list, path: str) -> None:
             numeric = all(v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)) for v in values)
             # counts beyond int64 (an `upper` of 1e19) become float64; mixed labels become text
             arrays[name] = pa.array([None if v is None else (float(v) if numeric else str(v)) for v in values])
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".bht-", suffix=".parquet.tmp", dir=folder)
-    os.close(fd)
-    try:
-        pq.write_table(pa.table(arrays), tmp)
-        with open(tmp, "rb+") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    from .io import atomic_file
+    with atomic_file(path, "wb") as fh:
+        pq.write_table(pa.table(arrays), fh)

@@ -8,6 +8,7 @@ arrives, and optionally export the manifest's rows at the end.
 from __future__ import annotations
 
 import os
+import shutil
 import threading
 import time
 from collections import OrderedDict
@@ -196,8 +197,7 @@ def sweep(manifest, out, scheduler: str | None = None, workers: int | None = Non
     for note in notes:
         say(note)
     queries = out + ".queries"
-    os.makedirs(queries, exist_ok=True)
-    with Journal(out, lock_path=queries) as journal:
+    with _journal(out, queries) as journal:
         _check_versions(journal, out)
         if journal.torn:
             notes.append(say_(say, f"{out}: discarded a torn last line (an interrupted write); its task runs again"))
@@ -276,6 +276,18 @@ def _check_paths(manifest, out, export) -> dict:
         if os.path.abspath(export) == os.path.abspath(out):
             raise InputError(f"--export {export} is the --out journal; give the export another name")
     return {"export": export}
+
+
+def _journal(out: str, queries: str) -> Journal:
+    """Open (and lock) the journal; a refused file leaves no queries folder behind."""
+    created = not os.path.isdir(queries)
+    os.makedirs(queries, exist_ok=True)
+    try:
+        return Journal(out, lock_path=queries)
+    except BaseException:
+        if created:
+            shutil.rmtree(queries, ignore_errors=True)
+        raise
 
 
 def _check_versions(journal: Journal, out: str) -> None:

@@ -266,6 +266,7 @@ def test_results_file_that_is_not_a_journal_is_refused_untouched(capsys, tmp_pat
         out.write_text(content)
         code, _, err = run(capsys, "sweep", manifest, "--out", str(out))
         assert code == 2 and "is the right file?" in err and out.read_text() == content
+        assert not (tmp_path / "r.txt.queries").exists()
     code, _, err = run(capsys, "sweep", manifest, "--out", manifest)
     assert code == 2 and "is the manifest" in err
     out.write_text('{"task": "abc", "bht_version": "0.0.1"}\n')

@@ -1,0 +1,55 @@
+"""Benchmark: a 200-task `bht sweep` on this machine's local Dask cluster, 1 worker vs 2 workers.
+
+Run:  .venv/bin/python benchmarks/bench_sweep.py
+Zoo: 10 checkpoints of a 500 x 32 output layer (a random walk: W_k+1 = W_k + 0.05 N(0, 1/4)),
+the 40 first of the 45 pairs, each at E = 0.25, 0.5, 1, 2, 4: 200 tasks of design (32 starts).
+Every worker is one single-threaded process with BLAS pinned to one thread (the local cluster's
+settings), so the two runs differ only in the number of workers. tasks/s counts the time from
+the first task handed to Dask to the last row written; start-up (cluster, imports) is shown apart.
+"""
+import os
+import tempfile
+import time
+
+import numpy as np
+
+from bhtcli.sweep import sweep
+
+
+def write_zoo(folder: str, checkpoints: int = 10, n: int = 500, d: int = 32, pairs: int = 40) -> str:
+    rng = np.random.default_rng(0)
+    W = 0.5 * rng.standard_normal((n, d))
+    for k in range(checkpoints):
+        np.save(os.path.join(folder, f"ckpt{k}.npy"), W)
+        W = W + 0.05 * rng.standard_normal((n, d))
+    chosen = [(i, j) for i in range(checkpoints) for j in range(i + 1, checkpoints)][:pairs]
+    lines = ["name,a,b,energy"] + [f"{i}-{j}@{e},ckpt{i}.npy,ckpt{j}.npy,{e}"
+                                   for i, j in chosen for e in (0.25, 0.5, 1, 2, 4)]
+    path = os.path.join(folder, "manifest.csv")
+    with open(path, "w") as fh:
+        fh.write("\n".join(lines) + "\n")
+    return path
+
+
+def main():
+    print(f"load before: {os.getloadavg()[0]:.2f} (1-minute average, {os.cpu_count()} CPUs)")
+    print("| workers | tasks | start-up (s) | running (s) | tasks/s | total (s) |")
+    print("|---|---|---|---|---|---|")
+    rates = {}
+    with tempfile.TemporaryDirectory() as folder:
+        manifest = write_zoo(folder)
+        for workers in (1, 2):
+            out = os.path.join(folder, f"results-{workers}.jsonl")
+            t = time.perf_counter()
+            r = sweep(manifest, out, workers=workers)
+            total = time.perf_counter() - t
+            assert r.ok == r.tasks == 200, r
+            rates[workers] = r.tasks_per_second
+            print(f"| {workers} | {r.ran} | {r.startup_seconds:.1f} | {r.run_seconds:.1f} | "
+                  f"{r.tasks_per_second:.2f} | {total:.1f} |", flush=True)
+    print(f"\n2 workers / 1 worker: {rates[2] / rates[1]:.2f}x")
+    print(f"load after: {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
