@@ -87,7 +87,7 @@ def render_design_table(result, console: Console) -> None:
     s = r["samples"]
     sam = _table(f"\nQueries needed ({q} repeated, both errors <= alpha)")
     sam.add_row("lower (any test)", _num(s["lower"]))
-    sam.add_row("predicted (minimax LR test)", f"{_num(s['predicted'])}  [{s['method']}]")
+    sam.add_row("predicted (minimax LR test)", f"{_num(s['predicted'])}  \\[{s['method']}]")
     sam.add_row("upper (LR test, Chernoff)", _num(s["upper"]))
     console.print(sam)
 
