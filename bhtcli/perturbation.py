@@ -16,8 +16,9 @@ nu is itself a nonconvex maximisation over the ball. With mu = E_p[delta], dev =
 
 (d/dz E_p[f] = p * (f - E_p f) for the logits z = Ax; the derivative through mu vanishes
 because E_p[dev] = 0). `VarianceObjective` exposes V in the interface of
-bhtcli.softmax.SoftmaxPair (evaluate / pullback / G), so the designer's batched projected
-L-BFGS (bhtcli.optimize.BatchedAscent) climbs it from many starts at once.
+bhtcli.softmax.SoftmaxPair that the designer's batched projected L-BFGS
+(bhtcli.optimize.BatchedAscent) uses (evaluate / pullback), so it climbs V from many starts
+at once.
 """
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ import numpy as np
 from scipy.special import ndtri
 
 from .io import load_pair
-from .optimize import BatchedAscent, distinct, project, spectral_directions
+from .optimize import BatchedAscent, distinct, project
 from .samples import ceil_count, lower_count, upper_count
 from .validation import check_energy, check_error, check_seed, check_starts
 
@@ -53,9 +54,23 @@ class VarianceObjective:
         self.passes = 0
 
     @property
-    def G(self) -> np.ndarray:
-        """The row-centred perturbation M (spectral_directions reads it under this name)."""
+    def M(self) -> np.ndarray:
+        """The row-centred perturbation."""
         return self.K[self.n:]
+
+    def top_directions(self, r: int, seed: int) -> np.ndarray:
+        """Top-r right singular vectors of the row-centred M (columns): near x = 0,
+        V(x) ~ ||M x||^2 / n, so these are the small-budget maximisers."""
+        M = self.M
+        r = min(r, self.n, self.d)
+        if self.n * self.d <= 4_000_000:
+            return np.linalg.svd(M, full_matrices=False)[2][:r].T.copy()
+        rng = np.random.default_rng(seed + 7919)          # randomised subspace iteration
+        Q = np.linalg.qr(rng.standard_normal((self.d, r + 6)))[0]
+        for _ in range(3):
+            Q = np.linalg.qr(M.T @ (M @ Q))[0]
+        self.passes += 6
+        return (Q @ np.linalg.svd(M @ Q, full_matrices=False)[2].T)[:, :r]
 
     def evaluate(self, X: np.ndarray):
         """V at each column of X and the gradient weights (w_a, w_m): grad V = A^T w_a + M^T w_m."""
@@ -122,7 +137,7 @@ def maximize_variance(objective: VarianceObjective, energy: float, starts: int =
     """
     d = objective.d
     cols = [] if query is None else [np.asarray(query, dtype=np.float64)]
-    V = spectral_directions(objective, 3, seed)
+    V = objective.top_directions(3, seed)
     for j in range(V.shape[1]):
         cols += [energy * V[:, j], -energy * V[:, j]]
     cols += [0.5 * energy * V[:, 0], -0.5 * energy * V[:, 0]]
