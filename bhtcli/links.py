@@ -144,16 +144,18 @@ def _log_taylor(s: np.ndarray, K: int) -> np.ndarray:
 
 
 def _taylor_psi(s: np.ndarray, K: int) -> np.ndarray:
-    """log(T_K(s) e^-s). Near 0 it is log1p(-R e^-s) with the remainder R = sum_{j>K} s^j/j!
-    summed directly (no cancellation); elsewhere log T_K(s) - s is already accurate."""
+    """log(T_K(s) e^-s). For |s| < max(2, K/2) it is log1p(-R e^-s) with the remainder
+    R = sum_{j>K} s^j/j! summed directly (no cancellation); beyond, psi is of the order of s
+    and log T_K(s) - s is already accurate."""
     s = np.asarray(s, dtype=np.float64)
     out = _log_taylor(s, K) - s
-    near = np.abs(s) < 2.0
+    near = np.abs(s) < max(2.0, 0.5 * K)      # the series' ratio |s|/(j+1) stays below 1/2
     if near.any():
         sn = s[near]
-        term = np.exp((K + 1) * np.log(np.abs(sn)) - gammaln(K + 2.0)) * np.sign(sn) ** (K + 1)
+        with np.errstate(divide="ignore"):
+            term = np.exp((K + 1) * np.log(np.abs(sn)) - gammaln(K + 2.0)) * np.sign(sn) ** (K + 1)
         R = np.zeros_like(sn)
-        for j in range(K + 1, K + 40):
+        for j in range(K + 1, K + 60):
             R += term
             term = term * sn / (j + 1)
         out[near] = np.log1p(-R * np.exp(-sn))
