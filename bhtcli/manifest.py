@@ -73,6 +73,16 @@ def _floor(raw, column, base):
     return value
 
 
+def _link(raw, column, base):
+    from .links import parse_link
+    return parse_link(raw, column).name
+
+
+def _dtype(raw, column, base):
+    from .validation import check_dtype
+    return check_dtype(str(raw).strip(), column)
+
+
 def _model(raw, column, base):
     value = str(raw).strip().lower()
     if value not in MODELS:
@@ -89,6 +99,7 @@ class Column:
     kwarg: str | None = None        # keyword argument of design/bound (None: not passed)
     required: bool = False
     is_path: bool = False           # a file: its size and modification time join the identity
+    implicit: object = None         # a value that means "not set": left out of the identity
 
 
 COLUMNS = {
@@ -100,12 +111,22 @@ COLUMNS = {
     "error": Column(lambda raw, c, base: check_error(_number(raw, c), c), default=0.05, kwarg="error"),
     "seed": Column(lambda raw, c, base: check_seed(_whole(raw, c), c), default=0, kwarg="seed"),
     "starts": Column(lambda raw, c, base: check_starts(_whole(raw, c), c), kwarg="starts"),
+    "link_a": Column(_link, kwarg="link_a", implicit="exp"),
+    "link_b": Column(_link, kwarg="link_b", implicit="exp"),
+    "bias_a": Column(_path, kwarg="bias_a", is_path=True),
+    "bias_b": Column(_path, kwarg="bias_b", is_path=True),
+    "dtype": Column(_dtype, kwarg="dtype", implicit="float64"),
 }
+SOFTMAX_ONLY = ("link_a", "link_b", "bias_a", "bias_b", "dtype")
 
 
 def _check_row(values: dict) -> None:
     """Rules across columns of one row."""
     if values["model"] == "leverage":
+        given = [name for name in SOFTMAX_ONLY if values[name] not in (None, COLUMNS[name].implicit)]
+        if given:
+            raise InputError(f"{', '.join(given)}: links, biases and dtype apply to softmax models, "
+                             "not to model leverage")
         if values["floor"] is None:
             raise InputError("model leverage needs a floor (the box is floor <= s_i^2 <= energy)")
         if values["energy"] < values["floor"]:
@@ -119,7 +140,7 @@ def _check_row(values: dict) -> None:
 def call_arguments(values: dict) -> dict:
     """Keyword arguments of design/bound (or their leverage versions) for one task's values."""
     return {COLUMNS[name].kwarg: value for name, value in values.items()
-            if name in COLUMNS and COLUMNS[name].kwarg and value is not None}
+            if name in COLUMNS and COLUMNS[name].kwarg and value not in (None, COLUMNS[name].implicit)}
 
 
 @dataclass(frozen=True)
@@ -140,7 +161,7 @@ def task_key(values: dict) -> str:
     Labels and the row's position do not count; a matrix file with another size or
     modification time makes a new task (its old result is not reused).
     """
-    ident = {k: v for k, v in values.items() if v is not None}
+    ident = {k: v for k, v in values.items() if v is not None and v != COLUMNS[k].implicit}
     for name, column in COLUMNS.items():
         value = values.get(name)
         if column.is_path and isinstance(value, str):

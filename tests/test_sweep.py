@@ -129,6 +129,36 @@ def test_sweep_equals_design_task_by_task(capsys, scheduler, zoo):
     assert_rows_match_design(folder, rows)
 
 
+def test_links_biases_and_dtype_columns(capsys, scheduler, tmp_path):
+    write_zoo(tmp_path)
+    np.save(tmp_path / "bias.npy", np.linspace(-1, 1, 12))
+    header = ["name", "a", "b", "energy", "link_a", "link_b", "bias_a", "dtype", "model", "floor"]
+    rows = [("taylor", "m0.npy", "m0.npy", 0.5, "exp", "taylor:4", "", "", "", ""),
+            ("bias", "m0.npy", "m1.npy", 1, "", "", "bias.npy", "float32", "", ""),
+            ("poly", "m0.npy", "m1.npy", 1, "poly:2", "poly:2", "", "", "", ""),
+            ("bad link", "m0.npy", "m1.npy", 1, "taylor:5", "", "", "", "", ""),
+            ("lev link", "lev_a.npy", "lev_b.npy", 4, "", "taylor:4", "", "", "leverage", 1)]
+    manifest = write_csv(tmp_path / "m.csv", header, rows)
+    out = tmp_path / "r.jsonl"
+    code, stdout, err = run(capsys, "sweep", manifest, "--out", str(out), "--scheduler", scheduler, "--json")
+    assert code == 1 and json.loads(stdout)["failed"] == 2
+    got = {r["name"]: r for r in read_rows(out)}
+    assert "K must be even" in got["bad link"]["failure"]
+    assert "apply to softmax models" in got["lev link"]["failure"]
+    calls = {"taylor": dict(link_b="taylor:4"), "bias": dict(bias_a=str(tmp_path / "bias.npy"), dtype="float32"),
+             "poly": dict(link_a="poly:2", link_b="poly:2")}
+    for name, kw in calls.items():
+        row = got[name]
+        d = design(str(tmp_path / row["a"]), str(tmp_path / row["b"]), row["energy"], **kw)
+        assert row["status"] == "ok" and row["hellinger_squared"] == pytest.approx(d.hellinger_squared, rel=1e-9)
+        assert row["samples_predicted"] == d.samples["predicted"]
+    assert (got["taylor"]["link_a"], got["taylor"]["link_b"], got["bias"]["bias_a"]) == ("exp", "taylor:4", "bias.npy")
+    # an explicit default is the same task as an omitted one
+    tasks = read_manifest(manifest).tasks
+    write_csv(tmp_path / "m2.csv", ["a", "b", "energy", "link_b"], [("m0.npy", "m0.npy", 0.5, "taylor:4")])
+    assert read_manifest(tmp_path / "m2.csv").tasks[0].key == tasks[0].key
+
+
 def test_rerun_skips_finished_and_torn_line_is_discarded(capsys, scheduler, zoo):
     folder, manifest = zoo
     out = folder / "r.jsonl"
