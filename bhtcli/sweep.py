@@ -1,130 +1,24 @@
 """`sweep`: many design tasks from a manifest, on a Dask cluster, into a resumable journal.
 
-The parts here do not depend on the engine: running one task (on a worker) into a result
-row, and the driver's loop: read the manifest, skip the tasks already in the journal, hand
-the rest to the engine (bhtcli/sweep_dask.py), save each query and append each row as it
-arrives, and optionally export the manifest's rows at the end.
+The driver's loop, independent of the engine: read the manifest (bhtcli/manifest.py), skip the
+tasks already in the journal (bhtcli/journal.py), hand the rest to the engine
+(bhtcli/sweep_dask.py, which runs bhtcli/sweep_task.py on the workers), save each query and
+append each row as it arrives, and optionally export the manifest's rows at the end.
 """
 from __future__ import annotations
 
 import os
 import shutil
-import threading
 import time
-from collections import OrderedDict
 from dataclasses import asdict, dataclass, field
-
-import numpy as np
 
 from . import __version__
 from .errors import BhtError, InputError
-from .io import check_output_path, read_array, save_npy_atomic
+from .io import check_output_path, save_npy_atomic
 from .journal import Journal, check_export_path, export_rows
-from .manifest import COLUMNS, Task, call_arguments, is_label, read_manifest, split_npz_key
+from .manifest import COLUMNS, Task, is_label, read_manifest
 from .results import json_safe
-from .validation import check_matrix, check_pair
-
-# Result columns of a row: name -> where it is in DesignResult.to_dict(). The certificate
-# columns are the numbers `bht bound` reports (design computes them on the way).
-RESULT_FIELDS = {
-    "n": ("n",), "d": ("d",), "distinguishable": ("distinguishable",),
-    "hellinger_squared": ("hellinger_squared",), "hellinger": ("hellinger",),
-    "bhattacharyya_distance": ("bhattacharyya_distance",), "total_variation": ("total_variation",),
-    "kl_ab": ("kl_ab",), "kl_ba": ("kl_ba",), "chernoff_information": ("chernoff_information",),
-    "query_norm": ("query_norm",), "on_boundary": ("on_boundary",),
-    "samples_lower": ("samples", "lower"), "samples_predicted": ("samples", "predicted"),
-    "samples_upper": ("samples", "upper"), "samples_method": ("samples", "method"),
-    "hellinger_squared_max_bound": ("certificate", "hellinger_squared_max_bound"),
-    "samples_lower_any_strategy": ("certificate", "samples_lower_any_strategy"),
-    "mean_samples_lower_sequential": ("certificate", "mean_samples_lower_sequential"),
-    "bound_over_design": ("certificate", "bound_over_design"),
-    "row_diameter": ("certificate", "row_diameter"), "row_norm_2inf": ("paper", "row_norm_2inf"),
-    "tv_max_bound": ("certificate", "tv_max_bound"),
-    "solver_starts": ("solver", "starts"), "local_maxima": ("solver", "local_maxima"),
-    "seconds": ("solver", "seconds"), "note": ("note",),
-}
-
-
-class MatrixCache:
-    """Loaded matrices kept per worker process, so that tasks sharing a file load it once.
-
-    Keyed by path, size and modification time; least recently used arrays leave first once
-    the arrays held in memory pass `max_bytes` (memory-mapped .npy files cost nothing here).
-    """
-
-    def __init__(self, max_bytes: int = 2 << 30):
-        self.max_bytes, self.loads = max_bytes, 0
-        self._items: OrderedDict = OrderedDict()
-        self._lock = threading.Lock()
-
-    def load(self, spec: str, name: str) -> np.ndarray:
-        st = os.stat(split_npz_key(spec)[0])
-        key = (spec, st.st_size, st.st_mtime_ns)
-        with self._lock:
-            if key in self._items:
-                self._items.move_to_end(key)
-                return self._items[key]
-        arr = check_matrix(read_array(spec, name), name)
-        with self._lock:
-            self.loads += 1
-            self._items[key] = arr
-            while len(self._items) > 1 and sum(_resident(a) for a in self._items.values()) > self.max_bytes:
-                self._items.popitem(last=False)
-        return arr
-
-
-def _resident(arr: np.ndarray) -> int:
-    return 0 if isinstance(arr, np.memmap) or isinstance(arr.base, np.memmap) else arr.nbytes
-
-
-_WORKER_CACHE = MatrixCache()
-
-
-def run_task(task: Task, cache: MatrixCache | None = None) -> dict:
-    """Run one task (on a worker): {"row": result columns, "query": the query or None}.
-
-    Never raises for a problem of the task itself: the message goes into the row
-    (status "failed", column failure), so one bad row does not stop a sweep.
-    """
-    cache = _WORKER_CACHE if cache is None else cache
-    t0 = time.perf_counter()
-    try:
-        if task.problem:
-            raise InputError(task.problem)
-        v = task.values
-        A = cache.load(v["a"], task.shown["a"])
-        B = cache.load(v["b"], task.shown["b"])
-        check_pair(A, B, task.shown["a"], task.shown["b"])
-        kwargs = dict(call_arguments(v), A=A, B=B)
-        if v["model"] == "leverage":
-            from .leverage_design import design_leverage as design_fn
-        else:
-            from .design import design as design_fn
-        result = design_fn(**kwargs)
-    except BhtError as exc:
-        return {"row": failed_fields(str(exc), time.perf_counter() - t0), "query": None}
-    except MemoryError:
-        return {"row": failed_fields("out of memory on the worker", time.perf_counter() - t0), "query": None}
-    except Exception as exc:          # a bug: still a row, so that the sweep goes on
-        return {"row": failed_fields(f"unexpected {type(exc).__name__}: {exc}", time.perf_counter() - t0),
-                "query": None}
-    r = result.to_dict()
-    row = {"status": "ok", "failure": None}
-    for name, where in RESULT_FIELDS.items():
-        value = r
-        for part in where:
-            value = value.get(part) if isinstance(value, dict) else None
-        row[name] = value
-    row["warnings"] = "; ".join(r["warnings"]) or None
-    return {"row": row, "query": np.asarray(result.query, dtype=np.float64)}
-
-
-def failed_fields(message: str, seconds: float | None = None) -> dict:
-    """The result columns of a task that failed: its message, and nulls."""
-    row = {"status": "failed", "failure": message, **dict.fromkeys(RESULT_FIELDS)}
-    row["seconds"], row["warnings"] = seconds, None
-    return row
-
+from .sweep_task import failed_fields
 
 @dataclass(frozen=True)
 class SweepResult:
@@ -218,7 +112,11 @@ def sweep(manifest, out, scheduler: str | None = None, workers: int | None = Non
         def on_done(task: Task, outcome: dict) -> None:
             if task.key in journal.rows:      # an engine that delivers twice changes nothing
                 return
-            journal.append(_journal_row(task, outcome, out, queries))
+            try:
+                journal.append(_journal_row(task, outcome, out, queries))
+            except OSError as exc:            # disk full, folder removed: stop, keep what is saved
+                raise BhtError(f"cannot write the results to {out} ({exc.strerror or exc}); the rows "
+                               "written so far are kept: free space and rerun the same command") from None
             row = journal.rows[task.key]
             counts["done"] += 1
             counts["ran"] += 1

@@ -22,7 +22,7 @@ from bhtcli.errors import InputError
 from bhtcli.journal import Journal
 from bhtcli.leverage_design import bound_leverage, design_leverage
 from bhtcli.manifest import read_manifest
-from bhtcli.sweep import MatrixCache, run_task
+from bhtcli.sweep_task import MatrixCache, run_task
 
 BHT = os.path.join(os.path.dirname(sys.executable), "bht")
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
