@@ -7,7 +7,9 @@ append each row as it arrives, and optionally export the manifest's rows at the 
 """
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import shutil
 import time
 from dataclasses import asdict, dataclass, field
@@ -85,6 +87,8 @@ def sweep(manifest, out, scheduler: str | None = None, workers: int | None = Non
         raise InputError(f"--workers must be a whole number >= 1, got {workers!r}")
     if workers is not None and scheduler:
         raise InputError("--workers sizes the local cluster; with --scheduler the cluster's own workers run the tasks")
+    if scheduler and not re.fullmatch(r"(?:[a-z]+://)?[^\s/]+:\d+", scheduler):
+        raise InputError(f"--scheduler {scheduler}: expected an address such as tcp://10.0.0.5:8786")
     plan = read_manifest(manifest)
     notes = list(plan.notes)
     say = notice or (lambda message: None)
@@ -176,14 +180,20 @@ def _check_paths(manifest, out, export) -> dict:
     return {"export": export}
 
 
-def _journal(out: str, queries: str) -> Journal:
-    """Open (and lock) the journal; a refused file leaves no queries folder behind."""
-    created = not os.path.isdir(queries)
+@contextlib.contextmanager
+def _journal(out: str, queries: str):
+    """The open (and locked) journal; a run that fails before its first row leaves nothing behind."""
+    new_folder, new_file = not os.path.isdir(queries), not os.path.exists(out)
     os.makedirs(queries, exist_ok=True)
+    journal = None
     try:
-        return Journal(out, lock_path=queries)
+        journal = Journal(out, lock_path=queries)
+        with journal:
+            yield journal
     except BaseException:
-        if created:
+        if new_file and journal is not None and not journal.rows and os.path.exists(out):
+            os.unlink(out)
+        if new_folder and (journal is None or not journal.rows):
             shutil.rmtree(queries, ignore_errors=True)
         raise
 

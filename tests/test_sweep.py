@@ -273,6 +273,7 @@ def test_jsonl_manifest_and_retry_failed(capsys, scheduler, tmp_path):
     ("a,b,energy\nm0.npy,m1.npy,1\n", "m.csv", ["--workers", "0"], "--workers must be a whole number >= 1"),
     ("a,b,energy\nm0.npy,m1.npy,1\n", "m.csv", ["--workers", "2", "--scheduler", "tcp://127.0.0.1:1"],
      "--workers sizes the local cluster"),
+    ("a,b,energy\nm0.npy,m1.npy,1\n", "m.csv", ["--scheduler", "nonsense"], "expected an address such as"),
     ("a,b,energy\nm0.npy,m1.npy,1\n", "m.csv", ["--export", "x.xlsx"], "name the file *.csv or *.parquet"),
     ("a,b,energy\nm0.npy,m1.npy,1\n", "m.csv", ["--export", "nofolder/x.csv"], "does not exist"),
 ])
@@ -286,6 +287,15 @@ def test_bad_manifest_is_exit_2_before_any_work(capsys, monkeypatch, tmp_path, c
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and err.startswith("Error: ") and message in err, err
     assert not os.path.exists("r.jsonl") and not os.path.exists("r.jsonl.queries")
+
+
+def test_parquet_without_pyarrow_is_a_clear_error(capsys, monkeypatch, tmp_path):
+    write_zoo(tmp_path)
+    manifest = write_csv(tmp_path / "m.csv", ["a", "b", "energy"], [("m0.npy", "m1.npy", 1)])
+    monkeypatch.setitem(sys.modules, "pyarrow", None)          # import pyarrow now fails
+    code, out, err = run(capsys, "sweep", manifest, "--out", str(tmp_path / "r.jsonl"), "--export",
+                         str(tmp_path / "r.parquet"))
+    assert code == 2 and "pip install 'bht[parquet]'" in err and not (tmp_path / "r.jsonl").exists()
 
 
 def test_results_file_that_is_not_a_journal_is_refused_untouched(capsys, tmp_path):
