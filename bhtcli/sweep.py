@@ -82,7 +82,7 @@ def sweep(manifest, out, scheduler: str | None = None, workers: int | None = Non
     SweepResult
     """
     t_start = time.perf_counter()
-    paths = _check_paths(manifest, out, export)
+    _check_paths(manifest, out, export)
     if workers is not None and (isinstance(workers, bool) or int(workers) != workers or workers < 1):
         raise InputError(f"--workers must be a whole number >= 1, got {workers!r}")
     if workers is not None and scheduler:
@@ -90,24 +90,29 @@ def sweep(manifest, out, scheduler: str | None = None, workers: int | None = Non
     if scheduler and not re.fullmatch(r"(?:[a-z]+://)?[^\s/]+:\d+", scheduler):
         raise InputError(f"--scheduler {scheduler}: expected an address such as tcp://10.0.0.5:8786")
     plan = read_manifest(manifest)
-    notes = list(plan.notes)
-    say = notice or (lambda message: None)
-    for note in notes:
-        say(note)
+    notes = []
+
+    def note(message: str) -> None:
+        notes.append(message)
+        if notice:
+            notice(message)
+
+    for message in plan.notes:
+        note(message)
     queries = out + ".queries"
     with _journal(out, queries) as journal:
         _check_versions(journal, out)
         if journal.torn:
-            notes.append(say_(say, f"{out}: discarded a torn last line (an interrupted write); its task runs again"))
+            note(f"{out}: discarded a torn last line (an interrupted write); its task runs again")
         distinct = plan.distinct
         if retry_failed:
             gone = journal.rewrite(lambda r: not (r["task"] in distinct and r.get("status") == "failed"))
             if gone:
-                notes.append(say_(say, f"{out}: removed {_rows(gone)} of failed tasks to run them again"))
+                note(f"{out}: removed {_rows(gone)} of failed tasks to run them again")
         stale = sum(1 for key in journal.rows if key not in distinct)
         if stale:
-            notes.append(say_(say, f"{out} holds {_rows(stale)} of tasks no longer in the manifest; "
-                                   "they stay there and are left out of --export"))
+            note(f"{out} holds {_rows(stale)} of tasks no longer in the manifest; "
+                 "they stay there and are left out of --export")
         done = [k for k in distinct if k in journal.rows]
         pending = [t for k, t in distinct.items() if k not in journal.rows]
         failed_before = sum(1 for k in done if journal.rows[k].get("status") != "ok")
@@ -147,8 +152,8 @@ def sweep(manifest, out, scheduler: str | None = None, workers: int | None = Non
             raise BhtError(f"the engine returned no result for {len(missing)} tasks; rerun to finish them")
         failures = [{"line": t.line, "task": k, "failure": rows[k].get("failure")}
                     for k, t in distinct.items() if rows[k].get("status") != "ok"]
-        if paths["export"]:
-            export_rows([_export_row(t, rows[t.key]) for t in plan.tasks], paths["export"])
+        if export:
+            export_rows([_export_row(t, rows[t.key]) for t in plan.tasks], export)
     ran, run_seconds = len(runnable), info["run_seconds"]
     return SweepResult(
         manifest=manifest, results=out, tasks=len(distinct), manifest_rows=len(plan.tasks),
@@ -157,19 +162,14 @@ def sweep(manifest, out, scheduler: str | None = None, workers: int | None = Non
         engine=info["engine"], workers=info["workers"], startup_seconds=info["startup_seconds"],
         run_seconds=run_seconds, seconds=time.perf_counter() - t_start,
         tasks_per_second=ran / run_seconds if ran and run_seconds > 0 else None,
-        export=paths["export"], failures=failures[:10], notes=notes)
+        export=export, failures=failures[:10], notes=notes)
 
 
 def _rows(k: int) -> str:
     return f"{k} row" if k == 1 else f"{k} rows"
 
 
-def say_(say, message: str) -> str:
-    say(message)
-    return message
-
-
-def _check_paths(manifest, out, export) -> dict:
+def _check_paths(manifest, out, export) -> None:
     check_output_path(out)
     if os.path.exists(manifest) and os.path.exists(out) and os.path.samefile(manifest, out):
         raise InputError(f"--out {out} is the manifest; give the results a file of their own (e.g. results.jsonl)")
@@ -177,7 +177,6 @@ def _check_paths(manifest, out, export) -> dict:
         check_export_path(export)
         if os.path.abspath(export) == os.path.abspath(out):
             raise InputError(f"--export {export} is the --out journal; give the export another name")
-    return {"export": export}
 
 
 @contextlib.contextmanager
