@@ -50,6 +50,8 @@ def _path(raw, column: str, base: str) -> str:
     if spec == "-":
         raise InputError(f"{column}: standard input cannot feed a sweep; give a matrix file")
     path, key = split_npz_key(spec)
+    if "\0" in spec or not path:
+        raise InputError(f"{column} = {spec!r} is not a file name")
     path = os.path.realpath(os.path.join(base, os.path.expanduser(path)))
     if not os.path.isfile(path):
         raise InputError(f"{column} = {spec}: no such file {path}; check the path (relative to the manifest)")

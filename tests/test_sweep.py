@@ -14,6 +14,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from bhtcli.bounds import bound
 from bhtcli.cli import main
@@ -340,6 +342,23 @@ def test_task_identity(tmp_path):
     st = os.stat(tmp_path / "m1.npy")
     os.utime(tmp_path / "m1.npy", ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
     assert read_manifest(tmp_path / "m.csv").tasks[0].key != tasks[0].key   # the file changed: a new task
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(cells=st.lists(st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters=',"\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029'),
+                              max_size=8), min_size=6, max_size=6))
+def test_odd_cells_become_task_problems_never_crashes(tmp_path, cells):
+    write_zoo(tmp_path)
+    header = ["a", "b", "energy", "error", "seed", "starts"]
+    (tmp_path / "m.csv").write_text(",".join(header) + "\n" + ",".join(cells) + "\n", encoding="utf-8")
+    try:
+        tasks = read_manifest(tmp_path / "m.csv").tasks
+    except InputError:
+        return                                           # e.g. a lone '#' makes the row a comment
+    for t in tasks:
+        if t.problem is None:
+            assert t.values["energy"] > 0 and 0 < t.values["error"] < 0.5 and t.values["starts"] >= 1
+            assert isinstance(t.values["seed"], int) and t.values["seed"] >= 0
 
 
 def test_matrices_are_loaded_once_per_worker(tmp_path):
