@@ -185,7 +185,6 @@ def test_rerun_skips_finished_and_torn_line_is_discarded(capsys, scheduler, zoo)
 
 def test_bad_rows_are_reported_and_the_others_done(capsys, scheduler, tmp_path):
     write_zoo(tmp_path)
-    (tmp_path / "nan.npy").write_bytes(b"")
     np.save(tmp_path / "nan.npy", np.full((12, 3), np.nan))
     rows = [("ok1", "m0.npy", "m1.npy", 1, "", ""), ("shapes", "m0.npy", "short.npy", 1, "", ""),
             ("missing", "m0.npy", "gone.npy", 1, "", ""), ("energy", "m0.npy", "m1.npy", -2, "", ""),
