@@ -7,16 +7,24 @@ Every worker is one single-threaded process with BLAS pinned to one thread (the 
 settings), so the two runs differ only in the number of workers. tasks/s counts the time from
 the first task handed to Dask to the last row written; start-up (cluster, imports) is shown apart.
 "task (s)" is the mean time of one design inside its worker: when it grows with 2 workers, the
-two cores were not free (other processes on the machine), and the ratio understates the scaling.
+two cores were not free (other processes on the machine).
+
+The same 200 designs are then run without Dask by 1 and 2 plain processes (multiprocessing,
+BLAS pinned likewise): the speed-up the machine allowed at that moment, to compare with.
 """
+import csv
 import json
+import multiprocessing
 import os
 import tempfile
 import time
 
-import numpy as np
+for _name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[_name] = "1"            # for the plain processes (the Dask workers set it themselves)
 
-from bhtcli.sweep import sweep
+import numpy as np  # noqa: E402
+
+from bhtcli.sweep import sweep  # noqa: E402
 
 
 def write_zoo(folder: str, checkpoints: int = 10, n: int = 500, d: int = 32, pairs: int = 40) -> str:
@@ -34,11 +42,17 @@ def write_zoo(folder: str, checkpoints: int = 10, n: int = 500, d: int = 32, pai
     return path
 
 
+def plain_design(task):
+    from bhtcli.design import design
+    a, b, energy = task
+    return design(np.load(a, mmap_mode="r"), np.load(b, mmap_mode="r"), energy).hellinger_squared
+
+
 def main():
-    print(f"load before: {os.getloadavg()[0]:.2f} (1-minute average, {os.cpu_count()} CPUs)")
+    print(f"load before: {os.getloadavg()[0]:.2f} (1-minute average, {os.cpu_count()} CPUs)\n")
     print("| workers | tasks | start-up (s) | running (s) | tasks/s | task (s) | total (s) |")
     print("|---|---|---|---|---|---|---|")
-    rates = {}
+    rates, plain = {}, {}
     with tempfile.TemporaryDirectory() as folder:
         manifest = write_zoo(folder)
         for workers in (1, 2):
@@ -52,7 +66,18 @@ def main():
                 task = np.mean([json.loads(line)["seconds"] for line in fh])
             print(f"| {workers} | {r.ran} | {r.startup_seconds:.1f} | {r.run_seconds:.1f} | "
                   f"{r.tasks_per_second:.2f} | {task:.3f} | {total:.1f} |", flush=True)
-    print(f"\n2 workers / 1 worker: {rates[2] / rates[1]:.2f}x")
+        print(f"\nDask, 2 workers / 1 worker: {rates[2] / rates[1]:.2f}x")
+        with open(manifest) as fh:
+            tasks = [(os.path.join(folder, row["a"]), os.path.join(folder, row["b"]), float(row["energy"]))
+                     for row in csv.DictReader(fh)]
+        for procs in (1, 2):
+            with multiprocessing.get_context("spawn").Pool(procs) as pool:
+                pool.map(plain_design, tasks[:procs])            # imports, outside the timing
+                t = time.perf_counter()
+                pool.map(plain_design, tasks, chunksize=1)
+                plain[procs] = len(tasks) / (time.perf_counter() - t)
+        print(f"plain processes, no Dask: {plain[1]:.2f} tasks/s (1), {plain[2]:.2f} tasks/s (2), "
+              f"{plain[2] / plain[1]:.2f}x")
     print(f"load after: {os.getloadavg()[0]:.2f}")
 
 
