@@ -8,31 +8,52 @@ import numpy as np
 from .errors import InputError
 
 
-def check_matrix(array, name: str) -> np.ndarray:
-    """Return `array` as a finite 2-D float64 matrix, or raise InputError naming `name`.
+FLOAT_DTYPES = ("float32", "float64")
+BLOCK_ROWS = 4096  # memory maps are checked and converted this many rows at a time
+
+
+def check_dtype(dtype, option: str = "--dtype") -> np.dtype:
+    """The computation's float type: "float32" or "float64" (or the numpy types)."""
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        dt = None
+    if dt is None or dt.name not in FLOAT_DTYPES:
+        raise InputError(f"{option} must be float32 or float64, got {dtype!r}")
+    return dt
+
+
+def check_matrix(array, name: str, dtype=np.float64) -> np.ndarray:
+    """Return `array` as a finite 2-D matrix of `dtype`, or raise InputError naming `name`.
 
     Parameters
     ----------
     array : array_like
-        The candidate matrix (a memory map stays a memory map when already float64).
+        The candidate matrix. A memory map already of `dtype` is returned as it is (no copy);
+        any other dtype (float16, bfloat16, integers, the other float) is converted into one
+        new array, block by block, so a memory map is streamed rather than copied twice.
     name : str
         How the user knows this input (a file name), used in messages.
+    dtype : {"float64", "float32"}
+        The computation's float type (default float64).
 
     Returns
     -------
     numpy.ndarray
-        A 2-D float64 array (n rows, d columns), n >= 1 and d >= 1.
+        A 2-D array of `dtype` (n rows, d columns), n >= 1 and d >= 1.
 
     Raises
     ------
     InputError
-        Object, string, complex or boolean dtype; not 2-D; empty; NaN or Inf.
+        Object, string, complex or boolean dtype; not 2-D; empty; NaN or Inf (also when a
+        finite value overflows float32).
     """
+    dtype = check_dtype(dtype, "dtype")
     arr = np.asarray(array) if not isinstance(array, np.ndarray) else array
     if arr.dtype == object:
         raise InputError(f"{name} holds Python objects; bht reads numeric arrays only "
                          "(save it with numpy.save of a float array)")
-    if arr.dtype.kind not in "iuf":
+    if arr.dtype.kind not in "iuf" and arr.dtype.name != "bfloat16":
         raise InputError(f"{name} has dtype {arr.dtype}, expected real numbers (float or int)")
     if arr.ndim == 1:
         raise InputError(f"{name} has shape {arr.shape}, expected a 2-D matrix; "
@@ -42,19 +63,23 @@ def check_matrix(array, name: str) -> np.ndarray:
                          "select one slice or reshape it to (n, d)")
     if arr.size == 0:
         raise InputError(f"{name} is empty (shape {arr.shape}); it needs at least one row and one column")
-    if arr.dtype != np.float64:
-        arr = arr.astype(np.float64)
-    if not _all_finite(arr):
-        raise InputError(f"{name} contains NaN or Inf; replace them with finite numbers")
-    return arr
+    out = arr if arr.dtype == dtype else np.empty(arr.shape, dtype=dtype)
+    for start in range(0, arr.shape[0], BLOCK_ROWS):
+        block = arr[start:start + BLOCK_ROWS]
+        if out is not arr:
+            with np.errstate(over="ignore"):  # float64 -> float32 overflow is reported below
+                out[start:start + BLOCK_ROWS] = block
+            block = out[start:start + BLOCK_ROWS]
+        if not np.isfinite(block).all():
+            raise InputError(_not_finite(arr[start:start + BLOCK_ROWS], name, dtype))
+    return out
 
 
-def _all_finite(arr: np.ndarray, rows_per_block: int = 4096) -> bool:
-    # Block-wise so that a memory-mapped file is streamed, not materialised as booleans at once.
-    for start in range(0, arr.shape[0], rows_per_block):
-        if not np.isfinite(arr[start:start + rows_per_block]).all():
-            return False
-    return True
+def _not_finite(source_block: np.ndarray, name: str, dtype: np.dtype) -> str:
+    if np.isfinite(source_block.astype(np.float64)).all():
+        return (f"{name} has values beyond the {dtype.name} range (largest magnitude "
+                f"{float(np.abs(source_block.astype(np.float64)).max()):.3g}); use --dtype float64")
+    return f"{name} contains NaN or Inf; replace them with finite numbers"
 
 
 def check_pair(A: np.ndarray, B: np.ndarray, name_a: str = "A", name_b: str = "B") -> None:
