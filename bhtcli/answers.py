@@ -21,9 +21,9 @@ class AnswerLaw:
     log_pb: np.ndarray
 
     @classmethod
-    def at(cls, A: np.ndarray, B: np.ndarray, x: np.ndarray) -> "AnswerLaw":
-        """Softmax models at query x (stable for nearly equal models)."""
-        c, delta = logits_at(A, B, np.asarray(x, dtype=np.float64))
+    def at(cls, A: np.ndarray, B: np.ndarray, x: np.ndarray, readout=None) -> "AnswerLaw":
+        """Softmax-family models at query x (stable for nearly equal models)."""
+        c, delta = logits_at(A, B, np.asarray(x, dtype=np.float64), readout)
         return cls(*Tilt.from_logits(c, delta).log_probs())
 
     @property
@@ -104,18 +104,32 @@ def _as_index(v):
     return None
 
 
-def sample(A, query, count: int, seed: int = 0, model: str = "softmax") -> np.ndarray:
+def sample(A, query, count: int, seed: int = 0, model: str = "softmax", link: str = "exp",
+           bias=None) -> np.ndarray:
     """`count` answers of model A to `query`, as 0-based indices (seeded).
 
-    model="softmax": query x of length d; model="leverage": query s of length n (s_i != 0).
+    model="softmax": query x of length d, p ∝ f(A x + bias) for the link f ("exp", "poly:K",
+    "taylor:K"); model="leverage": query s of length n (s_i != 0).
     """
     from .io import load_matrix
     from .validation import check_count, check_seed
     count, seed = check_count(count), check_seed(seed)
     A = load_matrix(A, None if isinstance(A, (str, os.PathLike)) else "A")
-    logp = model_log_probs(A, query, model)
+    readout = None
+    if model == "leverage":
+        check_no_readout(link, bias)
+    else:
+        from .readout import make_readout
+        readout = make_readout(A.shape[0], link_a=link, bias_a=bias)
+    logp = model_log_probs(A, query, model, readout)
     cdf = np.cumsum(np.exp(logp))
     return draw(cdf / cdf[-1], count, np.random.default_rng(seed))
+
+
+def check_no_readout(*settings) -> None:
+    if any(v not in (None, "exp") for v in settings):
+        raise InputError("links and biases apply to softmax-family models; leverage models "
+                         "take neither (drop --link-*/--bias-*)")
 
 
 def leverage_theta(s: np.ndarray) -> np.ndarray:
@@ -125,7 +139,7 @@ def leverage_theta(s: np.ndarray) -> np.ndarray:
     return -np.log(s * s)
 
 
-def model_log_probs(A: np.ndarray, query, model: str) -> np.ndarray:
+def model_log_probs(A: np.ndarray, query, model: str, readout=None) -> np.ndarray:
     """log P_A(query) for either model kind (query loaded and checked here)."""
     from .io import load_query
     if model == "leverage":
@@ -133,11 +147,14 @@ def model_log_probs(A: np.ndarray, query, model: str) -> np.ndarray:
         s = load_query(query, A.shape[0], what="the leverage query s (one entry per row)")
         state = LeverageModel(A).at(np.exp(leverage_theta(s)))
         return state.log_p
+    from .readout import Readout
+    from .softmax import scores_at
     x = load_query(query, A.shape[1])
-    return log_softmax(np.asarray(A @ x, dtype=np.float64))
+    readout = Readout() if readout is None else readout
+    return log_softmax(readout.log_weights(scores_at(A, x), "A"))
 
 
-def answer_law(A: np.ndarray, B: np.ndarray, query, model: str) -> AnswerLaw:
+def answer_law(A: np.ndarray, B: np.ndarray, query, model: str, readout=None) -> AnswerLaw:
     """Both models' answer laws at one query (stable tilt form), for either model kind."""
     from .io import load_query
     if model == "leverage":
@@ -145,4 +162,4 @@ def answer_law(A: np.ndarray, B: np.ndarray, query, model: str) -> AnswerLaw:
         s = load_query(query, A.shape[0], what="the leverage query s (one entry per row)")
         tilt = LeveragePair(A, B).tilt(leverage_theta(s))
         return AnswerLaw(*tilt.log_probs())
-    return AnswerLaw.at(A, B, load_query(query, A.shape[1]))
+    return AnswerLaw.at(A, B, load_query(query, A.shape[1]), readout)

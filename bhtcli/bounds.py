@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from .readout import Readout
 from .samples import ceil_count
 from .validation import check_logit_scale
 
@@ -35,10 +36,15 @@ def row_diameter(G: np.ndarray, exact_max_n: int = EXACT_DIAMETER_MAX_N) -> Diam
     so that it stays an upper bound; beyond, 2 max_i ||g_i - mean||, a rigorous upper bound.
     """
     n, d = G.shape
-    Gc = G - G.mean(axis=0)
+    mean = np.asarray(G.mean(axis=0, dtype=np.float64))
+    if n > exact_max_n:                 # streamed: no copy of a large (or float32) G
+        far = 0.0
+        for s in range(0, n, 8192):
+            blk = np.asarray(G[s:s + 8192], dtype=np.float64) - mean
+            far = max(far, float(np.einsum("ij,ij->i", blk, blk).max()))
+        return Diameter(2.0 * math.sqrt(far) * (1 + 4 * d * EPS), False)
+    Gc = np.asarray(G, dtype=np.float64) - mean
     sq = np.einsum("ij,ij->i", Gc, Gc)
-    if n > exact_max_n:
-        return Diameter(2.0 * math.sqrt(float(sq.max())) * (1 + 4 * d * EPS), False)
     best = 0.0
     block = max(1, 2_000_000 // max(n, 1))
     for s in range(0, n, block):
@@ -82,9 +88,17 @@ class Certificate:
 
 def certificate(energy: float, diameter: float, alpha: float, distinguishable: bool) -> Certificate:
     """SPEC section 4 bounds for a budget E and a diameter (upper bound)."""
+    return certificate_from_spread(energy * diameter, alpha, distinguishable)
+
+
+def certificate_from_spread(spread: float, alpha: float, distinguishable: bool) -> Certificate:
+    """The bounds from L >= max_ij (delta_i - delta_j) over the ball: D <= L^2/32, KL <= L^2/8.
+    An infinite L (no bound known) gives no certificate (None everywhere)."""
     if not distinguishable:
         return Certificate(0.0, 0.0, 0.0, None, None)
-    r2 = (energy * diameter) ** 2
+    if not math.isfinite(spread):
+        return Certificate(None, None, None, None, None)
+    r2 = spread ** 2
     d_max = r2 / 32.0
     kl_max = r2 / 8.0
     h2_max = -math.expm1(-d_max)
@@ -117,29 +131,115 @@ class BoundResult:
     samples_lower_any_strategy: int | None
     mean_samples_lower_sequential: int | None
     paper_lower_order: float | None   # Thm 3.2: Omega(eps^-2 E^-2), reported without constant
+    score_spread_bound: float | None = None   # L >= max_ij (delta_i - delta_j) over the ball
+    certificate_note: str | None = None
+    readout: dict | None = None               # links and biases
 
     def to_dict(self):
         return asdict(self)
 
 
-def analyse_pair(A: np.ndarray, B: np.ndarray, pair_G: np.ndarray, energy: float):
-    """(eps, Diameter, distinguishable, reason) shared by design and bound; also checks that
-    the budget keeps the logits in float64's useful range."""
-    eps_2inf = max(row_norm_2inf(np.asarray(A[s:s + 8192]) - np.asarray(B[s:s + 8192]))
-                   for s in range(0, A.shape[0], 8192))
-    max_norm = max(row_norm_2inf(A), row_norm_2inf(B))
+@dataclass(frozen=True)
+class PairFacts:
+    """What design and bound establish about a pair before any optimisation."""
+
+    eps_2inf: float                 # the paper's eps = ||A - B||_{2->inf}
+    diameter: Diameter              # of the rows of A - B
+    distinguishable: bool
+    reason: str | None              # why not, when the models are the same
+    spread: float                   # L >= max_ij (delta_i - delta_j) over the ball (inf: none)
+    certificate_note: str | None    # why there is no certificate, or how it was obtained
+
+
+def analyse_pair(A: np.ndarray, B: np.ndarray, pair_G: np.ndarray, energy: float,
+                 readout: Readout | None = None) -> PairFacts:
+    """The same-model rule and the spread bound behind the certificate (also checks that the
+    budget keeps the logits in float64's useful range). pair_G: A - B (centred or not)."""
+    readout = Readout() if readout is None else readout
+    n = A.shape[0]
+    eps_2inf = max(row_norm_2inf(np.asarray(A[s:s + 8192], dtype=np.float64)
+                                 - np.asarray(B[s:s + 8192], dtype=np.float64))
+                   for s in range(0, n, 8192))
+    norm_a, norm_b = row_norm_2inf(A), row_norm_2inf(B)
+    max_norm = max(norm_a, norm_b)
     check_logit_scale(energy, max_norm)
     diam = row_diameter(pair_G)
-    threshold = 32.0 * EPS * max_norm          # SPEC section 1
-    if diam.value <= threshold:
-        reason = ("A and B are the same softmax model: every row of A - B is the same vector "
-                  "(B = A + 1 w^T), so softmax(Ax) = softmax(Bx) for every query")
-        return eps_2inf, diam, False, reason
-    return eps_2inf, diam, True, None
+    _, dbias = readout.bias_offsets(n)
+    bias_range = float(dbias.max() - dbias.min())
+    bias_scale = max(_abs_max(readout.bias_a), _abs_max(readout.bias_b))
+    tiny = 32.0 * EPS * max(max_norm, bias_scale)          # SPEC section 1
+    same = _same_model(A, B, readout, diam.value, bias_range, tiny)
+    if same:
+        return PairFacts(eps_2inf, diam, False, same, 0.0, None)
+    spread = energy * diam.value + bias_range
+    note = None
+    if not readout.exp_links:
+        ba, bb = _abs_max(readout.bias_a), _abs_max(readout.bias_b)
+        wobble = (readout.link_a.psi_oscillation(energy * norm_a + ba)
+                  + readout.link_b.psi_oscillation(energy * norm_b + bb))
+        spread += wobble
+        if math.isinf(spread):
+            note = ("no certificate: a poly:K link's log-weight K log|s| is unbounded near s = 0, "
+                    "so no closed-form bound on the separation holds")
+        else:
+            note = ("certificate for taylor links: the spread of log-weight differences is "
+                    f"bounded by E diam + bias range + the oscillation of log T_K(s) - s ({wobble:.3g}); "
+                    "valid but loose")
+    return PairFacts(eps_2inf, diam, True, None, spread, note)
 
 
-def bound(A, B, energy: float, error: float = 0.05) -> BoundResult:
-    """Closed-form bounds for two softmax models (SPEC section 4 and the paper's eps).
+def _abs_max(v) -> float:
+    return 0.0 if v is None else float(np.max(np.abs(v)))
+
+
+def _same_model(A, B, readout: Readout, diam: float, bias_range: float, tiny: float) -> str | None:
+    """A reason when P_A(x) = P_B(x) for every x, else None."""
+    la, lb = readout.link_a, readout.link_b
+    if readout.exp_links:
+        if diam <= tiny and bias_range <= tiny:
+            return ("A and B are the same softmax model: every row of A - B is the same vector "
+                    "(B = A + 1 w^T" + (", biases differing by a constant" if not readout.plain else "")
+                    + "), so softmax(Ax) = softmax(Bx) for every query")
+        return None
+    blocks = lambda: _augmented_blocks(A, B, readout.bias_a, readout.bias_b)
+    if la == lb and la.kind == "taylor":
+        if max(row_norm_2inf(ta - tb) for ta, tb in blocks()) <= tiny:
+            return f"A and B are equal (rows and biases), with the same link {la.name}"
+        return None
+    if la == lb and la.kind == "poly":
+        sa = sum(float(np.sum(ta * ta)) for ta, _ in blocks())
+        sb = sum(float(np.sum(tb * tb)) for _, tb in blocks())
+        t = math.sqrt(sb / max(sa, 1e-300))
+        worst = max(float(np.max(np.minimum(np.linalg.norm(tb - t * ta, axis=1),
+                                            np.linalg.norm(tb + t * ta, axis=1))))
+                    for ta, tb in blocks())
+        if worst <= tiny * max(t, 1.0):
+            return (f"B = +-{t:.6g} A row by row (biases included): with the link {la.name}, "
+                    "(b_i x)^K is proportional to (a_i x)^K for every query")
+        return None
+    first = next(blocks())
+    a0, b0 = first[0][0], first[1][0]
+    if max(max(row_norm_2inf(ta - a0), row_norm_2inf(tb - b0)) for ta, tb in blocks()) <= tiny:
+        return ("every row of A is the same (and so is every row of B, biases included): both "
+                "models answer uniformly for every query")
+    return None
+
+
+def _augmented_blocks(A, B, bias_a, bias_b, rows: int = 8192):
+    """Row blocks of [A, bias_a] and [B, bias_b] in float64 (a bias is one more column:
+    s = [A, b] [x; 1]; zero when absent)."""
+    for s in range(0, A.shape[0], rows):
+        out = []
+        for M, bias in ((A, bias_a), (B, bias_b)):
+            blk = np.asarray(M[s:s + rows], dtype=np.float64)
+            col = np.zeros((blk.shape[0], 1)) if bias is None else np.asarray(bias[s:s + rows], dtype=np.float64)[:, None]
+            out.append(np.hstack([blk, col]))
+        yield out[0], out[1]
+
+
+def bound(A, B, energy: float, error: float = 0.05, *, link_a="exp", link_b="exp",
+          bias_a=None, bias_b=None) -> BoundResult:
+    """Closed-form bounds for two models (SPEC section 4 and the paper's eps).
 
     Parameters
     ----------
@@ -149,20 +249,30 @@ def bound(A, B, energy: float, error: float = 0.05) -> BoundResult:
         The budget E on ||x||_2.
     error : float
         Target error alpha for both error types, 0 < alpha < 0.5.
+    link_a, link_b, bias_a, bias_b
+        As for :func:`bhtcli.design`. With a poly link no certificate exists (fields None,
+        `certificate_note` says why); taylor links get a valid but loose one.
 
     Returns
     -------
     BoundResult
     """
     from .io import load_pair
+    from .readout import make_readout
     from .validation import check_energy, check_error
 
     energy, error = check_energy(energy), check_error(error)
     A, B = load_pair(A, B)
-    eps_2inf, diam, distinguishable, reason = analyse_pair(A, B, centred_difference(A, B), energy)
-    cert = certificate(energy, diam.value, error, distinguishable)
-    paper = 1.0 / (eps_2inf * energy) ** 2 if distinguishable and eps_2inf > 0 else None
-    return BoundResult("softmax", A.shape[0], A.shape[1], energy, error, eps_2inf, diam.value,
-                       diam.exact, distinguishable, reason, cert.hellinger_squared_max_bound,
-                       cert.bhattacharyya_max_bound, cert.kl_max_bound,
-                       cert.samples_lower_any_strategy, cert.mean_samples_lower_sequential, paper)
+    readout = make_readout(A.shape[0], link_a, link_b, bias_a, bias_b)
+    facts = analyse_pair(A, B, centred_difference(A, B), energy, readout)
+    cert = certificate_from_spread(facts.spread, error, facts.distinguishable)
+    eps = facts.eps_2inf
+    paper = (1.0 / (eps * energy) ** 2
+             if readout.exp_links and facts.distinguishable and eps > 0 else None)
+    return BoundResult("softmax", A.shape[0], A.shape[1], energy, error, eps, facts.diameter.value,
+                       facts.diameter.exact, facts.distinguishable, facts.reason,
+                       cert.hellinger_squared_max_bound, cert.bhattacharyya_max_bound,
+                       cert.kl_max_bound, cert.samples_lower_any_strategy,
+                       cert.mean_samples_lower_sequential, paper,
+                       facts.spread if np.isfinite(facts.spread) else None,
+                       facts.certificate_note, readout.description)

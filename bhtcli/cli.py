@@ -40,6 +40,31 @@ FLOOR_OPTION = click.option(
     help="Leverage models only (required there): the box is FLOOR <= s_i^2 <= ENERGY.")
 
 
+LINK_HELP = ("exp (softmax), poly:K (p_i ∝ s_i^K) or taylor:K (p_i ∝ sum_{j<=K} s_i^j/j!), "
+             "K even; s = A x + bias")
+
+
+def readout_options(fn):
+    """--link-a/--link-b/--bias-a/--bias-b: how each model turns scores into probabilities."""
+    for decorator in reversed([
+        click.option("--link-a", default="exp", show_default=True, metavar="LINK",
+                     help="Link of model A: " + LINK_HELP + "."),
+        click.option("--link-b", default="exp", show_default=True, metavar="LINK",
+                     help="Link of model B (as --link-a)."),
+        click.option("--bias-a", default=None, metavar="FILE",
+                     help="Bias of model A, one entry per row (any matrix format, e.g. F.safetensors:lm_head.bias)."),
+        click.option("--bias-b", default=None, metavar="FILE", help="Bias of model B (as --bias-a)."),
+    ]):
+        fn = decorator(fn)
+    return fn
+
+
+DTYPE_OPTION = click.option(
+    "--dtype", type=click.Choice(["float64", "float32"]), default="float64", show_default=True,
+    help="Precision of the products with A and B during the search (float32: half the memory); "
+         "reported numbers are recomputed in float64.")
+
+
 def model_pair_options(fn):
     """A, B, --model, --energy, --floor and --error: shared by commands that compare two models."""
     for decorator in reversed([
@@ -51,9 +76,20 @@ def model_pair_options(fn):
         FLOOR_OPTION,
         click.option("--error", "alpha", type=float, default=0.05, show_default=True,
                      help="Target for both error probabilities (0 < ALPHA < 0.5)."),
+        readout_options,
     ]):
         fn = decorator(fn)
     return fn
+
+
+def _readout(model, link_a, link_b, bias_a, bias_b) -> dict:
+    """The link/bias keyword arguments for the library (refused for leverage models)."""
+    settings = dict(link_a=link_a, link_b=link_b, bias_a=bias_a, bias_b=bias_b)
+    if model == "leverage":
+        from .answers import check_no_readout
+        check_no_readout(*settings.values())
+        return {}
+    return settings
 
 
 @cli.command(context_settings=CONTEXT)
@@ -65,7 +101,9 @@ def model_pair_options(fn):
               help="lbfgs: batched projected L-BFGS (scales); ccp: cvxpy cross-check (small models).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout instead of tables.")
 @click.option("--out", type=click.Path(dir_okay=False), help="Write the query x to this .npy file.")
-def design(a, b, model, energy, floor, alpha, starts, seed, method, as_json, out):
+@DTYPE_OPTION
+def design(a, b, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, starts, seed, method,
+           as_json, out, dtype):
     """Find the query x (||x|| <= E) that best separates A from B, and how many it takes.
 
     A and B are n x d matrices: .npy, .npz (FILE.npz:KEY), .csv/.txt, or - for stdin.
@@ -75,7 +113,9 @@ def design(a, b, model, energy, floor, alpha, starts, seed, method, as_json, out
       bht design A.npy B.npy --energy 1.0
       bht design A.npy B.npy --energy 1.0 --json | jq .samples.predicted
       bht design A.csv B.csv --energy 2 --error 0.01 --out x.npy
+      bht design A.npy A.npy --link-b taylor:4 --energy 3     # softmax vs its degree-4 surrogate
     """
+    settings = _readout(model, link_a, link_b, bias_a, bias_b)
     if out:
         check_output_path(out)
     err = _stderr()
@@ -84,12 +124,15 @@ def design(a, b, model, energy, floor, alpha, starts, seed, method, as_json, out
         from .leverage_design import design_leverage
         if method != "lbfgs":
             raise InputError("--method ccp is for softmax models; leverage models use L-BFGS-B")
+        if dtype != "float64":
+            raise InputError("--dtype float32 is for softmax-family models; leverage models run in float64")
         result = design_leverage(a, b, energy, floor, error=alpha, seed=seed, progress=progress,
                                  starts=starts)
     else:
         _no_floor(floor)
         result = design_fn(a, b, energy, error=alpha, seed=seed, method=method, progress=progress,
-                           starts=DEFAULT_STARTS if starts is None else starts)
+                           starts=DEFAULT_STARTS if starts is None else starts, dtype=dtype,
+                           **settings)
     for w in result.warnings:
         err.print(f"Warning: {w}", markup=False, highlight=False)
     if out:
@@ -101,7 +144,7 @@ def design(a, b, model, energy, floor, alpha, starts, seed, method, as_json, out
 @cli.command(context_settings=CONTEXT)
 @model_pair_options
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout instead of a table.")
-def bound(a, b, model, energy, floor, alpha, as_json):
+def bound(a, b, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, as_json):
     """Closed-form bounds, no optimisation: certified sup H^2 and query lower bounds.
 
     \b
@@ -109,12 +152,13 @@ def bound(a, b, model, energy, floor, alpha, as_json):
       bht bound A.npy B.npy --energy 1.0
       bht bound A.npy B.npy --energy 1.0 --json | jq .samples_lower_any_strategy
     """
+    settings = _readout(model, link_a, link_b, bias_a, bias_b)
     if model == "leverage":
         from .leverage_design import bound_leverage
         result = bound_leverage(a, b, energy, floor, error=alpha)
     else:
         _no_floor(floor)
-        result = bound_fn(a, b, energy, error=alpha)
+        result = bound_fn(a, b, energy, error=alpha, **settings)
     _emit(result, as_json, render_bound_table)
 
 
@@ -125,7 +169,10 @@ def bound(a, b, model, energy, floor, alpha, as_json):
               help="The query (.npy from `design --out`, or any matrix format): x, or s for leverage.")
 @click.option("--count", "-n", type=int, required=True, help="Number of answers to draw.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Random seed.")
-def sample(a, model, query, count, seed):
+@click.option("--link-a", "link", default="exp", show_default=True, metavar="LINK",
+              help="Link of model A: " + LINK_HELP + ".")
+@click.option("--bias-a", "bias", default=None, metavar="FILE", help="Bias of model A, one entry per row.")
+def sample(a, model, query, count, seed, link, bias):
     """Draw answers of model A to query x: 0-based indices, one per line (a stand-in black box).
 
     \b
@@ -134,7 +181,7 @@ def sample(a, model, query, count, seed):
       bht sample A.npy --query x.npy --count 50 | bht decide A.npy B.npy --query x.npy -
     """
     from .answers import sample as sample_fn
-    answers = sample_fn(a, query, count, seed=seed, model=model)
+    answers = sample_fn(a, query, count, seed=seed, model=model, link=link, bias=bias)
     out = sys.stdout
     for start in range(0, len(answers), 65536):
         out.write("\n".join(map(str, answers[start:start + 65536].tolist())) + "\n")
@@ -148,8 +195,9 @@ def sample(a, model, query, count, seed):
 @click.option("--query", "-x", required=True, help="The query the answers respond to (x, or s for leverage).")
 @click.option("--error", "alpha", type=float, default=0.05, show_default=True,
               help="Target error: SPRT thresholds +-ln((1-ALPHA)/ALPHA).")
+@readout_options
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout instead of a table.")
-def decide(a, b, answers, model, query, alpha, as_json):
+def decide(a, b, answers, model, query, alpha, link_a, link_b, bias_a, bias_b, as_json):
     """Decide from observed answers (a file or -, one index per line or a JSON list) which model answered.
 
     \b
@@ -161,7 +209,8 @@ def decide(a, b, answers, model, query, alpha, as_json):
     from .render import render_decide_table
     if a == "-" or b == "-":
         raise InputError("A and B must be files for decide (standard input carries the answers)")
-    result = decide_fn(a, b, query, answers, error=alpha, model=model)
+    settings = _readout(model, link_a, link_b, bias_a, bias_b)
+    result = decide_fn(a, b, query, answers, error=alpha, model=model, **settings)
     _emit(result, as_json, render_decide_table)
 
 
@@ -175,7 +224,9 @@ def decide(a, b, answers, model, query, alpha, as_json):
 @click.option("--plot", type=click.Path(dir_okay=False), default=None,
               help="Write a PNG: max error against n, empirical vs predicted and bounds (needs fixed).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout instead of tables.")
-def simulate(a, b, model, energy, floor, alpha, query, trials, seed, policy, plot, as_json):
+@DTYPE_OPTION
+def simulate(a, b, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, query, trials, seed,
+             policy, plot, as_json, dtype):
     """Simulate how many queries it really takes: fixed n, Wald's SPRT, Chernoff's adaptive rule.
 
     \b
@@ -204,9 +255,12 @@ def simulate(a, b, model, energy, floor, alpha, query, trials, seed, policy, plo
 
         if model != "leverage":
             _no_floor(floor)
+        settings = _readout(model, link_a, link_b, bias_a, bias_b)
+        if model != "leverage":
+            settings["dtype"] = dtype
         result = simulate_fn(a, b, energy, query=query, error=alpha, trials=trials, seed=seed,
                              policy=policy, progress=say, model=model, floor=floor,
-                             predicted_points=80 if plot else 0)
+                             predicted_points=80 if plot else 0, **settings)
         if plot:
             say("plotting")
             from .plot import plot_fixed

@@ -7,7 +7,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from scipy.special import expit
 
-from .answers import answer_law, read_answers
+from .answers import check_no_readout, answer_law, read_answers
+from .readout import make_readout
 from .results import json_safe
 from .divergences import divergences_from_tilt
 from .io import load_pair
@@ -35,7 +36,8 @@ class DecideResult:
         return json_safe(asdict(self))
 
 
-def decide(A, B, query, answers, error: float = 0.05, stdin=None, model: str = "softmax") -> DecideResult:
+def decide(A, B, query, answers, error: float = 0.05, stdin=None, model: str = "softmax", *,
+           link_a="exp", link_b="exp", bias_a=None, bias_b=None) -> DecideResult:
     """Decide which model produced `answers` (0-based indices, in the order observed).
 
     Parameters
@@ -47,10 +49,17 @@ def decide(A, B, query, answers, error: float = 0.05, stdin=None, model: str = "
         The observed answers.
     error : float
         Target error alpha for Wald's thresholds +-ln((1 - alpha)/alpha).
+    link_a, link_b, bias_a, bias_b
+        Softmax-family models only: as for :func:`bhtcli.design`.
     """
     error = check_error(error)
     A, B = load_pair(A, B)
-    law = answer_law(A, B, query, model)
+    readout = None
+    if model == "leverage":
+        check_no_readout(link_a, link_b, bias_a, bias_b)
+    else:
+        readout = make_readout(A.shape[0], link_a, link_b, bias_a, bias_b)
+    law = answer_law(A, B, query, model, readout)
     if isinstance(answers, (str,)) or hasattr(answers, "__fspath__"):
         obs = read_answers(answers, A.shape[0], stdin=stdin)
     else:

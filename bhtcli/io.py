@@ -74,6 +74,21 @@ def load_query(spec, length: int, name: str | None = None, what: str = "the quer
     return check_query(np.asarray(read_array(spec, name)), _label(spec, name, "query"), length, what)
 
 
+def load_vector(spec, length: int, option: str) -> np.ndarray:
+    """A length-n vector such as a bias (any format read_array reads; (n,), (n, 1), (1, n)).
+
+    `option` names it in messages (e.g. "--bias-a"). Arrays are accepted as they are.
+    """
+    label = f"{option} {os.fspath(spec)}" if isinstance(spec, (str, os.PathLike)) else option
+    arr = np.asarray(read_array(spec, label) if isinstance(spec, (str, os.PathLike)) else spec)
+    size = arr.shape[0] if arr.ndim == 1 else (max(arr.shape) if arr.ndim == 2 and 1 in arr.shape else None)
+    if size is not None and size != length:
+        raise InputError(f"{label} has {size} entries but the models have {length} rows; "
+                         "a bias needs one entry per row (answer)")
+    from .validation import check_query
+    return check_query(arr, label, length, what="a vector with one entry per row")
+
+
 def read_array(spec, name: str | None = None, stdin=None) -> np.ndarray:
     """Read an array from a path or '-' without the matrix checks (see load_matrix).
 

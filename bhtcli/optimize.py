@@ -58,23 +58,30 @@ def project(X: np.ndarray, energy: float) -> np.ndarray:
 
 
 def spectral_directions(pair: SoftmaxPair, r: int, seed: int) -> np.ndarray:
-    """Top-r right singular vectors of the row-centred A - B (columns, unit norm)."""
-    G = pair.G
+    """Top-r right singular vectors of the row-centred A - B (columns, unit norm); with
+    non-exp links, of the stacked [(A+B)/2; A-B], since the scores themselves matter there
+    (A against A with a different link has A - B = 0)."""
+    G = pair.G if pair.readout.exp_links else pair.K
     n, d = G.shape
     r = min(r, d, n)
     if n * d <= 4_000_000:
-        _, _, vt = np.linalg.svd(G, full_matrices=False)
+        _, _, vt = np.linalg.svd(np.asarray(G, dtype=np.float64), full_matrices=False)
         return vt[:r].T.copy()
     # Randomised subspace iteration: each round is two block products with G.
     rng = np.random.default_rng(seed + 7919)
     Q = np.linalg.qr(rng.standard_normal((d, r + 6)))[0]
     for _ in range(3):
-        Q = np.linalg.qr(G.T @ (G @ Q))[0]
+        Q = np.linalg.qr(_matmul(G.T, _matmul(G, Q)))[0]
         pair.passes += 2
-    Y = G @ Q
+    Y = _matmul(G, Q)
     pair.passes += 1
     _, _, vt = np.linalg.svd(Y, full_matrices=False)
     return (Q @ vt.T)[:, :r]
+
+
+def _matmul(M: np.ndarray, X: np.ndarray) -> np.ndarray:
+    """M @ X in M's precision (a float32 M is never up-cast as a whole), float64 result."""
+    return np.asarray(M @ X.astype(M.dtype, copy=False), dtype=np.float64)
 
 
 def row_directions(pair: SoftmaxPair, pool: int) -> np.ndarray:
@@ -88,7 +95,9 @@ def row_directions(pair: SoftmaxPair, pool: int) -> np.ndarray:
     if n < 2:
         return np.zeros((pair.d, 0))
     C, G = pair.C, pair.G
-    unit = lambda M: M / np.maximum(np.linalg.norm(M, axis=0), 1e-300)
+    def unit(M):
+        M = np.asarray(M, dtype=np.float64)
+        return M / np.maximum(np.linalg.norm(M, axis=0), 1e-300)
     # single rows: the pool // 2 directions c_i + t g_i, t in {-1, -1/2, 1/2, 1}
     m1 = int(min(n, max(1, pool // 8)))
     top_c = np.argsort(-np.einsum("ij,ij->i", C, C), kind="stable")[:m1]
@@ -276,7 +285,8 @@ def maximize(pair: SoftmaxPair, energy: float, starts: int = DEFAULT_STARTS, see
         progress(f"polishing the best {min(keep, len(finals))} local maxima")
     run.keep(finals[:keep])
     run.active[:] = True
-    run.run(2000, gtol=1e-10)
+    # float32 products carry ~1e-7 relative noise in the gradient: polish to what it resolves
+    run.run(2000, gtol=1e-10 if pair.dtype == np.float64 else 1e-6)
     best = int(np.argmax(run.f))
     x, fx = run.X[:, best].copy(), float(run.f[best])
     iterations = run.iterations
@@ -288,7 +298,8 @@ def maximize(pair: SoftmaxPair, energy: float, starts: int = DEFAULT_STARTS, see
         fr = pair.value(ray)
         j = int(np.argmax(fr))
         if fr[j] > fx * (1 + 1e-9):
-            again = ascend(pair, ray[:, [j]], energy, gtol=1e-11, max_iter=2000)
+            again = ascend(pair, ray[:, [j]], energy, max_iter=2000,
+                           gtol=1e-11 if pair.dtype == np.float64 else 1e-6)
             iterations += again.iterations
             if again.f[0] > fx:
                 x, fx = again.X[:, 0].copy(), float(again.f[0])

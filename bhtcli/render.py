@@ -34,6 +34,17 @@ def _query_text(query, shown: int = 8) -> str:
     return f"[{head}{', ...' if len(query) > shown else ''}]"
 
 
+def _readout_rows(table, r) -> None:
+    """Links, biases and precision, shown only when they differ from plain float64 softmax."""
+    ro = r.get("readout")
+    if ro and (ro["link_a"] != "exp" or ro["link_b"] != "exp"):
+        table.add_row("links", f"A: {ro['link_a']}   B: {ro['link_b']}")
+    if ro and (ro["bias_a"] or ro["bias_b"]):
+        table.add_row("biases", f"A: {'yes' if ro['bias_a'] else 'no'}   B: {'yes' if ro['bias_b'] else 'no'}")
+    if r.get("dtype", "float64") != "float64":
+        table.add_row("precision", f"{r['dtype']} products, float64 report")
+
+
 def render_design_table(result, console: Console) -> None:
     r = result.to_dict()
     leverage = r["model"] == "leverage"
@@ -41,6 +52,7 @@ def render_design_table(result, console: Console) -> None:
     head = _table(f"bht design  {r['model']}  n={r['n']:,}  d={r['d']:,}  {box}  "
                   f"alpha={_num(r['target_error'])}")
     if not r["distinguishable"]:
+        _readout_rows(head, r)
         head.add_row("distinguishable", "no")
         head.add_row("why", r["note"])
         head.add_row("samples needed", "- (no number of queries can tell them apart)")
@@ -55,6 +67,7 @@ def render_design_table(result, console: Console) -> None:
         where = "on the sphere" if r["on_boundary"] else "inside the ball"
         head.add_row("query x", _query_text(r["query"]) + ("  (full vector: --json or --out)" if r["d"] > 8 else ""))
         head.add_row("||x||", f"{_num(r['query_norm'])}  ({where})")
+    _readout_rows(head, r)
     head.add_row("distinguishable", "yes")
     if r["note"]:
         head.add_row("note", r["note"])
@@ -102,6 +115,8 @@ def render_design_table(result, console: Console) -> None:
     cer.add_row("fixed-budget queries >=", _num(c["samples_lower_any_strategy"]) + "  (any strategy, adaptive too)")
     cer.add_row("mean sequential queries >=", _num(c["mean_samples_lower_sequential"]))
     cer.add_row("row diameter of A - B", _num(c["row_diameter"]) + ("" if c["row_diameter_exact"] else "  (upper bound)"))
+    if c.get("note"):
+        cer.add_row("note", c["note"])
     console.print(cer)
 
     v = r["solver"]
@@ -130,14 +145,19 @@ def render_bound_table(result, console: Console) -> None:
         return
     t = _table(f"bht bound  softmax  n={r['n']:,}  d={r['d']:,}  E={_num(r['energy'])}  "
                f"alpha={_num(r['target_error'])}")
+    _readout_rows(t, r)
     t.add_row("distinguishable", "yes" if r["distinguishable"] else "no")
     if r["same_model_reason"]:
         t.add_row("why", r["same_model_reason"])
     t.add_row("paper's eps = ||A - B||_{2->inf}", _num(r["row_norm_2inf"]))
     t.add_row("row diameter of A - B", _num(r["row_diameter"]) + ("  (exact)" if r["row_diameter_exact"] else "  (upper bound)"))
+    if r.get("readout") and not (r["readout"]["link_a"] == r["readout"]["link_b"] == "exp"):
+        t.add_row("spread of log-weight differences <=", _num(r["score_spread_bound"]))
     t.add_row("sup H^2 over the ball <=", _num(r["hellinger_squared_max_bound"]))
     t.add_row("fixed-budget queries >=", _num(r["samples_lower_any_strategy"]) + "  (any strategy, adaptive too)")
     t.add_row("mean sequential queries >=", _num(r["mean_samples_lower_sequential"]))
+    if r.get("certificate_note"):
+        t.add_row("note", r["certificate_note"])
     console.print(t)
 
 

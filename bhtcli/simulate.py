@@ -19,15 +19,16 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from .answers import AnswerLaw, draw
+from .answers import AnswerLaw, check_no_readout, draw
 from .design import design, report_for_query
 from .results import json_safe
 from .errors import InputError
 from .io import load_pair, load_query
 from .optimize import maximize
 from .samples import LATTICE_MAX_N, LatticeTest, Saddlepoint
+from .readout import make_readout
 from .softmax import SoftmaxPair
-from .validation import check_energy, check_error, check_seed, check_starts
+from .validation import check_dtype, check_energy, check_error, check_seed, check_starts
 
 POLICIES = ("fixed", "sprt", "adaptive")
 MAX_SEQUENTIAL_STEPS = 10_000_000
@@ -246,14 +247,21 @@ def _sequential_stats(out):
 def simulate(A, B, energy: float, query=None, error: float = 0.05, trials: int = 10_000,
              seed: int = 0, policy: str = "all", starts: int | None = None, progress=None,
              model: str = "softmax", floor: float | None = None,
-             predicted_points: int = 0) -> SimulateResult:
+             predicted_points: int = 0, *, link_a="exp", link_b="exp", bias_a=None, bias_b=None,
+             dtype: str = "float64") -> SimulateResult:
     """Monte Carlo of the fixed, SPRT and adaptive strategies (see the module docstring).
 
     Without `query` the query is designed first (same engine and defaults as `design`).
     model="leverage" uses the box floor <= s_i^2 <= energy and a query s of length n.
     predicted_points > 0 adds the predicted error curve at that many n to `curve` (for plots).
+    link_a, link_b, bias_a, bias_b, dtype: softmax-family models, as for :func:`bhtcli.design`.
     """
     A, B = load_pair(A, B)
+    if model == "leverage":
+        check_no_readout(link_a, link_b, bias_a, bias_b)
+    else:
+        readout = make_readout(A.shape[0], link_a, link_b, bias_a, bias_b)
+        dtype = check_dtype(dtype)
     if model == "leverage":
         from .leverage_design import check_box, default_starts
         energy, floor = check_box(energy, floor)
@@ -281,7 +289,8 @@ def simulate(A, B, energy: float, query=None, error: float = 0.05, trials: int =
     if model == "leverage":
         r, law, x, queries_for_kl = _leverage_setup(A, B, energy, floor, query, error, starts, seed, say)
     else:
-        r, law, x, queries_for_kl = _softmax_setup(A, B, energy, query, error, starts, seed, say)
+        r, law, x, queries_for_kl = _softmax_setup(A, B, energy, query, error, starts, seed, say,
+                                                   readout, dtype)
     if not r.distinguishable or r.samples["predicted"] is None:
         raise InputError("A and B cannot be told apart with this query (H^2 = 0): nothing to simulate")
     if r.samples["upper"] > 2_000_000:
@@ -322,23 +331,28 @@ def simulate(A, B, energy: float, query=None, error: float = 0.05, trials: int =
                           time.perf_counter() - t0)
 
 
-def _softmax_setup(A, B, energy, query, error, starts, seed, say):
+def _softmax_setup(A, B, energy, query, error, starts, seed, say, readout, dtype):
+    settings = dict(link_a=readout.link_a, link_b=readout.link_b, bias_a=readout.bias_a,
+                    bias_b=readout.bias_b)
     if query is None:
         say("designing the query")
-        r = design(A, B, energy, error=error, starts=starts, seed=seed)
+        r = design(A, B, energy, error=error, starts=starts, seed=seed, dtype=dtype, **settings)
         x = np.array(r.query)
     else:
         x = load_query(query, A.shape[1])
         if np.linalg.norm(x) > energy * (1 + 1e-9):
             raise InputError(f"the query has norm {np.linalg.norm(x):.6g} > --energy {energy:g}; "
                              "give the budget it was designed for")
-        r = report_for_query(A, B, x, energy, error)
-    def queries_for_kl():
-        x_a = maximize(SoftmaxPair(A, B, objective="kl"), energy, starts=starts, seed=seed).x
-        x_b = maximize(SoftmaxPair(B, A, objective="kl"), energy, starts=starts, seed=seed).x
-        return x_a, x_b, AnswerLaw.at(A, B, x_a), AnswerLaw.at(A, B, x_b)
+        r = report_for_query(A, B, x, energy, error, **settings)
 
-    return r, AnswerLaw.at(A, B, x), x, queries_for_kl
+    def queries_for_kl():
+        kl = dict(objective="kl", dtype=dtype)
+        x_a = maximize(SoftmaxPair(A, B, readout=readout, **kl), energy, starts=starts, seed=seed).x
+        x_b = maximize(SoftmaxPair(B, A, readout=readout.swapped(), **kl), energy, starts=starts,
+                       seed=seed).x
+        return x_a, x_b, AnswerLaw.at(A, B, x_a, readout), AnswerLaw.at(A, B, x_b, readout)
+
+    return r, AnswerLaw.at(A, B, x, readout), x, queries_for_kl
 
 
 def _leverage_setup(A, B, C, c, query, error, starts, seed, say):

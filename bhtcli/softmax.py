@@ -1,9 +1,10 @@
-"""The softmax pair as one linear operator: midpoint and difference logits in one product."""
+"""The model pair as one linear operator: midpoint and difference scores in one product."""
 from __future__ import annotations
 
 import numpy as np
 
 from .divergences import Tilt, divergences
+from .readout import Readout
 
 # The plain log-sum-exp form of D loses about eps * max|delta| absolutely; it is used in the
 # optimiser only where that is below 1e-11 relative (the reported numbers always come from
@@ -12,28 +13,41 @@ PLAIN_OK = 4.5e-5
 
 
 class SoftmaxPair:
-    """Holds K = [C; G] with C = (A+B)/2 and G = A-B, both row-centred (softmax ignores a
-    common shift of all logits, so centring changes no probability but removes the large
-    common component that would otherwise cancel).
+    """Holds K = [C; G] with C = (A+B)/2 and G = A-B, both row-centred when both links are
+    exp (softmax ignores a common shift of all logits, so centring changes no probability but
+    removes the large common component that would otherwise cancel). Links and biases are
+    applied to the products by `readout` (readout.py).
+
+    dtype="float32" stores K and runs the two products in float32 (half the memory, about
+    twice the speed at vocabulary scale); everything after the products -- links,
+    log-sum-exp, divergences, gradients' weights -- runs in float64.
 
     One *pass* is one product of K (2n x d) with a block of queries, forward (K X) or
     backward (K^T W): it reads A's and B's worth of data once, whatever the block width.
     """
 
-    def __init__(self, A: np.ndarray, B: np.ndarray, objective: str = "bhattacharyya"):
+    def __init__(self, A: np.ndarray, B: np.ndarray, objective: str = "bhattacharyya",
+                 readout: Readout | None = None, dtype: str = "float64"):
         n, d = A.shape
         self.n, self.d = n, d
-        K = np.empty((2 * n, d), dtype=np.float64)
+        self.readout = Readout() if readout is None else readout
+        self.dtype = np.dtype(dtype)
+        if self.dtype not in (np.float32, np.float64):
+            raise ValueError(f"dtype must be float32 or float64, got {dtype!r}")
+        K = np.empty((2 * n, d), dtype=self.dtype)
         C, G = K[:n], K[n:]
         rows = 8192  # blocked so that memory-mapped inputs are streamed once
         for s in range(0, n, rows):
-            a = np.asarray(A[s:s + rows], dtype=np.float64)
-            b = np.asarray(B[s:s + rows], dtype=np.float64)
+            a = np.asarray(A[s:s + rows], dtype=self.dtype)
+            b = np.asarray(B[s:s + rows], dtype=self.dtype)
             np.add(a, b, out=C[s:s + rows])
             C[s:s + rows] *= 0.5
             np.subtract(a, b, out=G[s:s + rows])
-        C -= C.mean(axis=0)
-        G -= G.mean(axis=0)
+        if self.readout.exp_links:
+            # a common shift of all logits changes no softmax probability; other links are
+            # not shift-invariant, so their scores stay as they are
+            C -= C.mean(axis=0, dtype=np.float64).astype(self.dtype)
+            G -= G.mean(axis=0, dtype=np.float64).astype(self.dtype)
         self.K = K
         self.passes = 0
         if objective not in ("bhattacharyya", "kl"):
@@ -48,29 +62,37 @@ class SoftmaxPair:
     def G(self) -> np.ndarray:
         return self.K[self.n:]
 
-    def logits(self, X: np.ndarray):
-        """(c, delta) = (C X, G X) for a (d,) query or a (d, k) block."""
+    def product(self, X: np.ndarray):
+        """(m, D) = (C X, G X) for a (d,) query or a (d, k) block, in float64."""
         self.passes += 1
-        Z = self.K @ X
+        Z = self.K @ np.asarray(X, dtype=self.dtype)
+        Z = np.asarray(Z, dtype=np.float64)
         return Z[: self.n], Z[self.n:]
 
+    def logits(self, X: np.ndarray):
+        """(c, delta): midpoint log-weights and their difference (readout.py) at X."""
+        c, delta, _ = self.readout.forward(*self.product(X))
+        return c, delta
+
     def pullback(self, w_c: np.ndarray, w_g: np.ndarray) -> np.ndarray:
-        """C^T w_c + G^T w_g in one product."""
+        """C^T w_c + G^T w_g in one product (float64 result)."""
         self.passes += 1
-        return self.K.T @ np.concatenate([w_c, w_g], axis=0)
+        W = np.concatenate([w_c, w_g], axis=0).astype(self.dtype, copy=False)
+        return np.asarray(self.K.T @ W, dtype=np.float64)
 
     def evaluate(self, X: np.ndarray):
-        """The objective at each column of X and its gradient weights (w_c, w_g), one pass.
+        """The objective at each column of X and its gradient weights (w_m, w_D), one pass.
 
         The objective is D (default) or, with objective="kl", KL(P_A(x) || P_B(x)) (used by
         Chernoff's adaptive rule; plain log-space form, not the nearly-equal-models one).
 
-        grad D = C^T w_c + G^T w_g (see :meth:`pullback`). Columns where D is large enough use
+        grad = C^T w_m + G^T w_D (see :meth:`pullback`). Columns where D is large enough use
         three plain softmaxes; the others use the cancellation-free tilt form.
         """
-        c, delta = self.logits(X)
+        c, delta, jac = self.readout.forward(*self.product(X))
         if self.objective == "kl":
-            return _kl_and_weights(c, delta)
+            value, w_c, w_g = _kl_and_weights(c, delta)
+            return (value, *self.readout.backward(w_c, w_g, jac))
         lse_c, pc = _softmax_cols(c)
         lse_a, pa = _softmax_cols(c + 0.5 * delta)
         lse_b, pb = _softmax_cols(c - 0.5 * delta)
@@ -82,7 +104,7 @@ class SoftmaxPair:
             cols = np.flatnonzero(fragile)
             Ds, wcs, wgs = Tilt.from_logits(c[:, cols], delta[:, cols]).gradient_weights()
             D[cols], w_c[:, cols], w_g[:, cols] = Ds, wcs, wgs
-        return np.maximum(D, 0.0), w_c, w_g
+        return (np.maximum(D, 0.0), *self.readout.backward(w_c, w_g, jac))
 
     def value(self, X: np.ndarray) -> np.ndarray:
         """Bhattacharyya distance D at each column of X (one pass)."""
@@ -99,17 +121,30 @@ class SoftmaxPair:
         return divergences(c, delta)
 
 
-def logits_at(A: np.ndarray, B: np.ndarray, x: np.ndarray, rows: int = 8192):
-    """(c, delta) = (((A+B)/2) x, (A-B) x) for one query, streamed over row blocks: no 2n x d
-    matrix is built. delta comes from the difference matrix, so nearly equal models keep it."""
+def logits_at(A: np.ndarray, B: np.ndarray, x: np.ndarray, readout: Readout | None = None,
+              rows: int = 8192):
+    """(c, delta) for one query, streamed over row blocks in float64: no 2n x d matrix is
+    built. The scores' difference comes from the difference matrix, so nearly equal models
+    keep it."""
     n = A.shape[0]
-    c, delta = np.empty(n), np.empty(n)
+    x = np.asarray(x, dtype=np.float64)
+    m, D = np.empty(n), np.empty(n)
     for s in range(0, n, rows):
         a = np.asarray(A[s:s + rows], dtype=np.float64)
         b = np.asarray(B[s:s + rows], dtype=np.float64)
-        c[s:s + rows] = (0.5 * (a + b)) @ x
-        delta[s:s + rows] = (a - b) @ x
+        m[s:s + rows] = (0.5 * (a + b)) @ x
+        D[s:s + rows] = (a - b) @ x
+    c, delta, _ = (Readout() if readout is None else readout).forward(m, D)
     return c, delta
+
+
+def scores_at(A: np.ndarray, x: np.ndarray, rows: int = 8192) -> np.ndarray:
+    """A x in float64, streamed over row blocks."""
+    x = np.asarray(x, dtype=np.float64)
+    out = np.empty(A.shape[0])
+    for s in range(0, A.shape[0], rows):
+        out[s:s + rows] = np.asarray(A[s:s + rows], dtype=np.float64) @ x
+    return out
 
 
 def _softmax_cols(z: np.ndarray):

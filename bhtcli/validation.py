@@ -167,3 +167,14 @@ def check_count(count, option: str = "--count") -> int:
     if isinstance(count, bool) or int(count) != count or count < 1:
         raise InputError(f"{option} must be a whole number >= 1, got {count!r}")
     return int(count)
+
+
+DTYPES = ("float64", "float32")
+
+
+def check_dtype(dtype, option: str = "--dtype") -> str:
+    """The precision of the large products: "float64" (default) or "float32"."""
+    name = str(dtype).lower() if dtype is not None else "float64"
+    if name not in DTYPES:
+        raise InputError(f"{option} must be float64 or float32, got {dtype!r}")
+    return name

@@ -1,0 +1,142 @@
+"""From the two models' scores to the (c, delta) form every divergence is computed from.
+
+Model A answers i with probability proportional to f_A(s_i), s = A x + bias_a (likewise B).
+With u = phi_A(s_A), v = phi_B(s_B) (phi = log f, see links.py) the divergences need only
+
+    c = (u + v) / 2,    delta = u - v            (divergences.py, Tilt)
+
+The scores enter through m = ((A+B)/2) x and D = (A-B) x (one product with the stacked
+matrix, softmax.py): s_A = m + D/2 + bias_a, s_B = m - D/2 + bias_b. delta is computed so that
+nearly equal models do not cancel: from D directly for exp links, from D and a divided
+difference for equal poly or taylor links, and as psi_A(s_A) - psi_B(s_B) + (s_A - s_B) for
+mixed links (psi = phi - s, links.py).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .links import EXP, LOG_FLOOR, Link, taylor_difference, _log_taylor
+
+
+@dataclass(frozen=True)
+class Readout:
+    """A link and an optional bias (length n) for each model. Default: plain softmax."""
+
+    link_a: Link = EXP
+    link_b: Link = EXP
+    bias_a: np.ndarray | None = None
+    bias_b: np.ndarray | None = None
+
+    @property
+    def exp_links(self) -> bool:
+        """Both links exp: c and delta are affine in x (rows may be centred)."""
+        return self.link_a.is_exp and self.link_b.is_exp
+
+    @property
+    def plain(self) -> bool:
+        """Plain softmax vs softmax, no bias."""
+        return self.exp_links and self.bias_a is None and self.bias_b is None
+
+    @property
+    def description(self) -> dict:
+        return {"link_a": self.link_a.name, "link_b": self.link_b.name,
+                "bias_a": self.bias_a is not None, "bias_b": self.bias_b is not None}
+
+    def bias_offsets(self, n: int):
+        """(mean of the biases, their difference) as (n,) vectors."""
+        ba = np.zeros(n) if self.bias_a is None else np.asarray(self.bias_a, dtype=np.float64)
+        bb = np.zeros(n) if self.bias_b is None else np.asarray(self.bias_b, dtype=np.float64)
+        return 0.5 * (ba + bb), ba - bb
+
+    def swapped(self) -> "Readout":
+        """The readout of the pair (B, A)."""
+        return Readout(self.link_b, self.link_a, self.bias_b, self.bias_a)
+
+    # --- forward and backward --------------------------------------------------------------
+    def forward(self, m: np.ndarray, D: np.ndarray):
+        """(c, delta, jac) from m = ((A+B)/2) x and D = (A-B) x, (n,) or (n, k).
+
+        jac = (phi_A'(s_A), phi_B'(s_B)) for :meth:`backward` (None for exp links).
+        """
+        m = np.asarray(m, dtype=np.float64)
+        D = np.asarray(D, dtype=np.float64)
+        mb, db = self.bias_offsets(m.shape[0])
+        if m.ndim == 2:
+            mb, db = mb[:, None], db[:, None]
+        if self.bias_a is not None or self.bias_b is not None:
+            m, D = m + mb, D + db
+        if self.exp_links:
+            return m, D, None
+        sa, sb = m + 0.5 * D, m - 0.5 * D
+        u, ja, fa = _floored(self.link_a, sa)
+        v, jb, fb = _floored(self.link_b, sb)
+        delta = self._difference(sa, sb, D)
+        rough = fa | fb | ~np.isfinite(delta)
+        delta = np.where(rough, u - v, delta)
+        return 0.5 * (u + v), delta, (ja, jb)
+
+    @staticmethod
+    def backward(w_c: np.ndarray, w_g: np.ndarray, jac):
+        """Gradient weights on (m, D) from those on (c, delta): grad = C^T w_m + G^T w_D."""
+        if jac is None:
+            return w_c, w_g
+        ja, jb = jac
+        gu = ja * (0.5 * w_c + w_g)
+        gv = jb * (0.5 * w_c - w_g)
+        return gu + gv, 0.5 * (gu - gv)
+
+    def _difference(self, sa, sb, ds):
+        """phi_A(sa) - phi_B(sb), accurate when sa ~ sb."""
+        la, lb = self.link_a, self.link_b
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            if la == lb and la.kind == "poly":
+                r = ds / sb
+                one_plus = np.abs(1.0 + r)
+                return la.degree * np.where(r > -0.5, np.log1p(r), np.log(one_plus))
+            if la == lb and la.kind == "taylor":
+                K = la.degree
+                ok = (np.abs(sa) <= 700.0) & (np.abs(sb) <= 700.0)
+                sa_, sb_, ds_ = (np.where(ok, z, 0.0) for z in (sa, sb, ds))
+                ratio = taylor_difference(sa_, sb_, ds_, K) * np.exp(-_log_taylor(sb_, K))
+                close = np.log1p(ratio)
+                return np.where(ok, close, la.log_weight(sa) - lb.log_weight(sb))
+            return la.psi(sa) - lb.psi(sb) + ds
+
+    def log_weights(self, s: np.ndarray, model: str = "A") -> np.ndarray:
+        """Floored log-weights of one model from its raw scores A x (bias added here)."""
+        link, bias = (self.link_a, self.bias_a) if model == "A" else (self.link_b, self.bias_b)
+        s = np.asarray(s, dtype=np.float64)
+        if bias is not None:
+            s = s + (bias if s.ndim == 1 else bias[:, None])
+        return _floored(link, s)[0]
+
+
+def make_readout(n: int, link_a="exp", link_b="exp", bias_a=None, bias_b=None) -> Readout:
+    """Parse links ("exp", "poly:K", "taylor:K") and load biases (paths or arrays, length n)."""
+    from .io import load_vector
+    from .links import parse_link
+    la, lb = parse_link(link_a, "--link-a"), parse_link(link_b, "--link-b")
+    va = None if bias_a is None else load_vector(bias_a, n, "--bias-a")
+    vb = None if bias_b is None else load_vector(bias_b, n, "--bias-b")
+    return Readout(la, lb, va, vb)
+
+
+def _floored(link: Link, s: np.ndarray):
+    """(phi(s) floored at max - LOG_FLOOR per column, phi'(s) (0 where floored), floored mask).
+    A column whose weights are all 0 (poly at s = 0) becomes uniform: phi = 0."""
+    u = link.log_weight(s)
+    if link.is_exp:
+        return u, np.ones_like(u), np.zeros(u.shape, dtype=bool)
+    top = np.max(u, axis=0)
+    dead = ~np.isfinite(top)                     # every weight is 0 in this column
+    top = np.where(dead, 0.0, top)
+    floor = top - LOG_FLOOR
+    low = u < floor
+    u = np.where(low, floor, u)
+    if np.any(dead):
+        u = np.where(dead, 0.0, u)
+        low = low & ~dead
+    jac = np.where(low, 0.0, link.dlog_weight(s))
+    return u, jac, low | (dead & np.ones_like(low))
