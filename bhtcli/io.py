@@ -8,6 +8,10 @@ Which loads copy (see also :func:`bhtcli.validation.check_matrix`):
   float64 computation, ...): one converted array, filled block by block from the memory map;
 - ``.npz``, text and standard input: read into memory (zip members may be compressed), then
   converted when the dtype differs.
+
+`design` and `bound` load with dtype=None (float32/float64 kept as stored) because everything
+they compute from A and B converts row blocks itself: a float32 checkpoint is then never
+copied to float64, whatever --dtype the products run in.
 """
 from __future__ import annotations
 
@@ -46,8 +50,9 @@ def load_matrix(spec, name: str | None = None, stdin=None, dtype=np.float64) -> 
         How messages refer to the input; defaults to the path.
     stdin : binary file, optional
         Replaces ``sys.stdin.buffer`` (for tests).
-    dtype : {"float64", "float32"}
-        Float type of the result (default float64).
+    dtype : {"float64", "float32", None}
+        Float type of the result (default float64); None keeps float32 and float64 data as
+        stored (see :func:`bhtcli.validation.check_matrix`).
 
     Returns
     -------

@@ -8,22 +8,10 @@ import numpy as np
 from .errors import InputError
 
 
-FLOAT_DTYPES = ("float32", "float64")
 BLOCK_ROWS = 4096  # memory maps are checked and converted this many rows at a time
 
 
-def check_dtype(dtype, option: str = "--dtype") -> np.dtype:
-    """The computation's float type: "float32" or "float64" (or the numpy types)."""
-    try:
-        dt = np.dtype(dtype)
-    except TypeError:
-        dt = None
-    if dt is None or dt.name not in FLOAT_DTYPES:
-        raise InputError(f"{option} must be float32 or float64, got {dtype!r}")
-    return dt
-
-
-def check_matrix(array, name: str, dtype=np.float64) -> np.ndarray:
+def check_matrix(array, name: str, dtype="float64") -> np.ndarray:
     """Return `array` as a finite 2-D matrix of `dtype`, or raise InputError naming `name`.
 
     Parameters
@@ -34,13 +22,15 @@ def check_matrix(array, name: str, dtype=np.float64) -> np.ndarray:
         new array, block by block, so a memory map is streamed rather than copied twice.
     name : str
         How the user knows this input (a file name), used in messages.
-    dtype : {"float64", "float32"}
-        The computation's float type (default float64).
+    dtype : {"float64", "float32", None}
+        Float type of the result (default float64). None keeps float32 and float64 as they
+        are (a memory map stays one: for code that converts row blocks itself), up-casts
+        float16 and bfloat16 to float32 (exact) and anything else to float64.
 
     Returns
     -------
     numpy.ndarray
-        A 2-D array of `dtype` (n rows, d columns), n >= 1 and d >= 1.
+        A 2-D float array (n rows, d columns), n >= 1 and d >= 1.
 
     Raises
     ------
@@ -48,7 +38,6 @@ def check_matrix(array, name: str, dtype=np.float64) -> np.ndarray:
         Object, string, complex or boolean dtype; not 2-D; empty; NaN or Inf (also when a
         finite value overflows float32).
     """
-    dtype = check_dtype(dtype, "dtype")
     arr = np.asarray(array) if not isinstance(array, np.ndarray) else array
     if arr.dtype == object:
         raise InputError(f"{name} holds Python objects; bht reads numeric arrays only "
@@ -63,6 +52,7 @@ def check_matrix(array, name: str, dtype=np.float64) -> np.ndarray:
                          "select one slice or reshape it to (n, d)")
     if arr.size == 0:
         raise InputError(f"{name} is empty (shape {arr.shape}); it needs at least one row and one column")
+    dtype = _stored_float(arr.dtype) if dtype is None else np.dtype(check_dtype(dtype, "dtype"))
     out = arr if arr.dtype == dtype else np.empty(arr.shape, dtype=dtype)
     for start in range(0, arr.shape[0], BLOCK_ROWS):
         block = arr[start:start + BLOCK_ROWS]
@@ -73,6 +63,14 @@ def check_matrix(array, name: str, dtype=np.float64) -> np.ndarray:
         if not np.isfinite(block).all():
             raise InputError(_not_finite(arr[start:start + BLOCK_ROWS], name, dtype))
     return out
+
+
+def _stored_float(stored: np.dtype) -> np.dtype:
+    if stored in (np.float32, np.float64):
+        return stored
+    if stored == np.float16 or stored.name == "bfloat16":
+        return np.dtype(np.float32)
+    return np.dtype(np.float64)
 
 
 def _not_finite(source_block: np.ndarray, name: str, dtype: np.dtype) -> str:
@@ -173,8 +171,14 @@ DTYPES = ("float64", "float32")
 
 
 def check_dtype(dtype, option: str = "--dtype") -> str:
-    """The precision of the large products: "float64" (default) or "float32"."""
-    name = str(dtype).lower() if dtype is not None else "float64"
+    """The precision of the large products: "float64" (default) or "float32" (or numpy's types)."""
+    if dtype is None or isinstance(dtype, str):
+        name = str(dtype).lower() if dtype is not None else "float64"
+    else:
+        try:
+            name = np.dtype(dtype).name
+        except TypeError:
+            name = repr(dtype)
     if name not in DTYPES:
         raise InputError(f"{option} must be float64 or float32, got {dtype!r}")
     return name

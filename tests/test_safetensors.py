@@ -89,13 +89,37 @@ def test_same_dtype_is_a_read_only_memory_map_other_dtypes_are_converted(tmp_pat
     assert a.dtype == b.dtype == np.float32
 
 
+def test_dtype_none_keeps_float32_and_float64_as_stored(tmp_path):
+    A = np.random.default_rng(4).standard_normal((9, 3))
+    for stored, kept in [(np.float32, np.float32), (np.float64, np.float64),
+                         (np.float16, np.float32), (ml_dtypes.bfloat16, np.float32), (np.int16, np.float64)]:
+        p = tmp_path / "m.safetensors"
+        save_file({"w": A.astype(stored)}, str(p))
+        m = load_matrix(str(p), dtype=None)
+        assert m.dtype == kept
+        assert isinstance(m, np.memmap) == (stored in (np.float32, np.float64))
+        np.testing.assert_array_equal(m, A.astype(stored).astype(np.float64))
+
+
+def test_design_reads_a_float32_checkpoint_without_a_float64_copy_and_agrees(tmp_path):
+    # design loads as stored and converts row blocks: same numbers as from float64 inputs
+    from bhtcli import design
+    rng = np.random.default_rng(5)
+    A = rng.standard_normal((30, 4)).astype(np.float32)
+    B = (A + 0.2 * rng.standard_normal((30, 4))).astype(np.float32)
+    save_file({"A": A, "B": B}, str(tmp_path / "m.safetensors"))
+    r32 = design(f"{tmp_path}/m.safetensors:A", f"{tmp_path}/m.safetensors:B", 2.0)
+    r64 = design(A.astype(np.float64), B.astype(np.float64), 2.0)
+    assert r32.hellinger_squared == r64.hellinger_squared and r32.query == r64.query
+
+
 def test_float32_overflow_and_bad_dtype(tmp_path):
     p = tmp_path / "big.npy"
     np.save(p, np.array([[1.0, 1e300]]))
     with pytest.raises(InputError, match="beyond the float32 range.*use --dtype float64"):
         load_matrix(str(p), dtype="float32")
     assert load_matrix(str(p)).dtype == np.float64
-    with pytest.raises(InputError, match="must be float32 or float64"):
+    with pytest.raises(InputError, match="must be float64 or float32"):
         load_matrix(str(p), dtype="float16")
 
 
