@@ -25,15 +25,12 @@ from pathlib import Path
 import numpy as np
 
 from .errors import InputError
+from .pickles import refuse_pickles
 from .safetensors_io import read_safetensors, split_tensor_name
 from .validation import check_matrix, check_pair
 
 NPY_MAGIC = b"\x93NUMPY"
 TEXT_SUFFIXES = {".csv", ".txt", ".tsv", ".dat"}
-TORCH_SUFFIXES = {".pt", ".pth", ".bin", ".ckpt"}
-PICKLE_SUFFIXES = {".pkl", ".pickle"}
-ZIP_MAGIC = b"PK\x03\x04"                                # PyTorch's default checkpoint format
-PICKLE_MAGICS = tuple(bytes([0x80, p]) for p in range(2, 6))  # pickle protocols 2-5
 FORMATS = ".npy, .npz, .safetensors, .csv or .txt"
 
 
@@ -115,7 +112,7 @@ def read_array(spec, name: str | None = None, stdin=None) -> np.ndarray:
     if key is not None and suffix not in (".npz", ".safetensors"):
         raise InputError(f"{spec}: ':KEY' selects an array inside a .npz or .safetensors file only")
     try:
-        _refuse_pickles(path, suffix)
+        refuse_pickles(path, suffix, known=TEXT_SUFFIXES | {".npy", ".npz", ".safetensors"})
         if suffix == ".npy":
             arr = _load_npy(path)
         elif suffix == ".npz":
@@ -145,35 +142,6 @@ def _split_key(spec: str):
     if sep and head.lower().endswith(".npz") and tail:
         return head, tail
     return spec, None
-
-
-def _refuse_pickles(path: str, suffix: str) -> None:
-    """PyTorch checkpoints and pickles execute code when loaded: refuse them, say how to convert."""
-    torch = suffix in TORCH_SUFFIXES
-    if torch or suffix in PICKLE_SUFFIXES:
-        what = f"a PyTorch checkpoint ({suffix}, a pickle)" if torch else "a Python pickle"
-    elif suffix not in TEXT_SUFFIXES | {".npy", ".npz", ".safetensors"}:
-        with open(path, "rb") as fh:
-            magic = fh.read(4)
-        torch = magic.startswith(ZIP_MAGIC)
-        if torch:
-            what = "a zip archive (the format of PyTorch checkpoints, which hold pickles)"
-        elif magic[:2] in PICKLE_MAGICS:
-            what = "a pickle"
-        else:
-            return
-    else:
-        return
-    why = f"{path} is {what}; pickled files are refused because loading one runs code stored in it"
-    if not torch:
-        raise InputError(f"{why}. Convert it once, in an environment you trust: load it there "
-                         "and save the matrix with numpy.save (.npy) or safetensors.numpy.save_file")
-    out = Path(path).with_suffix(".safetensors").name
-    raise InputError(
-        f"{why}. Convert it once, in an environment you trust: python -c \"import torch, "
-        f"safetensors.torch as st; sd = torch.load('{path}', weights_only=True); "
-        f"st.save_file({{k: v.contiguous() for k, v in sd.items()}}, '{out}')\" "
-        f"then pass {out}:TENSOR")
 
 
 def _load_npy(path: str) -> np.ndarray:
