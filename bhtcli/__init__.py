@@ -8,7 +8,8 @@ from .bounds import BoundResult, bound
 from .design import DesignResult, design
 from .errors import BhtError, InputError, SolverError
 from .io import load_matrix
+from .shift import ShiftResult, shift
 
 __version__ = "0.1.0"
-__all__ = ["design", "bound", "load_matrix", "DesignResult", "BoundResult", "BhtError",
-           "InputError", "SolverError", "__version__"]
+__all__ = ["design", "bound", "shift", "load_matrix", "DesignResult", "BoundResult", "ShiftResult",
+           "BhtError", "InputError", "SolverError", "__version__"]

@@ -268,6 +268,37 @@ def simulate(a, b, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, 
     _emit(result, as_json, render_simulate_table)
 
 
+@cli.command(context_settings=CONTEXT)
+@click.argument("a", metavar="A")
+@click.option("--data", "data", required=True,
+              help="A .npz archive: Q (m x d queries) and Y (m x n target distributions, or m integer labels).")
+@click.option("--lr", type=float, required=True, help="Learning rate eta of the gradient steps (> 0).")
+@click.option("--steps", type=int, default=1, show_default=True, help="Number of full-batch gradient steps.")
+@click.option("--out", type=click.Path(dir_okay=False), required=True, help="Write the updated model B here (.npy).")
+@click.option("--energy", "-E", type=float, default=None,
+              help="Also report how many queries with ||x|| <= ENERGY detect the update (design + small-perturbation estimate).")
+@click.option("--error", "alpha", type=float, default=0.05, show_default=True,
+              help="Target for both error probabilities of those counts (0 < ALPHA < 0.5).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random starts (with --energy).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout instead of a table.")
+def shift(a, data, lr, steps, out, energy, alpha, seed, as_json):
+    """Gradient steps of softmax regression move A to B: write B, report the loss and the shift.
+
+    The loss is L(A) = (1/2m) sum_j ||softmax(A q_j) - y_j||^2 over the data set.
+
+    \b
+    Examples:
+      bht shift A.npy --data D.npz --lr 10 --steps 10 --out B.npy
+      bht shift A.npy --data D.npz --lr 10 --out B.npy --energy 1.0 --json | jq .detection.samples
+    """
+    from .render import render_shift_table
+    from .shift import shift as shift_fn
+    err = _stderr()
+    progress = (lambda msg: err.print(f"[dim]{msg}[/dim]")) if not as_json else None
+    result = shift_fn(a, data, lr, steps, out=out, energy=energy, error=alpha, seed=seed, progress=progress)
+    _emit(result, as_json, render_shift_table)
+
+
 def _emit(result, as_json: bool, render_table) -> None:
     """The one place a result reaches stdout: one JSON object, or tables."""
     if as_json:

@@ -87,7 +87,7 @@ def render_design_table(result, console: Console) -> None:
     s = r["samples"]
     sam = _table(f"\nQueries needed ({q} repeated, both errors <= alpha)")
     sam.add_row("lower (any test)", _num(s["lower"]))
-    sam.add_row("predicted (minimax LR test)", f"{_num(s['predicted'])}  [{s['method']}]")
+    sam.add_row("predicted (minimax LR test)", f"{_num(s['predicted'])}  \\[{s['method']}]")
     sam.add_row("upper (LR test, Chernoff)", _num(s["upper"]))
     console.print(sam)
 
@@ -206,3 +206,42 @@ def render_simulate_table(result, console: Console) -> None:
             t.add_row("undecided trials", _num(s["undecided"]))
         console.print(t)
     console.print(f"\n[dim]{r['seconds']:.2f} s[/dim]")
+
+
+def render_shift_table(result, console: Console) -> None:
+    r = result.to_dict()
+    t = _table(f"bht shift  softmax regression  n={r['n']:,}  d={r['d']:,}  m={r['m']:,}  "
+               f"lr={_num(r['lr'])}  steps={r['steps']:,}")
+    t.add_row("loss before", _num(r["loss_before"]))
+    t.add_row("loss after", f"{_num(r['loss_after'])}  ({_num(r['loss_after'] - r['loss_before'], 4)})")
+    t.add_row("||grad L(A)||_F", _num(r["grad_norm"]))
+    t.add_row("||B - A||_F", _num(r["delta_frobenius"]))
+    t.add_row("||B - A||_{2->inf}", _num(r["delta_2inf"]))
+    if r["out"]:
+        t.add_row("B written to", r["out"])
+    console.print(t)
+    det = r["detection"]
+    if not det:
+        return
+    sp = det["small_perturbation"]
+    title = (f"\nQueries that detect the update (||x|| <= {_num(det['energy'])}, both errors <= "
+             f"{_num(det['target_error'])})")
+    if not det["distinguishable"]:
+        d = _table(title)
+        d.add_row("distinguishable", "no (B = A + 1 w^T: the same softmax model)")
+        console.print(d)
+        return
+    d = Table(title=title, title_justify="left", box=None, pad_edge=False, header_style="bold")
+    d.add_column("", style="bold", no_wrap=True, min_width=28)
+    d.add_column("designed query", no_wrap=True)
+    d.add_column("small-perturbation estimate", no_wrap=True)
+    s, e = det["samples"], sp["samples"]
+    d.add_row("nu = sup Var_A((B - A) x)", "-", _num(sp["nu"]))
+    d.add_row("Bhattacharyya D", _num(det["bhattacharyya_distance"]), f"{_num(sp['D_estimate'])}  (nu/8)")
+    d.add_row("H^2", _num(det["hellinger_squared"]), f"{_num(sp['hellinger_squared_estimate'])}  (1 - e^-nu/8)")
+    d.add_row("lower (any test)", _num(s["lower"]), _num(e["lower"]))
+    d.add_row("predicted", f"{_num(s['predicted'])}  \\[{s['method']}]", f"{_num(e['predicted'])}  (4 z^2 / nu)")
+    d.add_row("upper (LR test, Chernoff)", _num(s["upper"]), _num(e["upper"]))
+    d.add_row("||x||", _num(det["query_norm"]), _num(sp["query_norm"]))
+    d.add_row("estimate / design (D)", "", _num(det["estimate_over_design"], 4))
+    console.print(d)

@@ -333,3 +333,12 @@ def test_cli_links_in_json_and_every_command(tmp_path):
             str(tmp_path / "x.npy"), "--link-b", "taylor:4", "--json")
     assert d.returncode == 0, d.stderr
     assert json.loads(d.stdout)["samples_total"] == 30
+
+
+def test_simulate_with_links_matches_the_prediction():
+    from bhtcli.simulate import simulate
+    A = np.load("examples/A.npy")
+    r = simulate(A, A, 1.0, link_b="taylor:2", trials=2000, policy="fixed", seed=3)
+    assert r.fixed is not None
+    pred, emp = r.fixed["predicted"], r.fixed["empirical"]
+    assert abs(emp - pred) <= max(0.15 * pred, 2)
