@@ -122,7 +122,7 @@ def check_query(array, name: str, length: int, what: str = "the query x") -> np.
     (d,), (d, 1) and (1, d) arrays are accepted: a query saved by `--out` is (d,).
     """
     arr = np.asarray(array)
-    if arr.dtype == object or arr.dtype.kind not in "iuf":
+    if arr.dtype == object or (arr.dtype.kind not in "iuf" and arr.dtype.name != "bfloat16"):
         raise InputError(f"{name} has dtype {arr.dtype}, expected real numbers")
     if arr.ndim == 2 and 1 in arr.shape:
         arr = arr.reshape(-1)

@@ -14,7 +14,7 @@ from safetensors.numpy import save_file
 
 from bhtcli import InputError, load_matrix
 from bhtcli.cli import main
-from bhtcli.io import load_pair, read_array
+from bhtcli.io import load_pair, load_vector, read_array
 
 
 def hand_made(path, tensors):
@@ -62,12 +62,15 @@ def test_round_trip_through_the_safetensors_package(tmp_path, stored, dtype):
     rng = np.random.default_rng(1)
     A = rng.standard_normal((40, 6)).astype(stored)
     p = tmp_path / "m.safetensors"
-    save_file({"lm_head.weight": A, "lm_head.bias": np.zeros(40, stored)}, str(p))
+    b = rng.standard_normal(40).astype(stored)
+    save_file({"lm_head.weight": A, "lm_head.bias": b}, str(p))
     M = load_matrix(f"{p}:lm_head.weight", dtype=dtype)
     assert M.dtype == np.dtype(dtype) and M.shape == (40, 6)
     np.testing.assert_array_equal(M, A.astype(np.float64).astype(dtype))
     assert load_matrix(str(p), dtype=dtype).shape == (40, 6)  # the only 2-D tensor
     assert read_array(f"{p}:lm_head.bias").shape == (40,)
+    bias = load_vector(f"{p}:lm_head.bias", 40, "--bias-a")    # biases come through read_array
+    np.testing.assert_array_equal(bias, b.astype(np.float64))
 
 
 def test_same_dtype_is_a_read_only_memory_map_other_dtypes_are_converted(tmp_path):
