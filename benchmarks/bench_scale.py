@@ -40,10 +40,13 @@ BHT = ROOT / ".venv" / "bin" / "bht"
 ROWS = 8192
 
 # Runs `bht ...` (argv[1:]), samples RssAnon of the child, prints JSON on the last line.
+# The child writes to files, not pipes: its JSON (the query has d numbers) can exceed a pipe's
+# buffer, and a child blocked on a full pipe would never exit while the wrapper polls.
 WRAPPER = r"""
-import json, resource, subprocess, sys, time
+import json, resource, subprocess, sys, tempfile, time
+out_f, err_f = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")
 t0 = time.perf_counter()
-child = subprocess.Popen(sys.argv[1:], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+child = subprocess.Popen(sys.argv[1:], stdout=out_f, stderr=err_f, text=True)
 peak_anon = 0
 while child.poll() is None:
     try:
@@ -53,8 +56,9 @@ while child.poll() is None:
     except OSError:
         pass
     time.sleep(0.1)
-out, err = child.communicate()
 wall = time.perf_counter() - t0
+out_f.seek(0); err_f.seek(0)
+out, err = out_f.read(), err_f.read()
 usage = resource.getrusage(resource.RUSAGE_CHILDREN)
 print(json.dumps({"code": child.returncode, "wall": wall, "maxrss_kib": usage.ru_maxrss,
                   "peak_anon_kib": peak_anon, "user": usage.ru_utime, "sys": usage.ru_stime,
