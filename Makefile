@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test install bench clean
+.PHONY: demo test install bench audit clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,11 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_design.py
+
+# The quantization audit of a real model (examples/quantization_audit; a few minutes).
+audit: $(STAMP)
+	examples/quantization_audit/setup.sh
+	$(BIN)/python examples/quantization_audit/audit.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info bhtcli/__pycache__ tests/__pycache__

@@ -262,7 +262,7 @@ def bound(A, B, energy: float, error: float = 0.05, *, link_a="exp", link_b="exp
     from .validation import check_energy, check_error
 
     energy, error = check_energy(energy), check_error(error)
-    A, B = load_pair(A, B)
+    A, B = load_pair(A, B, dtype=None)  # as stored: every use converts row blocks
     readout = make_readout(A.shape[0], link_a, link_b, bias_a, bias_b)
     facts = analyse_pair(A, B, centred_difference(A, B), energy, readout)
     cert = certificate_from_spread(facts.spread, error, facts.distinguishable)

@@ -98,7 +98,7 @@ def design(A, B, energy: float, error: float = 0.05, starts: int = DEFAULT_START
     seed, dtype = check_seed(seed), check_dtype(dtype)
     if method not in METHODS:
         raise InputError(f"--method must be one of {', '.join(METHODS)}, got {method!r}")
-    A, B = load_pair(A, B)
+    A, B = load_pair(A, B, dtype=None)  # as stored: every use converts row blocks
     readout = make_readout(A.shape[0], link_a, link_b, bias_a, bias_b)
     if method == "ccp" and not readout.plain:
         raise InputError("--method ccp handles plain softmax models only (no links, no biases); "
@@ -134,7 +134,7 @@ def report_for_query(A, B, x, energy: float, error: float = 0.05, *, link_a="exp
                      bias_a=None, bias_b=None) -> DesignResult:
     """The report `design` gives, for a query chosen by the caller (no optimisation)."""
     energy, error = check_energy(energy), check_error(error)
-    A, B = load_pair(A, B)
+    A, B = load_pair(A, B, dtype=None)  # as stored: every use converts row blocks
     readout = make_readout(A.shape[0], link_a, link_b, bias_a, bias_b)
     t0 = time.perf_counter()
     pair = SoftmaxPair(A, B, readout=readout)
@@ -230,7 +230,8 @@ def _run_ccp(A, B, pair, energy, starts, seed):
     from .ccp import ccp_maximize
     t = time.perf_counter()
     X0 = starting_points(pair, energy, starts, seed)
-    X, values, solves = ccp_maximize(np.asarray(A), np.asarray(B), X0, energy)
+    A, B = np.asarray(A, dtype=np.float64), np.asarray(B, dtype=np.float64)
+    X, values, solves = ccp_maximize(A, B, X0, energy)
     best = int(np.argmax(values))
     x = X[:, best]
     on_boundary, residual = kkt_state(pair, x, energy)

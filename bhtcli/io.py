@@ -1,4 +1,18 @@
-"""Reading matrices (.npy, .npz, .csv/.txt, stdin) and writing results atomically."""
+"""Reading matrices (.npy, .npz, .safetensors, .csv/.txt, stdin) and writing results atomically.
+
+Which loads copy (see also :func:`bhtcli.validation.check_matrix`):
+
+- ``.npy`` and ``.safetensors`` tensors already of the requested dtype: read-only memory
+  map, no copy (pages are read from the file as the computation touches them);
+- ``.npy``/``.safetensors`` of another dtype (float16, bfloat16, integers, float32 for a
+  float64 computation, ...): one converted array, filled block by block from the memory map;
+- ``.npz``, text and standard input: read into memory (zip members may be compressed), then
+  converted when the dtype differs.
+
+`design` and `bound` load with dtype=None (float32/float64 kept as stored) because everything
+they compute from A and B converts row blocks itself: a float32 checkpoint is then never
+copied to float64, whatever --dtype the products run in.
+"""
 from __future__ import annotations
 
 import contextlib
@@ -12,29 +26,38 @@ from pathlib import Path
 import numpy as np
 
 from .errors import InputError
+from .pickles import refuse_pickles
+from .safetensors_io import read_safetensors, split_tensor_name
 from .validation import check_matrix, check_pair
 
 NPY_MAGIC = b"\x93NUMPY"
 TEXT_SUFFIXES = {".csv", ".txt", ".tsv", ".dat"}
+FORMATS = ".npy, .npz, .safetensors, .csv or .txt"
 
 
-def load_matrix(spec, name: str | None = None, stdin=None) -> np.ndarray:
+def load_matrix(spec, name: str | None = None, stdin=None, dtype=np.float64) -> np.ndarray:
     """Load and check one matrix.
 
     Parameters
     ----------
     spec : str, os.PathLike or array_like
-        A path (``.npy``, ``.npz``, ``FILE.npz:KEY``, ``.csv``/``.txt``), ``"-"`` for standard
+        A path (``.npy``, ``.npz``, ``FILE.npz:KEY``, ``FILE.safetensors:TENSOR``,
+        ``FILE.safetensors`` holding one 2-D tensor, ``.csv``/``.txt``), ``"-"`` for standard
         input (text or .npy bytes, told apart by the .npy magic string), or an array.
     name : str, optional
         How messages refer to the input; defaults to the path.
     stdin : binary file, optional
         Replaces ``sys.stdin.buffer`` (for tests).
+    dtype : {"float64", "float32", None}
+        Float type of the result (default float64); None keeps float32 and float64 data as
+        stored (see :func:`bhtcli.validation.check_matrix`).
 
     Returns
     -------
     numpy.ndarray
-        2-D finite float64 matrix. A float64 ``.npy`` file is memory-mapped, not read.
+        2-D finite matrix of `dtype`. A ``.npy`` file or ``.safetensors`` tensor already of
+        that dtype is a read-only memory map (no copy); anything else is converted once
+        (float16 and bfloat16 are up-cast block by block from the memory map).
 
     Raises
     ------
@@ -42,8 +65,8 @@ def load_matrix(spec, name: str | None = None, stdin=None) -> np.ndarray:
         Any unreadable, unsupported or invalid input; the message names it and the fix.
     """
     if not isinstance(spec, (str, os.PathLike)):
-        return check_matrix(spec, name or "matrix")
-    return check_matrix(read_array(spec, name, stdin), _label(spec, name, "matrix"))
+        return check_matrix(spec, name or "matrix", dtype)
+    return check_matrix(read_array(spec, name, stdin), _label(spec, name, "matrix"), dtype)
 
 
 def load_query(spec, length: int, name: str | None = None, what: str = "the query x") -> np.ndarray:
@@ -70,7 +93,12 @@ def load_vector(spec, length: int, option: str) -> np.ndarray:
 
 
 def read_array(spec, name: str | None = None, stdin=None) -> np.ndarray:
-    """Read an array from a path or '-' without the matrix checks (see load_matrix)."""
+    """Read an array from a path or '-' without the matrix checks (see load_matrix).
+
+    Any shape comes back (``FILE.safetensors:lm_head.bias`` gives a 1-D array), in the
+    stored dtype: a ``.npy`` file or ``.safetensors`` tensor as a read-only memory map
+    (float16 as float16, bfloat16 as ``ml_dtypes.bfloat16``; ``.astype`` up-casts them).
+    """
     spec = os.fspath(spec)
     label = name or ("standard input" if spec == "-" else spec)
     if spec == "-":
@@ -81,23 +109,23 @@ def read_array(spec, name: str | None = None, stdin=None) -> np.ndarray:
     if not os.path.exists(path):
         raise InputError(f"{path}: no such file; check the path")
     if os.path.isdir(path):
-        raise InputError(f"{path} is a folder, expected a matrix file (.npy, .npz, .csv, .txt)")
-    if key is not None and suffix != ".npz":
-        raise InputError(f"{spec}: ':KEY' selects an array inside a .npz file only")
-    if suffix in (".pkl", ".pickle", ".pt", ".pth", ".bin"):
-        raise InputError(f"{path}: pickled files are refused (loading them can run code); "
-                         "save the matrix with numpy.save as .npy")
+        raise InputError(f"{path} is a folder, expected a matrix file ({FORMATS})")
+    if key is not None and suffix not in (".npz", ".safetensors"):
+        raise InputError(f"{spec}: ':KEY' selects an array inside a .npz or .safetensors file only")
     try:
+        refuse_pickles(path, suffix, known=TEXT_SUFFIXES | {".npy", ".npz", ".safetensors"})
         if suffix == ".npy":
             arr = _load_npy(path)
         elif suffix == ".npz":
             arr = _load_npz(path, key)
+        elif suffix == ".safetensors":
+            arr = read_safetensors(path, key)
         elif suffix in TEXT_SUFFIXES:
             with open(path, "rb") as fh:
                 arr = _parse_text(fh.read(), path)
         else:
             raise InputError(f"{path}: unknown extension {suffix or '(none)'!r}; "
-                             "use .npy, .npz, .csv or .txt (or - for standard input)")
+                             f"use {FORMATS} (or - for standard input)")
     except PermissionError:
         raise InputError(f"{path}: permission denied; make the file readable") from None
     except IsADirectoryError:
@@ -106,7 +134,11 @@ def read_array(spec, name: str | None = None, stdin=None) -> np.ndarray:
 
 
 def _split_key(spec: str):
-    # 'file.npz:key' -> ('file.npz', 'key'); a Windows drive letter or a plain path -> (spec, None)
+    # 'file.npz:key' -> ('file.npz', 'key'); 'f.safetensors:lm_head.weight' likewise;
+    # a Windows drive letter or a plain path -> (spec, None)
+    path, tensor = split_tensor_name(spec)
+    if tensor is not None:
+        return path, tensor
     head, sep, tail = spec.rpartition(":")
     if sep and head.lower().endswith(".npz") and tail:
         return head, tail
@@ -239,12 +271,12 @@ def atomic_file(path: str, mode: str = "w", **kwargs):
         raise
 
 
-def load_pair(A, B, name_a: str | None = None, name_b: str | None = None):
-    """Load and check both models; they must have the same shape."""
+def load_pair(A, B, name_a: str | None = None, name_b: str | None = None, dtype=np.float64):
+    """Load and check both models (as `dtype`, see load_matrix); they must have the same shape."""
     if isinstance(A, str) and isinstance(B, str) and A == "-" and B == "-":
         raise InputError("A and B cannot both be read from standard input; give one as a file")
-    A_ = load_matrix(A, name_a or (A if isinstance(A, (str, os.PathLike)) else "A"))
-    B_ = load_matrix(B, name_b or (B if isinstance(B, (str, os.PathLike)) else "B"))
+    A_ = load_matrix(A, name_a or (A if isinstance(A, (str, os.PathLike)) else "A"), dtype=dtype)
+    B_ = load_matrix(B, name_b or (B if isinstance(B, (str, os.PathLike)) else "B"), dtype=dtype)
     check_pair(A_, B_, _label(A, name_a, "A"), _label(B, name_b, "B"))
     return A_, B_
 

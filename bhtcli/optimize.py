@@ -126,7 +126,10 @@ def starting_points(pair: SoftmaxPair, energy: float, starts: int, seed: int) ->
     if n_rows > 0 and len(cols) < starts:
         cand = energy * row_directions(pair, pool=8 * starts)
         if cand.shape[1]:
-            score = pair.value(cand)
+            # scored `starts` columns at a time: screening needs no more memory than the climb
+            # (the n x 8*starts blocks of one product cost ~5 GB at n = 150,000)
+            score = np.concatenate([pair.value(cand[:, s:s + starts])
+                                    for s in range(0, cand.shape[1], starts)])
             best = np.argsort(-score, kind="stable")[:n_rows]
             cols += list(cand[:, best].T)
     rng = np.random.default_rng(seed)

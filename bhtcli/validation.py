@@ -8,31 +8,41 @@ import numpy as np
 from .errors import InputError
 
 
-def check_matrix(array, name: str) -> np.ndarray:
-    """Return `array` as a finite 2-D float64 matrix, or raise InputError naming `name`.
+BLOCK_ROWS = 4096  # memory maps are checked and converted this many rows at a time
+
+
+def check_matrix(array, name: str, dtype="float64") -> np.ndarray:
+    """Return `array` as a finite 2-D matrix of `dtype`, or raise InputError naming `name`.
 
     Parameters
     ----------
     array : array_like
-        The candidate matrix (a memory map stays a memory map when already float64).
+        The candidate matrix. A memory map already of `dtype` is returned as it is (no copy);
+        any other dtype (float16, bfloat16, integers, the other float) is converted into one
+        new array, block by block, so a memory map is streamed rather than copied twice.
     name : str
         How the user knows this input (a file name), used in messages.
+    dtype : {"float64", "float32", None}
+        Float type of the result (default float64). None keeps float32 and float64 as they
+        are (a memory map stays one: for code that converts row blocks itself), up-casts
+        float16 and bfloat16 to float32 (exact) and anything else to float64.
 
     Returns
     -------
     numpy.ndarray
-        A 2-D float64 array (n rows, d columns), n >= 1 and d >= 1.
+        A 2-D float array (n rows, d columns), n >= 1 and d >= 1.
 
     Raises
     ------
     InputError
-        Object, string, complex or boolean dtype; not 2-D; empty; NaN or Inf.
+        Object, string, complex or boolean dtype; not 2-D; empty; NaN or Inf (also when a
+        finite value overflows float32).
     """
     arr = np.asarray(array) if not isinstance(array, np.ndarray) else array
     if arr.dtype == object:
         raise InputError(f"{name} holds Python objects; bht reads numeric arrays only "
                          "(save it with numpy.save of a float array)")
-    if arr.dtype.kind not in "iuf":
+    if arr.dtype.kind not in "iuf" and arr.dtype.name != "bfloat16":
         raise InputError(f"{name} has dtype {arr.dtype}, expected real numbers (float or int)")
     if arr.ndim == 1:
         raise InputError(f"{name} has shape {arr.shape}, expected a 2-D matrix; "
@@ -42,19 +52,32 @@ def check_matrix(array, name: str) -> np.ndarray:
                          "select one slice or reshape it to (n, d)")
     if arr.size == 0:
         raise InputError(f"{name} is empty (shape {arr.shape}); it needs at least one row and one column")
-    if arr.dtype != np.float64:
-        arr = arr.astype(np.float64)
-    if not _all_finite(arr):
-        raise InputError(f"{name} contains NaN or Inf; replace them with finite numbers")
-    return arr
+    dtype = _stored_float(arr.dtype) if dtype is None else np.dtype(check_dtype(dtype, "dtype"))
+    out = arr if arr.dtype == dtype else np.empty(arr.shape, dtype=dtype)
+    for start in range(0, arr.shape[0], BLOCK_ROWS):
+        block = arr[start:start + BLOCK_ROWS]
+        if out is not arr:
+            with np.errstate(over="ignore"):  # float64 -> float32 overflow is reported below
+                out[start:start + BLOCK_ROWS] = block
+            block = out[start:start + BLOCK_ROWS]
+        if not np.isfinite(block).all():
+            raise InputError(_not_finite(arr[start:start + BLOCK_ROWS], name, dtype))
+    return out
 
 
-def _all_finite(arr: np.ndarray, rows_per_block: int = 4096) -> bool:
-    # Block-wise so that a memory-mapped file is streamed, not materialised as booleans at once.
-    for start in range(0, arr.shape[0], rows_per_block):
-        if not np.isfinite(arr[start:start + rows_per_block]).all():
-            return False
-    return True
+def _stored_float(stored: np.dtype) -> np.dtype:
+    if stored in (np.float32, np.float64):
+        return stored
+    if stored == np.float16 or stored.name == "bfloat16":
+        return np.dtype(np.float32)
+    return np.dtype(np.float64)
+
+
+def _not_finite(source_block: np.ndarray, name: str, dtype: np.dtype) -> str:
+    if np.isfinite(source_block.astype(np.float64)).all():
+        return (f"{name} has values beyond the {dtype.name} range (largest magnitude "
+                f"{float(np.abs(source_block.astype(np.float64)).max()):.3g}); use --dtype float64")
+    return f"{name} contains NaN or Inf; replace them with finite numbers"
 
 
 def check_pair(A: np.ndarray, B: np.ndarray, name_a: str = "A", name_b: str = "B") -> None:
@@ -99,7 +122,7 @@ def check_query(array, name: str, length: int, what: str = "the query x") -> np.
     (d,), (d, 1) and (1, d) arrays are accepted: a query saved by `--out` is (d,).
     """
     arr = np.asarray(array)
-    if arr.dtype == object or arr.dtype.kind not in "iuf":
+    if arr.dtype == object or (arr.dtype.kind not in "iuf" and arr.dtype.name != "bfloat16"):
         raise InputError(f"{name} has dtype {arr.dtype}, expected real numbers")
     if arr.ndim == 2 and 1 in arr.shape:
         arr = arr.reshape(-1)
@@ -148,8 +171,14 @@ DTYPES = ("float64", "float32")
 
 
 def check_dtype(dtype, option: str = "--dtype") -> str:
-    """The precision of the large products: "float64" (default) or "float32"."""
-    name = str(dtype).lower() if dtype is not None else "float64"
+    """The precision of the large products: "float64" (default) or "float32" (or numpy's types)."""
+    if dtype is None or isinstance(dtype, str):
+        name = str(dtype).lower() if dtype is not None else "float64"
+    else:
+        try:
+            name = np.dtype(dtype).name
+        except TypeError:
+            name = repr(dtype)
     if name not in DTYPES:
         raise InputError(f"{option} must be float64 or float32, got {dtype!r}")
     return name

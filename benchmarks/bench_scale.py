@@ -1,0 +1,175 @@
+"""Benchmark: `bht design` at vocabulary scale, wall time and peak memory.
+
+Run:  .venv/bin/python benchmarks/bench_scale.py                 (30k x 384 and 50k x 1,024)
+      .venv/bin/python benchmarks/bench_scale.py --sizes 150000x4096 --dtypes float32
+      .venv/bin/python benchmarks/bench_scale.py --sizes 150000x4096 --dtypes float64   (alone)
+
+For each size the two matrices are written to disk under a temporary folder (deleted after)
+as float32 ``.safetensors`` files (``--format npy`` for .npy), the way a checkpoint holds an
+output layer, block by block so that the benchmark itself never holds them in memory:
+
+- A: rows g_i * s_i / sqrt(d) with g_i ~ N(0, I_d) and log s_i ~ N(0, 0.25^2), i.e. row norms
+  around 1 (0.6 .. 1.6), like the rows of an LM head or a tied embedding;
+- B = A + 0.01 * N(0, 1/d) per entry (row norms of A - B ~ 0.01: the size of an int8
+  per-row round-trip's error on such rows).
+
+Each run is ``bht design A B --energy E --json [--dtype T] [--starts S]`` in a child process,
+started through a small Python wrapper that waits for it and reports
+``resource.getrusage(RUSAGE_CHILDREN).ru_maxrss`` (peak resident set, like /usr/bin/time -v;
+it counts the pages of the memory-mapped files that were touched) and, sampled every 0.1 s
+from /proc, the peak anonymous memory (RssAnon: the memory bht allocated itself, which
+cannot be dropped the way file pages can).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+BHT = ROOT / ".venv" / "bin" / "bht"
+ROWS = 8192
+
+# Runs `bht ...` (argv[1:]), samples RssAnon of the child, prints JSON on the last line.
+# The child writes to files, not pipes: its JSON (the query has d numbers) can exceed a pipe's
+# buffer, and a child blocked on a full pipe would never exit while the wrapper polls.
+WRAPPER = r"""
+import json, resource, subprocess, sys, tempfile, time
+out_f, err_f = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")
+t0 = time.perf_counter()
+child = subprocess.Popen(sys.argv[1:], stdout=out_f, stderr=err_f, text=True)
+peak_anon = 0
+while child.poll() is None:
+    try:
+        for line in open(f"/proc/{child.pid}/status"):
+            if line.startswith("RssAnon:"):
+                peak_anon = max(peak_anon, int(line.split()[1]))
+    except OSError:
+        pass
+    time.sleep(0.1)
+wall = time.perf_counter() - t0
+out_f.seek(0); err_f.seek(0)
+out, err = out_f.read(), err_f.read()
+usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(json.dumps({"code": child.returncode, "wall": wall, "maxrss_kib": usage.ru_maxrss,
+                  "peak_anon_kib": peak_anon, "user": usage.ru_utime, "sys": usage.ru_stime,
+                  "stdout": out, "stderr": err[-2000:]}))
+"""
+
+
+def write_pair(folder: Path, n: int, d: int, fmt: str, seed: int = 0):
+    """A and B as float32 files (see the module docstring), written ROWS rows at a time."""
+    rng = np.random.default_rng(seed)
+    paths = [folder / f"{name}.{fmt}" for name in ("A", "B")]
+    sinks = [_open_sink(p, n, d, fmt) for p in paths]
+    for s in range(0, n, ROWS):
+        m = min(ROWS, n - s)
+        scale = np.exp(0.25 * rng.standard_normal((m, 1))) / np.sqrt(d)
+        a = (rng.standard_normal((m, d)) * scale).astype(np.float32)
+        b = (a + 0.01 / np.sqrt(d) * rng.standard_normal((m, d))).astype(np.float32)
+        for sink, block in zip(sinks, (a, b)):
+            sink(s, block)
+    for sink in sinks:
+        sink(None, None)
+    return [str(p) for p in paths]
+
+
+def _open_sink(path: Path, n: int, d: int, fmt: str):
+    if fmt == "npy":
+        arr = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=(n, d))
+
+        def sink(start, block):
+            if block is None:
+                arr.flush()
+            else:
+                arr[start:start + block.shape[0]] = block
+        return sink
+    # safetensors: 8-byte length, JSON header padded to 8 bytes, then the raw little-endian rows
+    header = json.dumps({"weight": {"dtype": "F32", "shape": [n, d],
+                                    "data_offsets": [0, 4 * n * d]}}).encode()
+    header += b" " * (-len(header) % 8)
+    fh = open(path, "wb")
+    fh.write(struct.pack("<Q", len(header)) + header)
+
+    def sink(start, block):
+        if block is None:
+            fh.close()
+        else:
+            fh.write(block.astype("<f4").tobytes())
+    return sink
+
+
+def supports_dtype() -> bool:
+    helptext = subprocess.run([str(BHT), "design", "--help"], capture_output=True, text=True).stdout
+    return "--dtype" in helptext
+
+
+def run_design(a: str, b: str, energy: float, dtype: str | None, starts: int | None) -> dict:
+    cmd = [str(BHT), "design", a, b, "--energy", str(energy), "--json"]
+    if dtype:
+        cmd += ["--dtype", dtype]
+    if starts:
+        cmd += ["--starts", str(starts)]
+    proc = subprocess.run([sys.executable, "-c", WRAPPER, *cmd], capture_output=True, text=True)
+    info = json.loads(proc.stdout.strip().splitlines()[-1])
+    info["command"] = "bht " + " ".join(cmd[1:])
+    return info
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description="bht design at vocabulary scale")
+    parser.add_argument("--sizes", default="30000x384,50000x1024",
+                        help="comma-separated n x d (e.g. 150000x4096)")
+    parser.add_argument("--dtypes", default="float32,float64")
+    parser.add_argument("--energy", type=float, default=10.0)
+    parser.add_argument("--starts", type=int, default=None, help="default: bht's own (32)")
+    parser.add_argument("--format", choices=("safetensors", "npy"), default="safetensors")
+    parser.add_argument("--tmp", default=None, help="folder for the matrices (default: system temp)")
+    args = parser.parse_args(argv)
+    dtype_ok = supports_dtype()
+    if not dtype_ok:
+        print("note: this bht has no --dtype option; every run computes in float64 "
+              "(the float32 rows are skipped)", file=sys.stderr)
+    print(f"load average: {os.getloadavg()}", file=sys.stderr)
+    print("| n x d | dtype | file | wall s | peak RSS GB | peak anon GB | H² | passes | starts |")
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|")
+    for size in args.sizes.split(","):
+        n, d = (int(v) for v in size.lower().split("x"))
+        folder = Path(tempfile.mkdtemp(prefix="bht-scale-", dir=args.tmp))
+        try:
+            t0 = time.perf_counter()
+            a, b = write_pair(folder, n, d, args.format)
+            print(f"{n} x {d}: wrote 2 x {4 * n * d / 1e9:.2f} GB in {time.perf_counter() - t0:.0f} s",
+                  file=sys.stderr)
+            for dtype in args.dtypes.split(","):
+                if dtype == "float32" and not dtype_ok:
+                    continue
+                info = run_design(a, b, args.energy, dtype if dtype_ok else None, args.starts)
+                print(info["command"], file=sys.stderr)
+                if info["code"] != 0:
+                    print(f"| {n:,} x {d:,} | {dtype} | {args.format} | failed (exit {info['code']}) "
+                          f"| {info['maxrss_kib'] / 2**20:.1f} | {info['peak_anon_kib'] / 2**20:.1f} "
+                          "| | | |", flush=True)
+                    print(info["stderr"], file=sys.stderr)
+                    continue
+                r = json.loads(info["stdout"])
+                print(f"| {n:,} x {d:,} | {dtype} | {args.format} | {info['wall']:.1f} "
+                      f"| {info['maxrss_kib'] / 2**20:.2f} | {info['peak_anon_kib'] / 2**20:.2f} "
+                      f"| {r['hellinger_squared']:.4g} | {r['solver']['passes']} "
+                      f"| {r['solver']['starts']} |", flush=True)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+    print(f"load average: {os.getloadavg()}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

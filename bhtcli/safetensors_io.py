@@ -1,0 +1,143 @@
+"""Reading one tensor of a ``.safetensors`` file as a read-only memory map (no copy).
+
+The ``safetensors`` package opens and validates the file (header size, JSON, known dtypes,
+offsets that tile the data section exactly); its numpy ``get_tensor`` then *copies* the
+tensor into memory, which at vocabulary scale (150,000 x 4,096 float32 = 2.4 GB per matrix)
+is the copy we want to avoid. The format stores every tensor as contiguous little-endian
+bytes at ``8 + header_length + data_offsets[0]``, so after the package has validated the
+header we re-read the same 8 + N header bytes for the offsets (the package does not expose
+them), check them again, and map the bytes with ``numpy.memmap``. float16 and bfloat16
+(``ml_dtypes.bfloat16``, a numpy dtype, which safetensors itself also needs for BF16) come
+back as memory maps of that dtype; callers up-cast them block by block (see
+:func:`bhtcli.validation.check_matrix`).
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import struct
+
+import ml_dtypes
+import numpy as np
+
+from .errors import InputError
+
+SUFFIX = ".safetensors"
+
+# safetensors dtype code -> numpy dtype (little-endian, as the format mandates)
+DTYPES = {
+    "F64": np.dtype("<f8"), "F32": np.dtype("<f4"), "F16": np.dtype("<f2"),
+    "BF16": np.dtype(ml_dtypes.bfloat16),
+    "I64": np.dtype("<i8"), "I32": np.dtype("<i4"), "I16": np.dtype("<i2"), "I8": np.dtype("i1"),
+    "U64": np.dtype("<u8"), "U32": np.dtype("<u4"), "U16": np.dtype("<u2"), "U8": np.dtype("u1"),
+}
+
+
+def split_tensor_name(spec: str):
+    """'model.safetensors:lm_head.weight' -> ('model.safetensors', 'lm_head.weight');
+    a spec without a tensor name -> (spec, None). Tensor names may contain dots and colons."""
+    at = spec.lower().find(SUFFIX + ":")
+    if at < 0:
+        return spec, None
+    cut = at + len(SUFFIX)
+    return spec[:cut], (spec[cut + 1:] or None)
+
+
+def read_safetensors(path: str, tensor: str | None = None) -> np.ndarray:
+    """One tensor of a .safetensors file, memory-mapped read-only in its stored dtype.
+
+    Parameters
+    ----------
+    path : str
+        The .safetensors file.
+    tensor : str, optional
+        The tensor's name. Without it the file must hold one tensor, or one 2-D tensor.
+
+    Returns
+    -------
+    numpy.ndarray
+        A read-only ``numpy.memmap`` (an in-memory array for an empty tensor) of dtype
+        float64, float32, float16, ``ml_dtypes.bfloat16`` or an integer type.
+
+    Raises
+    ------
+    InputError
+        A corrupt file, an unknown tensor name (the message lists the 2-D tensors), or a
+        dtype bht does not read (8-bit and smaller floats, bool, complex).
+    """
+    infos = _validated_infos(path)
+    name = _choose(path, infos, tensor)
+    info = infos[name]
+    code, shape = info["dtype"], tuple(info["shape"])
+    if code not in DTYPES:
+        raise InputError(f"{path}:{name} is stored as {code}, which bht does not read; "
+                         "store it as float32, float16 or bfloat16 (e.g. tensor.float())")
+    dtype = DTYPES[code]
+    if math.prod(shape) == 0:
+        return np.zeros(shape, dtype=dtype)
+    offset = info["data_start"] + info["data_offsets"][0]
+    return np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=shape)
+
+
+def _validated_infos(path: str) -> dict:
+    """{name: {dtype, shape, data_offsets, data_start}}, validated by the safetensors package
+    and then cross-checked against the raw header this module maps the bytes from."""
+    from safetensors import SafetensorError, safe_open
+
+    fix = "re-save it with safetensors.numpy.save_file or safetensors.torch.save_file"
+    try:
+        with safe_open(path, framework="np") as handle:
+            checked = {k: (handle.get_slice(k).get_dtype(), list(handle.get_slice(k).get_shape()))
+                       for k in handle.keys()}
+    except SafetensorError as exc:
+        raise InputError(f"{path} is not a valid .safetensors file ({_one_line(exc)}); {fix}") from None
+    except OSError as exc:
+        raise InputError(f"{path} could not be read as .safetensors ({exc.strerror or exc})") from None
+    size = os.path.getsize(path)
+    with open(path, "rb") as fh:
+        (length,) = struct.unpack("<Q", fh.read(8))
+        header = json.loads(fh.read(length).decode("utf-8"))
+    header.pop("__metadata__", None)
+    data_start = 8 + length
+    for name, info in header.items():
+        begin, end = info["data_offsets"]
+        itemsize = DTYPES[info["dtype"]].itemsize if info["dtype"] in DTYPES else None
+        consistent = (checked.get(name) == (info["dtype"], list(info["shape"]))
+                      and 0 <= begin <= end and data_start + end <= size
+                      and (itemsize is None or end - begin == itemsize * math.prod(info["shape"])))
+        if not consistent:
+            raise InputError(f"{path} is not a valid .safetensors file (tensor {name!r} has "
+                             f"inconsistent offsets or shape); {fix}")
+        info["data_start"] = data_start
+    if set(header) != set(checked):
+        raise InputError(f"{path} is not a valid .safetensors file (header names differ); {fix}")
+    return header
+
+
+LISTED = 10  # a real checkpoint has hundreds of 2-D tensors: name the largest few
+
+
+def _choose(path: str, infos: dict, tensor: str | None) -> str:
+    two_d = sorted((k for k, v in infos.items() if len(v["shape"]) == 2),
+                   key=lambda k: (-math.prod(infos[k]["shape"]), k))
+    listing = ", ".join(f"{k} ({' x '.join(map(str, infos[k]['shape']))} {infos[k]['dtype']})"
+                        for k in two_d[:LISTED]) or "none"
+    if len(two_d) > LISTED:
+        listing += f" and {len(two_d) - LISTED} more"
+    if tensor is not None:
+        if tensor not in infos:
+            raise InputError(f"{path} has no tensor {tensor!r}; its 2-D tensors: {listing}")
+        return tensor
+    if len(infos) == 1:
+        return next(iter(infos))
+    if len(two_d) == 1:
+        return two_d[0]
+    if not infos:
+        raise InputError(f"{path} holds no tensors")
+    raise InputError(f"{path} holds {len(infos)} tensors; pick one with {path}:TENSOR "
+                     f"(its 2-D tensors: {listing})")
+
+
+def _one_line(exc: Exception) -> str:
+    return " ".join(str(exc).split())
