@@ -342,3 +342,32 @@ def test_simulate_with_links_matches_the_prediction():
     assert r.fixed is not None
     pred, emp = r.fixed["predicted"], r.fixed["empirical"]
     assert abs(emp - pred) <= max(0.15 * pred, 2)
+
+
+# --- properties ---------------------------------------------------------------------------------------
+from hypothesis import given, settings, strategies as st  # noqa: E402
+from hypothesis.extra.numpy import arrays  # noqa: E402
+
+entries = st.floats(-3, 3, allow_nan=False).map(lambda v: 0.0 if abs(v) < 1e-6 else v)
+link_names = st.sampled_from(LINKS)
+
+
+@settings(max_examples=120, deadline=None)
+@given(arrays(np.float64, (5, 2), elements=entries), arrays(np.float64, (5, 2), elements=entries),
+       arrays(np.float64, (2,), elements=entries), arrays(np.float64, (5,), elements=entries),
+       link_names, link_names)
+def test_h2_is_symmetric_and_matches_the_direct_formula(A, B, x, bias, la, lb):
+    h_ab = h2_at(A, B, x, la, lb, bias, None)
+    h_ba = h2_at(B, A, x, lb, la, None, bias)
+    assert abs(h_ab - h_ba) <= 1e-12
+    assert 0.0 <= h_ab <= 1.0
+    direct = direct_h2(A, B, x, la, lb, bias, None)
+    assert abs(h_ab - direct) <= 1e-9 * max(direct, 1e-6)
+
+
+@settings(max_examples=60, deadline=None)
+@given(arrays(np.float64, (4, 2), elements=entries), arrays(np.float64, (2,), elements=entries),
+       arrays(np.float64, (4,), elements=entries), st.floats(-5, 5, allow_nan=False))
+def test_a_constant_added_to_an_exp_bias_changes_nothing(A, x, bias, shift):
+    B = A[::-1].copy()
+    assert abs(h2_at(A, B, x, ba=bias) - h2_at(A, B, x, ba=bias + shift)) <= 1e-12
