@@ -207,8 +207,9 @@ def _same_model(A, B, readout: Readout, diam: float, bias_range: float, tiny: fl
             return f"A and B are equal (rows and biases), with the same link {la.name}"
         return None
     if la == lb and la.kind == "poly":
-        sa = sum(float(np.sum(ta * ta)) for ta, _ in blocks())
-        sb = sum(float(np.sum(tb * tb)) for _, tb in blocks())
+        sa = sb = 0.0
+        for ta, tb in blocks():                 # one pass for both norms
+            sa, sb = sa + float(np.sum(ta * ta)), sb + float(np.sum(tb * tb))
         t = math.sqrt(sb / max(sa, 1e-300))
         worst = max(float(np.max(np.minimum(np.linalg.norm(tb - t * ta, axis=1),
                                             np.linalg.norm(tb + t * ta, axis=1))))

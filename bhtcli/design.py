@@ -171,8 +171,12 @@ def _warnings(readout) -> list:
 
 def _report(ctx: _Context, x, on_boundary, solver):
     pair = ctx.pair
-    # The reported numbers come from float64 scores at x, whatever the search's dtype.
-    c, delta = logits_at(ctx.A, ctx.B, x, pair.readout)
+    # The reported numbers come from float64 scores at x: the pair's own product when it is
+    # float64, one streamed float64 pass over A and B after a float32 search.
+    if pair.dtype == np.float64:
+        c, delta = pair.logits(x)
+    else:
+        c, delta = logits_at(ctx.A, ctx.B, x, pair.readout)
     tilt = Tilt.from_logits(c, delta)
     div = divergences_from_tilt(tilt)
     counts = sample_counts(tilt, div.bhattacharyya_distance, ctx.error)

@@ -166,26 +166,37 @@ def _load_npy(path: str) -> np.ndarray:
 
 
 def _load_npz(path: str, key: str | None) -> np.ndarray:
+    with open_npz(path) as archive:
+        keys = list(archive.files)
+        if key is None:
+            if len(keys) != 1:
+                raise InputError(f"{path} holds {len(keys)} arrays ({', '.join(keys) or 'none'}); "
+                                 f"pick one with {path}:KEY")
+            key = keys[0]
+        if key not in keys:
+            raise InputError(f"{path} has no array {key!r}; it holds: {', '.join(keys) or 'none'}")
+        return archive[key]
+
+
+@contextlib.contextmanager
+def open_npz(path: str, label: str | None = None):
+    """np.load of a .npz without pickles; every failure inside the block (opening, reading an
+    array) becomes one InputError naming `label` (default: the path)."""
+    label = label or path
     try:
         with np.load(path, allow_pickle=False) as archive:
-            keys = list(archive.files)
-            if key is None:
-                if len(keys) != 1:
-                    raise InputError(f"{path} holds {len(keys)} arrays ({', '.join(keys) or 'none'}); "
-                                     f"pick one with {path}:KEY")
-                key = keys[0]
-            if key not in keys:
-                raise InputError(f"{path} has no array {key!r}; it holds: {', '.join(keys) or 'none'}")
-            return archive[key]
+            yield archive
     except InputError:
         raise
     except ValueError as exc:
         if "pickle" in str(exc).lower() or "object" in str(exc).lower():
-            raise InputError(f"{path} holds a pickled/object array, which bht refuses to load; "
+            raise InputError(f"{label} holds a pickled/object array, which bht refuses to load; "
                              "save float arrays with numpy.savez") from None
-        raise InputError(f"{path} is not a valid .npz file ({exc})") from None
+        raise InputError(f"{label} is not a valid .npz file ({exc})") from None
+    except PermissionError:
+        raise InputError(f"{label}: permission denied; make the file readable") from None
     except (OSError, EOFError, zipfile.BadZipFile) as exc:
-        raise InputError(f"{path} is not a valid .npz file ({exc}); re-save it with numpy.savez") from None
+        raise InputError(f"{label} is not a valid .npz file ({exc}); re-save it with numpy.savez") from None
 
 
 def _parse_bytes(data: bytes, label: str) -> np.ndarray:

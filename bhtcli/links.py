@@ -58,8 +58,9 @@ class Link:
                 return self.degree * np.log(np.abs(s))
         return _log_taylor(s, self.degree)
 
-    def dlog_weight(self, s: np.ndarray) -> np.ndarray:
-        """phi'(s) = f'(s) / f(s) (0 where a poly weight is exactly 0)."""
+    def dlog_weight(self, s: np.ndarray, log_w: np.ndarray | None = None) -> np.ndarray:
+        """phi'(s) = f'(s) / f(s) (0 where a poly weight is exactly 0); `log_w` = phi(s) when
+        the caller has it (saves recomputing log T_K)."""
         s = np.asarray(s, dtype=np.float64)
         if self.kind == "exp":
             return np.ones_like(s)
@@ -72,7 +73,7 @@ class Link:
         K = self.degree
         with np.errstate(divide="ignore"):
             last = K * np.log(np.abs(s)) - gammaln(K + 1.0)
-        return 1.0 - np.exp(last - _log_taylor(s, K))
+        return 1.0 - np.exp(last - (_log_taylor(s, K) if log_w is None else log_w))
 
     def psi(self, s: np.ndarray) -> np.ndarray:
         """phi(s) - s, computed without cancellation (0 for exp)."""

@@ -272,28 +272,31 @@ def distinct(X: np.ndarray, f: np.ndarray, energy: float, tol: float = 1e-5):
     return keep
 
 
-def maximize(pair: SoftmaxPair, energy: float, starts: int = DEFAULT_STARTS, seed: int = 0,
-             keep: int = 4, progress=None) -> SearchResult:
-    """Best query over the ball of radius `energy` (see the module docstring for the method)."""
-    t0 = time.perf_counter()
-    X0 = starting_points(pair, energy, starts, seed)
-    k = X0.shape[1]
-    if progress:
-        progress(f"climbing from {k} starts")
-    run = BatchedAscent(pair, X0, energy)
-    # Exploring to 1e-5 ranks the local maxima as well as 1e-7 does (same winners on the test
-    # set) with ~40% fewer passes; only the best few are polished.
-    # float32 products carry ~1e-7 relative noise (more after summing n terms): explore and
-    # polish only to what they resolve; the value at a maximum is flat, so H^2 keeps ~1e-8.
-    exact = pair.dtype == np.float64
-    run.run(500, gtol=1e-5 if exact else 1e-4)
-    all_f = run.f.copy()
+@dataclass
+class Climb:
+    x: np.ndarray               # the best point after polishing and the interior check
+    value: float
+    iterations: int
+    explored: np.ndarray        # objective at every start's end of the exploration
+    finals: list                # indices of the distinct end points, best first
+
+
+def climb(objective, X0: np.ndarray, energy: float, *, explore_gtol: float, polish_gtol: float,
+          ray_gtol: float, keep: int = 4, progress=None) -> Climb:
+    """Explore from every column of X0, polish the best `keep` distinct maxima, then scan the
+    ray through the winner and climb again from any better point on it (interior maxima).
+
+    `objective` is anything BatchedAscent climbs (evaluate/pullback/value), e.g. SoftmaxPair.
+    """
+    run = BatchedAscent(objective, X0, energy)
+    run.run(500, gtol=explore_gtol)
+    explored = run.f.copy()
     finals = distinct(run.X, run.f, energy, tol=1e-3)
     if progress:
         progress(f"polishing the best {min(keep, len(finals))} local maxima")
     run.keep(finals[:keep])
     run.active[:] = True
-    run.run(2000, gtol=1e-10 if exact else 1e-5)
+    run.run(2000, gtol=polish_gtol)
     best = int(np.argmax(run.f))
     x, fx = run.X[:, best].copy(), float(run.f[best])
     iterations = run.iterations
@@ -302,18 +305,36 @@ def maximize(pair: SoftmaxPair, energy: float, starts: int = DEFAULT_STARTS, see
     norm_x = np.linalg.norm(x)
     if norm_x > 0:
         ray = np.outer(x / norm_x, np.linspace(0.05, 1.0, 20) * energy)
-        fr = pair.value(ray)
+        fr = objective.value(ray)
         j = int(np.argmax(fr))
         if fr[j] > fx * (1 + 1e-9):
-            again = ascend(pair, ray[:, [j]], energy, max_iter=2000,
-                           gtol=1e-11 if exact else 1e-5)
+            again = ascend(objective, ray[:, [j]], energy, max_iter=2000, gtol=ray_gtol)
             iterations += again.iterations
             if again.f[0] > fx:
                 x, fx = again.X[:, 0].copy(), float(again.f[0])
+    return Climb(x, fx, iterations, explored, finals)
 
-    values = sorted({float(v) for v in all_f[finals]} | {fx}, reverse=True)
+
+def maximize(pair: SoftmaxPair, energy: float, starts: int = DEFAULT_STARTS, seed: int = 0,
+             keep: int = 4, progress=None) -> SearchResult:
+    """Best query over the ball of radius `energy` (see the module docstring for the method)."""
+    t0 = time.perf_counter()
+    X0 = starting_points(pair, energy, starts, seed)
+    k = X0.shape[1]
+    if progress:
+        progress(f"climbing from {k} starts")
+    # Exploring to 1e-5 ranks the local maxima as well as 1e-7 does (same winners on the test
+    # set) with ~40% fewer passes; only the best few are polished.
+    # float32 products carry ~1e-7 relative noise (more after summing n terms): explore and
+    # polish only to what they resolve; the value at a maximum is flat, so H^2 keeps ~1e-8.
+    exact = pair.dtype == np.float64
+    found = climb(pair, X0, energy, explore_gtol=1e-5 if exact else 1e-4,
+                  polish_gtol=1e-10 if exact else 1e-5, ray_gtol=1e-11 if exact else 1e-5,
+                  keep=keep, progress=progress)
+    x, fx = found.x, found.value
+    values = sorted({float(v) for v in found.explored[found.finals]} | {fx}, reverse=True)
     on_boundary, residual = kkt_state(pair, x, energy)
-    return SearchResult(x=x, value=fx, starts=k, iterations=iterations,
+    return SearchResult(x=x, value=fx, starts=k, iterations=found.iterations,
                         local_maxima=len(values), values=values[:10], on_boundary=on_boundary,
                         kkt_residual=residual, seconds=time.perf_counter() - t0)
 

@@ -28,7 +28,7 @@ import numpy as np
 from scipy.special import ndtri
 
 from .io import load_pair
-from .optimize import BatchedAscent, distinct, project
+from .optimize import climb, project
 from .samples import ceil_count, lower_count, upper_count
 from .validation import check_energy, check_error, check_seed, check_starts
 
@@ -152,25 +152,9 @@ def maximize_variance(objective: VarianceObjective, energy: float, starts: int =
         u /= np.linalg.norm(u)
         radius = energy * rng.uniform() ** (1.0 / d) if len(cols) % 2 else energy
         cols.append(radius * u)
-    run = BatchedAscent(objective, np.stack(cols[:starts], axis=1), energy)
-    run.run(500, gtol=1e-6)
-    finals = distinct(run.X, run.f, energy, tol=1e-3)
-    seen = len(finals)
-    run.keep(finals[:4])
-    run.active[:] = True
-    run.run(2000, gtol=1e-10)
-    best = int(np.argmax(run.f))
-    x, nu = run.X[:, best].copy(), float(run.f[best])
-    norm_x = np.linalg.norm(x)
-    if norm_x > 0:
-        ray = np.outer(x / norm_x, np.linspace(0.05, 1.0, 20) * energy)
-        fr = objective.value(ray)
-        j = int(np.argmax(fr))
-        if fr[j] > nu * (1 + 1e-9):
-            again = BatchedAscent(objective, ray[:, [j]], energy)
-            again.run(2000, gtol=1e-11)
-            if again.f[0] > nu:
-                x, nu = again.X[:, 0].copy(), float(again.f[0])
+    found = climb(objective, np.stack(cols[:starts], axis=1), energy,
+                  explore_gtol=1e-6, polish_gtol=1e-10, ray_gtol=1e-11)
+    x, nu, seen = found.x, found.value, len(found.finals)
     return project(x[:, None], energy)[:, 0], nu, seen
 
 

@@ -126,7 +126,7 @@ def make_readout(n: int, link_a="exp", link_b="exp", bias_a=None, bias_b=None) -
 def _floored(link: Link, s: np.ndarray):
     """(phi(s) floored at max - LOG_FLOOR per column, phi'(s) (0 where floored), floored mask).
     A column whose weights are all 0 (poly at s = 0) becomes uniform: phi = 0."""
-    u = link.log_weight(s)
+    u = raw = link.log_weight(s)
     if link.is_exp:
         return u, np.ones_like(u), np.zeros(u.shape, dtype=bool)
     top = np.max(u, axis=0)
@@ -138,5 +138,5 @@ def _floored(link: Link, s: np.ndarray):
     if np.any(dead):
         u = np.where(dead, 0.0, u)
         low = low & ~dead
-    jac = np.where(low, 0.0, link.dlog_weight(s))
+    jac = np.where(low, 0.0, link.dlog_weight(s, raw))
     return u, jac, low | (dead & np.ones_like(low))

@@ -18,15 +18,14 @@ from __future__ import annotations
 import math
 import os
 import time
-import zipfile
 from dataclasses import dataclass, field, fields
 
 import numpy as np
 
 from .errors import InputError
-from .io import check_output_path, load_matrix, save_npy_atomic
+from .io import check_output_path, load_matrix, open_npz, save_npy_atomic
 from .results import json_safe
-from .validation import check_error, check_matrix, check_seed
+from .validation import check_error, check_matrix, check_positive, check_seed
 
 BLOCK_ENTRIES = 1 << 21     # entries of one block of probabilities (16 MB in float64)
 
@@ -158,25 +157,13 @@ def _read_npz(path: str, label: str):
     if os.path.isdir(path) or not path.lower().endswith(".npz"):
         raise InputError(f"--data {path}: expected a .npz archive holding Q (m x d queries) and Y "
                          "(m x n targets); write it with numpy.savez('D.npz', Q=Q, Y=Y)")
-    try:
-        with np.load(path, allow_pickle=False) as archive:
-            keys = list(archive.files)
-            missing = [k for k in ("Q", "Y") if k not in keys]
-            if missing:
-                raise InputError(f"{label} has no array {' or '.join(missing)}; it holds: "
-                                 f"{', '.join(keys) or 'none'}; write it with numpy.savez('D.npz', Q=Q, Y=Y)")
-            return archive["Q"], archive["Y"]
-    except InputError:
-        raise
-    except ValueError as exc:
-        if "pickle" in str(exc).lower() or "object" in str(exc).lower():
-            raise InputError(f"{label} holds a pickled/object array, which bht refuses to load; "
-                             "save float arrays with numpy.savez") from None
-        raise InputError(f"{label} is not a valid .npz file ({exc})") from None
-    except PermissionError:
-        raise InputError(f"{label}: permission denied; make the file readable") from None
-    except (OSError, EOFError, zipfile.BadZipFile) as exc:
-        raise InputError(f"{label} is not a valid .npz file ({exc}); re-save it with numpy.savez") from None
+    with open_npz(path, label) as archive:
+        keys = list(archive.files)
+        missing = [k for k in ("Q", "Y") if k not in keys]
+        if missing:
+            raise InputError(f"{label} has no array {' or '.join(missing)}; it holds: "
+                             f"{', '.join(keys) or 'none'}; write it with numpy.savez('D.npz', Q=Q, Y=Y)")
+        return archive["Q"], archive["Y"]
 
 
 def _targets(Y, m: int, n: int, label: str) -> np.ndarray:
@@ -216,13 +203,7 @@ def _targets(Y, m: int, n: int, label: str) -> np.ndarray:
 
 def check_lr(lr) -> float:
     """The learning rate: finite and > 0."""
-    try:
-        v = float(lr)
-    except (TypeError, ValueError):
-        raise InputError(f"--lr must be a number, got {lr!r}") from None
-    if not math.isfinite(v) or v <= 0:
-        raise InputError(f"--lr must be a finite number > 0, got {lr!r}")
-    return v
+    return check_positive(lr, "--lr")
 
 
 def check_steps(steps) -> int:

@@ -89,13 +89,18 @@ def check_pair(A: np.ndarray, B: np.ndarray, name_a: str = "A", name_b: str = "B
 
 def check_energy(energy: float, option: str = "--energy") -> float:
     """Return the energy budget E as float; it must be finite and > 0."""
+    return check_positive(energy, option)
+
+
+def check_positive(value, option: str) -> float:
+    """`value` as a float that is finite and > 0 (an energy, a learning rate)."""
     try:
-        e = float(energy)
+        v = float(value)
     except (TypeError, ValueError):
-        raise InputError(f"{option} must be a number, got {energy!r}") from None
-    if not math.isfinite(e) or e <= 0:
-        raise InputError(f"{option} must be a finite number > 0, got {energy!r}")
-    return e
+        raise InputError(f"{option} must be a number, got {value!r}") from None
+    if not math.isfinite(v) or v <= 0:
+        raise InputError(f"{option} must be a finite number > 0, got {value!r}")
+    return v
 
 
 def check_error(error: float, option: str = "--error") -> float:

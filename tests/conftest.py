@@ -11,16 +11,20 @@ def plain_divergences(A, B, x):
             "kl_ab": np.sum(p * np.log(p / q)), "kl_ba": np.sum(q * np.log(q / p)), "p": p, "q": q}
 
 
+def disk_points(energy, d, m=401):
+    """Columns x of a dense grid of the ball: 20,001 points of [-E, E] (d = 1) or a polar grid
+    of m radii x 4m angles of the disk (d = 2)."""
+    if d == 1:
+        return np.linspace(-energy, energy, 20001)[None, :]
+    r = np.linspace(0, energy, m)
+    t = np.linspace(0, 2 * np.pi, 4 * m, endpoint=False)
+    R, T = np.meshgrid(r, t)
+    return np.stack([(R * np.cos(T)).ravel(), (R * np.sin(T)).ravel()])
+
+
 def grid_max_h2(A, B, energy, m=401):
     """Brute force: H^2 on a dense polar grid of the disk (d = 2) or segment (d = 1)."""
-    d = A.shape[1]
-    if d == 1:
-        xs = np.linspace(-energy, energy, 20001)[None, :]
-    else:
-        r = np.linspace(0, energy, m)
-        t = np.linspace(0, 2 * np.pi, 4 * m, endpoint=False)
-        R, T = np.meshgrid(r, t)
-        xs = np.stack([(R * np.cos(T)).ravel(), (R * np.sin(T)).ravel()])
+    xs = disk_points(energy, A.shape[1], m)
     a, b = A @ xs, B @ xs
     p, q = softmax(a, axis=0), softmax(b, axis=0)
     h2 = 1 - np.sum(np.sqrt(p * q), axis=0)

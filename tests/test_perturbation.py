@@ -4,6 +4,7 @@ import pytest
 from scipy.special import softmax
 
 from bhtcli.design import design
+from conftest import disk_points
 from bhtcli.perturbation import VarianceObjective, small_perturbation_estimate
 
 
@@ -14,14 +15,7 @@ def plain_variance(A, M, x):
 
 
 def grid_max_variance(A, M, energy, m=401):
-    d = A.shape[1]
-    if d == 1:
-        xs = np.linspace(-energy, energy, 20001)[None, :]
-    else:
-        r = np.linspace(0, energy, m)
-        t = np.linspace(0, 2 * np.pi, 4 * m, endpoint=False)
-        R, T = np.meshgrid(r, t)
-        xs = np.stack([(R * np.cos(T)).ravel(), (R * np.sin(T)).ravel()])
+    xs = disk_points(energy, A.shape[1], m)
     p, delta = softmax(A @ xs, axis=0), M @ xs
     V = np.sum(p * delta ** 2, axis=0) - np.sum(p * delta, axis=0) ** 2
     return float(V.max())
