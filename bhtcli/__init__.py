@@ -4,11 +4,11 @@
     >>> result = design("A.npy", "B.npy", energy=1.0)       # doctest: +SKIP
     >>> result.samples["predicted"]                          # doctest: +SKIP
 """
-from .bounds import BoundResult, bound
-from .design import DesignResult, design
-from .errors import BhtError, InputError, SolverError
-from .io import load_matrix
-from .shift import ShiftResult, shift
+from bhtcli.bounds import BoundResult, bound
+from bhtcli.design import DesignResult, design
+from bhtcli.errors import BhtError, InputError, SolverError
+from bhtcli.io import load_matrix
+from bhtcli.shift import ShiftResult, shift
 
 __version__ = "0.1.0"
 __all__ = ["design", "bound", "shift", "load_matrix", "DesignResult", "BoundResult", "ShiftResult",

@@ -1,4 +1,4 @@
-from .cli import main
+from bhtcli.cli import main
 
 if __name__ == "__main__":   # guarded: Dask's worker processes re-import the main module
     main()

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .divergences import Tilt
-from .errors import InputError
-from .softmax import logits_at
+from bhtcli.divergences import Tilt
+from bhtcli.errors import InputError
+from bhtcli.softmax import logits_at
 
 
 @dataclass(frozen=True)
@@ -111,15 +111,15 @@ def sample(A, query, count: int, seed: int = 0, model: str = "softmax", link: st
     model="softmax": query x of length d, p ∝ f(A x + bias) for the link f ("exp", "poly:K",
     "taylor:K"); model="leverage": query s of length n (s_i != 0).
     """
-    from .io import load_matrix
-    from .validation import check_count, check_seed
+    from bhtcli.io import load_matrix
+    from bhtcli.validation import check_count, check_seed
     count, seed = check_count(count), check_seed(seed)
     A = load_matrix(A, None if isinstance(A, (str, os.PathLike)) else "A")
     readout = None
     if model == "leverage":
         check_no_readout(link, bias)
     else:
-        from .readout import make_readout
+        from bhtcli.readout import make_readout
         readout = make_readout(A.shape[0], link_a=link, bias_a=bias)
     logp = model_log_probs(A, query, model, readout)
     cdf = np.cumsum(np.exp(logp))
@@ -141,14 +141,14 @@ def leverage_theta(s: np.ndarray) -> np.ndarray:
 
 def model_log_probs(A: np.ndarray, query, model: str, readout=None) -> np.ndarray:
     """log P_A(query) for either model kind (query loaded and checked here)."""
-    from .io import load_query
+    from bhtcli.io import load_query
     if model == "leverage":
-        from .leverage import LeverageModel
+        from bhtcli.leverage import LeverageModel
         s = load_query(query, A.shape[0], what="the leverage query s (one entry per row)")
         state = LeverageModel(A).at(np.exp(leverage_theta(s)))
         return state.log_p
-    from .readout import Readout
-    from .softmax import scores_at
+    from bhtcli.readout import Readout
+    from bhtcli.softmax import scores_at
     x = load_query(query, A.shape[1])
     readout = Readout() if readout is None else readout
     return log_softmax(readout.log_weights(scores_at(A, x), "A"))
@@ -156,9 +156,9 @@ def model_log_probs(A: np.ndarray, query, model: str, readout=None) -> np.ndarra
 
 def answer_law(A: np.ndarray, B: np.ndarray, query, model: str, readout=None) -> AnswerLaw:
     """Both models' answer laws at one query (stable tilt form), for either model kind."""
-    from .io import load_query
+    from bhtcli.io import load_query
     if model == "leverage":
-        from .leverage import LeveragePair
+        from bhtcli.leverage import LeveragePair
         s = load_query(query, A.shape[0], what="the leverage query s (one entry per row)")
         tilt = LeveragePair(A, B).tilt(leverage_theta(s))
         return AnswerLaw(*tilt.log_probs())

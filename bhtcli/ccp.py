@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import InputError, SolverError
+from bhtcli.errors import InputError, SolverError
 
 CCP_MAX_SIZE = 200_000   # n * d
 

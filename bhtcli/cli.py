@@ -7,13 +7,13 @@ import sys
 import click
 from rich.console import Console
 
-from . import __version__
-from .bounds import bound as bound_fn
-from .design import METHODS, design as design_fn
-from .errors import BhtError, InputError
-from .io import check_output_path, save_npy_atomic
-from .optimize import DEFAULT_STARTS
-from .render import render_bound_table, render_design_table, render_json
+from bhtcli import __version__
+from bhtcli.bounds import bound as bound_fn
+from bhtcli.design import METHODS, design as design_fn
+from bhtcli.errors import BhtError, InputError
+from bhtcli.io import check_output_path, save_npy_atomic
+from bhtcli.optimize import DEFAULT_STARTS
+from bhtcli.render import render_bound_table, render_design_table, render_json
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 
@@ -86,7 +86,7 @@ def _readout(model, link_a, link_b, bias_a, bias_b) -> dict:
     """The link/bias keyword arguments for the library (refused for leverage models)."""
     settings = dict(link_a=link_a, link_b=link_b, bias_a=bias_a, bias_b=bias_b)
     if model == "leverage":
-        from .answers import check_no_readout
+        from bhtcli.answers import check_no_readout
         check_no_readout(*settings.values())
         return {}
     return settings
@@ -121,7 +121,7 @@ def design(a, b, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, st
     err = _stderr()
     progress = (lambda msg: err.print(f"[dim]{msg}[/dim]")) if not as_json else None
     if model == "leverage":
-        from .leverage_design import design_leverage
+        from bhtcli.leverage_design import design_leverage
         if method != "lbfgs":
             raise InputError("--method ccp is for softmax models; leverage models use L-BFGS-B")
         if dtype != "float64":
@@ -154,7 +154,7 @@ def bound(a, b, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, as_
     """
     settings = _readout(model, link_a, link_b, bias_a, bias_b)
     if model == "leverage":
-        from .leverage_design import bound_leverage
+        from bhtcli.leverage_design import bound_leverage
         result = bound_leverage(a, b, energy, floor, error=alpha)
     else:
         _no_floor(floor)
@@ -180,7 +180,7 @@ def sample(a, model, query, count, seed, link, bias):
       bht sample A.npy --query x.npy --count 50
       bht sample A.npy --query x.npy --count 50 | bht decide A.npy B.npy --query x.npy -
     """
-    from .answers import sample as sample_fn
+    from bhtcli.answers import sample as sample_fn
     answers = sample_fn(a, query, count, seed=seed, model=model, link=link, bias=bias)
     out = sys.stdout
     for start in range(0, len(answers), 65536):
@@ -205,8 +205,8 @@ def decide(a, b, answers, model, query, alpha, link_a, link_b, bias_a, bias_b, a
       bht decide A.npy B.npy --query x.npy answers.txt
       bht sample B.npy --query x.npy --count 40 | bht decide A.npy B.npy --query x.npy - --json
     """
-    from .decide import decide as decide_fn
-    from .render import render_decide_table
+    from bhtcli.decide import decide as decide_fn
+    from bhtcli.render import render_decide_table
     if a == "-" or b == "-":
         raise InputError("A and B must be files for decide (standard input carries the answers)")
     settings = _readout(model, link_a, link_b, bias_a, bias_b)
@@ -235,8 +235,8 @@ def simulate(a, b, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, 
       bht simulate A.npy B.npy --energy 1.0 --policy fixed --plot errors.png
       bht simulate A.npy B.npy --energy 1.0 --query x.npy --json | jq .sprt
     """
-    from .render import render_simulate_table
-    from .simulate import simulate as simulate_fn
+    from bhtcli.render import render_simulate_table
+    from bhtcli.simulate import simulate as simulate_fn
     if plot:
         check_output_path(plot, "--plot")
         if not plot.lower().endswith(".png"):
@@ -263,7 +263,7 @@ def simulate(a, b, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, 
                              predicted_points=80 if plot else 0, **settings)
         if plot:
             say("plotting")
-            from .plot import plot_fixed
+            from bhtcli.plot import plot_fixed
             plot_fixed(result, plot)
     _emit(result, as_json, render_simulate_table)
 
@@ -292,8 +292,8 @@ def sweep(manifest, results, scheduler, workers, export, retry_failed, as_json):
       bht sweep pairs.jsonl --out results.jsonl --scheduler tcp://10.0.0.5:8786 --json
     """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-    from .render import render_sweep_table
-    from .sweep import sweep as sweep_fn
+    from bhtcli.render import render_sweep_table
+    from bhtcli.sweep import sweep as sweep_fn
     err = _stderr()
     bar = Progress(TextColumn("sweep"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[failed]} failed"),
                    TimeRemainingColumn(), console=err, transient=True, disable=not err.is_terminal)
@@ -338,8 +338,8 @@ def shift(a, data, lr, steps, out, energy, alpha, seed, as_json):
       bht shift A.npy --data D.npz --lr 10 --steps 10 --out B.npy
       bht shift A.npy --data D.npz --lr 10 --out B.npy --energy 1.0 --json | jq .detection.samples
     """
-    from .render import render_shift_table
-    from .shift import shift as shift_fn
+    from bhtcli.render import render_shift_table
+    from bhtcli.shift import shift as shift_fn
     err = _stderr()
     progress = (lambda msg: err.print(f"[dim]{msg}[/dim]")) if not as_json else None
     result = shift_fn(a, data, lr, steps, out=out, energy=energy, error=alpha, seed=seed, progress=progress)

@@ -7,12 +7,12 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from scipy.special import expit
 
-from .answers import check_no_readout, answer_law, read_answers
-from .readout import make_readout
-from .results import json_safe
-from .divergences import divergences_from_tilt
-from .io import load_pair
-from .validation import check_error
+from bhtcli.answers import check_no_readout, answer_law, read_answers
+from bhtcli.readout import make_readout
+from bhtcli.results import json_safe
+from bhtcli.divergences import divergences_from_tilt
+from bhtcli.io import load_pair
+from bhtcli.validation import check_error
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,7 @@ def decide(A, B, query, answers, error: float = 0.05, stdin=None, model: str = "
         obs = read_answers(answers, A.shape[0], stdin=stdin)
     else:
         obs = read_answers_array(answers, A.shape[0])
-    from .leverage import tilt_of
+    from bhtcli.leverage import tilt_of
     div = divergences_from_tilt(tilt_of(law.log_pa, law.log_pb))
     path = np.cumsum(law.llr[obs])
     a = math.log((1 - error) / error)
@@ -87,7 +87,7 @@ def decide(A, B, query, answers, error: float = 0.05, stdin=None, model: str = "
 
 
 def read_answers_array(values, n: int) -> np.ndarray:
-    from .errors import InputError
+    from bhtcli.errors import InputError
     arr = np.asarray(values)
     if arr.ndim != 1 or arr.size == 0 or arr.dtype.kind not in "iu":
         raise InputError("answers must be a non-empty 1-D sequence of integers")

@@ -7,16 +7,16 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from .bounds import PairFacts, analyse_pair, certificate_from_spread
-from .results import json_safe
-from .divergences import Tilt, divergences_from_tilt
-from .errors import InputError
-from .io import load_pair
-from .optimize import DEFAULT_STARTS, kkt_state, maximize, starting_points
-from .samples import sample_counts
-from .readout import make_readout
-from .softmax import SoftmaxPair, logits_at
-from .validation import check_dtype, check_energy, check_error, check_seed, check_starts
+from bhtcli.bounds import PairFacts, analyse_pair, certificate_from_spread
+from bhtcli.results import json_safe
+from bhtcli.divergences import Tilt, divergences_from_tilt
+from bhtcli.errors import InputError
+from bhtcli.io import load_pair
+from bhtcli.optimize import DEFAULT_STARTS, kkt_state, maximize, starting_points
+from bhtcli.samples import sample_counts
+from bhtcli.readout import make_readout
+from bhtcli.softmax import SoftmaxPair, logits_at
+from bhtcli.validation import check_dtype, check_energy, check_error, check_seed, check_starts
 
 METHODS = ("lbfgs", "ccp")
 
@@ -231,7 +231,7 @@ def _paper_dict(ctx: _Context, distinguishable):
 
 
 def _run_ccp(A, B, pair, energy, starts, seed):
-    from .ccp import ccp_maximize
+    from bhtcli.ccp import ccp_maximize
     t = time.perf_counter()
     X0 = starting_points(pair, energy, starts, seed)
     A, B = np.asarray(A, dtype=np.float64), np.asarray(B, dtype=np.float64)

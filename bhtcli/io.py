@@ -25,10 +25,10 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import InputError
-from .pickles import refuse_pickles
-from .safetensors_io import read_safetensors, split_tensor_name
-from .validation import check_matrix, check_pair
+from bhtcli.errors import InputError
+from bhtcli.pickles import refuse_pickles
+from bhtcli.safetensors_io import read_safetensors, split_tensor_name
+from bhtcli.validation import check_matrix, check_pair
 
 NPY_MAGIC = b"\x93NUMPY"
 TEXT_SUFFIXES = {".csv", ".txt", ".tsv", ".dat"}
@@ -71,7 +71,7 @@ def load_matrix(spec, name: str | None = None, stdin=None, dtype=np.float64) -> 
 
 def load_query(spec, length: int, name: str | None = None, what: str = "the query x") -> np.ndarray:
     """Load a query vector (any format load_matrix reads; (d,), (d, 1) or (1, d))."""
-    from .validation import check_query
+    from bhtcli.validation import check_query
     if not isinstance(spec, (str, os.PathLike)):
         return check_query(spec, name or "query", length, what)
     return check_query(np.asarray(read_array(spec, name)), _label(spec, name, "query"), length, what)
@@ -88,7 +88,7 @@ def load_vector(spec, length: int, option: str) -> np.ndarray:
     if size is not None and size != length:
         raise InputError(f"{label} has {size} entries but the models have {length} rows; "
                          "a bias needs one entry per row (answer)")
-    from .validation import check_query
+    from bhtcli.validation import check_query
     return check_query(arr, label, length, what="a vector with one entry per row")
 
 

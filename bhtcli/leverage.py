@@ -19,8 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.linalg import cho_factor, solve_triangular
 
-from .divergences import Tilt
-from .errors import InputError
+from bhtcli.divergences import Tilt
+from bhtcli.errors import InputError
 
 RANK_RTOL = 1e-10
 

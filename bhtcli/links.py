@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import gammaln
 
-from .errors import InputError
+from bhtcli.errors import InputError
 
 MAX_DEGREE = 64
 # log-weights more than this below a column's largest are 0 once exponentiated (e^-745 = 0).

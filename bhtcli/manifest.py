@@ -19,9 +19,9 @@ import os
 from dataclasses import dataclass, field
 from typing import Callable
 
-from .errors import InputError
-from .optimize import DEFAULT_STARTS
-from .validation import check_energy, check_error, check_seed, check_starts
+from bhtcli.errors import InputError
+from bhtcli.optimize import DEFAULT_STARTS
+from bhtcli.validation import check_energy, check_error, check_seed, check_starts
 
 MODELS = ("softmax", "leverage")
 LABEL_PREFIX = "label_"
@@ -76,12 +76,12 @@ def _floor(raw, column, base):
 
 
 def _link(raw, column, base):
-    from .links import parse_link
+    from bhtcli.links import parse_link
     return parse_link(raw, column).name
 
 
 def _dtype(raw, column, base):
-    from .validation import check_dtype
+    from bhtcli.validation import check_dtype
     return check_dtype(str(raw).strip(), column)
 
 

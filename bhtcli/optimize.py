@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .softmax import SoftmaxPair
+from bhtcli.softmax import SoftmaxPair
 
 DEFAULT_STARTS = 32
 

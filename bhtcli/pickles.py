@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .errors import InputError
+from bhtcli.errors import InputError
 
 TORCH_SUFFIXES = {".pt", ".pth", ".bin", ".ckpt"}
 PICKLE_SUFFIXES = {".pkl", ".pickle"}

@@ -21,7 +21,7 @@ import struct
 import ml_dtypes
 import numpy as np
 
-from .errors import InputError
+from bhtcli.errors import InputError
 
 SUFFIX = ".safetensors"
 

@@ -22,10 +22,10 @@ from dataclasses import dataclass, field, fields
 
 import numpy as np
 
-from .errors import InputError
-from .io import check_output_path, load_matrix, open_npz, save_npy_atomic
-from .results import json_safe
-from .validation import check_error, check_matrix, check_positive, check_seed
+from bhtcli.errors import InputError
+from bhtcli.io import check_output_path, load_matrix, open_npz, save_npy_atomic
+from bhtcli.results import json_safe
+from bhtcli.validation import check_error, check_matrix, check_positive, check_seed
 
 BLOCK_ENTRIES = 1 << 21     # entries of one block of probabilities (16 MB in float64)
 
@@ -253,7 +253,7 @@ def shift(A, data, lr: float, steps: int = 1, *, out: str | None = None, energy:
     """
     lr, steps = check_lr(lr), check_steps(steps)
     if energy is not None:
-        from .validation import check_energy
+        from bhtcli.validation import check_energy
         energy, error, seed = check_energy(energy), check_error(error), check_seed(seed)
     if out is not None:
         check_output_path(out)
@@ -302,8 +302,8 @@ def detect_update(A, B, energy: float, error: float = 0.05, seed: int = 0, progr
     ``estimate_over_design`` is (nu/8) / D with D the designed query's Bhattacharyya distance:
     1 for small updates, and how far the second-order estimate is off for large ones.
     """
-    from .design import design
-    from .perturbation import small_perturbation_estimate
+    from bhtcli.design import design
+    from bhtcli.perturbation import small_perturbation_estimate
     if progress:
         progress("designing the query that best detects the update")
     r = design(A, B, energy, error=error, seed=seed)

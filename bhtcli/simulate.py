@@ -19,16 +19,16 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from .answers import AnswerLaw, check_no_readout, draw
-from .design import design, report_for_query
-from .results import json_safe
-from .errors import InputError
-from .io import load_pair, load_query
-from .optimize import maximize
-from .samples import LATTICE_MAX_N, LatticeTest, Saddlepoint
-from .readout import make_readout
-from .softmax import SoftmaxPair
-from .validation import check_dtype, check_energy, check_error, check_seed, check_starts
+from bhtcli.answers import AnswerLaw, check_no_readout, draw
+from bhtcli.design import design, report_for_query
+from bhtcli.results import json_safe
+from bhtcli.errors import InputError
+from bhtcli.io import load_pair, load_query
+from bhtcli.optimize import maximize
+from bhtcli.samples import LATTICE_MAX_N, LatticeTest, Saddlepoint
+from bhtcli.readout import make_readout
+from bhtcli.softmax import SoftmaxPair
+from bhtcli.validation import check_dtype, check_energy, check_error, check_seed, check_starts
 
 POLICIES = ("fixed", "sprt", "adaptive")
 MAX_SEQUENTIAL_STEPS = 10_000_000
@@ -263,7 +263,7 @@ def simulate(A, B, energy: float, query=None, error: float = 0.05, trials: int =
         readout = make_readout(A.shape[0], link_a, link_b, bias_a, bias_b)
         dtype = check_dtype(dtype)
     if model == "leverage":
-        from .leverage_design import check_box, default_starts
+        from bhtcli.leverage_design import check_box, default_starts
         energy, floor = check_box(energy, floor)
         starts = default_starts(*A.shape) if starts is None else starts
     else:
@@ -356,9 +356,9 @@ def _softmax_setup(A, B, energy, query, error, starts, seed, say, readout, dtype
 
 
 def _leverage_setup(A, B, C, c, query, error, starts, seed, say):
-    from .answers import answer_law
-    from .leverage import LeveragePair
-    from .leverage_design import design_leverage, leverage_report_for_query, maximize_leverage
+    from bhtcli.answers import answer_law
+    from bhtcli.leverage import LeveragePair
+    from bhtcli.leverage_design import design_leverage, leverage_report_for_query, maximize_leverage
     if query is None:
         say("designing the query")
         r = design_leverage(A, B, C, c, error=error, starts=starts, seed=seed)
@@ -379,7 +379,7 @@ def _leverage_setup(A, B, C, c, query, error, starts, seed, say):
 def predicted_curve(law: AnswerLaw, ns) -> list:
     """Minimax error of the randomised LR test at each n: exact lattice value up to
     LATTICE_MAX_N, saddlepoint beyond (what `predicted` is computed from)."""
-    from .leverage import tilt_of
+    from bhtcli.leverage import tilt_of
     tilt = tilt_of(law.log_pa, law.log_pb)
     test = LatticeTest(law.llr, np.exp(law.log_pa), np.exp(law.log_pb))
     saddle = Saddlepoint(tilt)

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .divergences import Tilt, divergences
-from .readout import Readout
+from bhtcli.divergences import Tilt, divergences
+from bhtcli.readout import Readout
 
 # The plain log-sum-exp form of D loses about eps * max|delta| absolutely; it is used in the
 # optimiser only where that is below 1e-11 relative (the reported numbers always come from

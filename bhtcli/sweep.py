@@ -14,13 +14,13 @@ import shutil
 import time
 from dataclasses import asdict, dataclass, field
 
-from . import __version__
-from .errors import BhtError, InputError
-from .io import check_output_path, save_npy_atomic
-from .journal import Journal, check_export_path, export_rows
-from .manifest import COLUMNS, Task, is_label, read_manifest
-from .results import json_safe
-from .sweep_task import failed_fields
+from bhtcli import __version__
+from bhtcli.errors import BhtError, InputError
+from bhtcli.io import check_output_path, save_npy_atomic
+from bhtcli.journal import Journal, check_export_path, export_rows
+from bhtcli.manifest import COLUMNS, Task, is_label, read_manifest
+from bhtcli.results import json_safe
+from bhtcli.sweep_task import failed_fields
 
 @dataclass(frozen=True)
 class SweepResult:
@@ -144,7 +144,7 @@ def sweep(manifest, out, scheduler: str | None = None, workers: int | None = Non
         info = {"engine": "none", "workers": None, "startup_seconds": 0.0, "run_seconds": 0.0}
         if runnable:
             if engine is None:
-                from .sweep_dask import run_on_dask as engine
+                from bhtcli.sweep_dask import run_on_dask as engine
             info = engine(runnable, on_done, scheduler=scheduler, workers=workers)
         rows = journal.rows
         missing = [k for k in distinct if k not in rows]

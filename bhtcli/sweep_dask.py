@@ -16,9 +16,9 @@ import time
 
 from distributed.diagnostics.plugin import WorkerPlugin
 
-from . import __version__
-from .errors import BhtError, InputError
-from .sweep_task import failed_fields, run_task
+from bhtcli import __version__
+from bhtcli.errors import BhtError, InputError
+from bhtcli.sweep_task import failed_fields, run_task
 
 BLAS_ENV = {name: "1" for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
                                     "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")}

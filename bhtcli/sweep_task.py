@@ -12,10 +12,10 @@ from collections import OrderedDict
 
 import numpy as np
 
-from .errors import BhtError, InputError
-from .io import read_array
-from .manifest import Task, call_arguments, split_npz_key
-from .validation import check_matrix, check_pair
+from bhtcli.errors import BhtError, InputError
+from bhtcli.io import read_array
+from bhtcli.manifest import Task, call_arguments, split_npz_key
+from bhtcli.validation import check_matrix, check_pair
 
 # Result columns of a row: name -> where it is in DesignResult.to_dict(). The certificate
 # columns are the numbers `bht bound` reports (design computes them on the way).
@@ -90,9 +90,9 @@ def run_task(task: Task, cache: MatrixCache | None = None) -> dict:
         check_pair(A, B, task.shown["a"], task.shown["b"])
         kwargs = dict(call_arguments(v), A=A, B=B)
         if v["model"] == "leverage":
-            from .leverage_design import design_leverage as design_fn
+            from bhtcli.leverage_design import design_leverage as design_fn
         else:
-            from .design import design as design_fn
+            from bhtcli.design import design as design_fn
         result = design_fn(**kwargs)
     except BhtError as exc:
         return {"row": failed_fields(str(exc), time.perf_counter() - t0), "query": None}

@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 
-from .errors import InputError
+from bhtcli.errors import InputError
 
 
 BLOCK_ROWS = 4096  # memory maps are checked and converted this many rows at a time
