@@ -7,7 +7,7 @@
 from bhtcli.bounds import BoundResult, bound
 from bhtcli.design import DesignResult, design
 from bhtcli.errors import BhtError, InputError, SolverError
-from bhtcli.io import load_matrix
+from bhtcli.io.load import load_matrix
 from bhtcli.shift import ShiftResult, shift
 
 __version__ = "0.1.0"

@@ -111,8 +111,8 @@ def sample(A, query, count: int, seed: int = 0, model: str = "softmax", link: st
     model="softmax": query x of length d, p ∝ f(A x + bias) for the link f ("exp", "poly:K",
     "taylor:K"); model="leverage": query s of length n (s_i != 0).
     """
-    from bhtcli.io import load_matrix
-    from bhtcli.validation import check_count, check_seed
+    from bhtcli.io.load import load_matrix
+    from bhtcli.io.validation import check_count, check_seed
     count, seed = check_count(count), check_seed(seed)
     A = load_matrix(A, None if isinstance(A, (str, os.PathLike)) else "A")
     readout = None
@@ -141,7 +141,7 @@ def leverage_theta(s: np.ndarray) -> np.ndarray:
 
 def model_log_probs(A: np.ndarray, query, model: str, readout=None) -> np.ndarray:
     """log P_A(query) for either model kind (query loaded and checked here)."""
-    from bhtcli.io import load_query
+    from bhtcli.io.load import load_query
     if model == "leverage":
         from bhtcli.leverage import LeverageModel
         s = load_query(query, A.shape[0], what="the leverage query s (one entry per row)")
@@ -156,7 +156,7 @@ def model_log_probs(A: np.ndarray, query, model: str, readout=None) -> np.ndarra
 
 def answer_law(A: np.ndarray, B: np.ndarray, query, model: str, readout=None) -> AnswerLaw:
     """Both models' answer laws at one query (stable tilt form), for either model kind."""
-    from bhtcli.io import load_query
+    from bhtcli.io.load import load_query
     if model == "leverage":
         from bhtcli.leverage import LeveragePair
         s = load_query(query, A.shape[0], what="the leverage query s (one entry per row)")

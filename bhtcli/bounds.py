@@ -17,7 +17,7 @@ import numpy as np
 
 from bhtcli.readout import Readout
 from bhtcli.samples import ceil_count
-from bhtcli.validation import check_logit_scale
+from bhtcli.io.validation import check_logit_scale
 
 EXACT_DIAMETER_MAX_N = 10_000
 EPS = np.finfo(np.float64).eps
@@ -258,9 +258,9 @@ def bound(A, B, energy: float, error: float = 0.05, *, link_a="exp", link_b="exp
     -------
     BoundResult
     """
-    from bhtcli.io import load_pair
+    from bhtcli.io.load import load_pair
     from bhtcli.readout import make_readout
-    from bhtcli.validation import check_energy, check_error
+    from bhtcli.io.validation import check_energy, check_error
 
     energy, error = check_energy(energy), check_error(error)
     A, B = load_pair(A, B, dtype=None)  # as stored: every use converts row blocks

@@ -11,7 +11,7 @@ from bhtcli import __version__
 from bhtcli.bounds import bound as bound_fn
 from bhtcli.design import METHODS, design as design_fn
 from bhtcli.errors import BhtError, InputError
-from bhtcli.io import check_output_path, save_npy_atomic
+from bhtcli.io.load import check_output_path, save_npy_atomic
 from bhtcli.optimize import DEFAULT_STARTS
 from bhtcli.render import render_bound_table, render_design_table, render_json
 

@@ -11,8 +11,8 @@ from bhtcli.answers import check_no_readout, answer_law, read_answers
 from bhtcli.readout import make_readout
 from bhtcli.results import json_safe
 from bhtcli.divergences import divergences_from_tilt
-from bhtcli.io import load_pair
-from bhtcli.validation import check_error
+from bhtcli.io.load import load_pair
+from bhtcli.io.validation import check_error
 
 
 @dataclass(frozen=True)

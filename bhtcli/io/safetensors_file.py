@@ -9,7 +9,7 @@ header we re-read the same 8 + N header bytes for the offsets (the package does 
 them), check them again, and map the bytes with ``numpy.memmap``. float16 and bfloat16
 (``ml_dtypes.bfloat16``, a numpy dtype, which safetensors itself also needs for BF16) come
 back as memory maps of that dtype; callers up-cast them block by block (see
-:func:`bhtcli.validation.check_matrix`).
+:func:`bhtcli.io.validation.check_matrix`).
 """
 from __future__ import annotations
 

@@ -1,0 +1,1 @@
+"""Loading and checking input files: matrices, safetensors, validation, pickle refusal."""
