@@ -4,7 +4,7 @@
     >>> result = design("A.npy", "B.npy", energy=1.0)       # doctest: +SKIP
     >>> result.samples["predicted"]                          # doctest: +SKIP
 """
-from bhtcli.bounds import BoundResult, bound
+from bhtcli.maths.bounds import BoundResult, bound
 from bhtcli.design import DesignResult, design
 from bhtcli.errors import BhtError, InputError, SolverError
 from bhtcli.io.load import load_matrix

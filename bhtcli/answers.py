@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bhtcli.divergences import Tilt
+from bhtcli.maths.divergences import Tilt
 from bhtcli.errors import InputError
 from bhtcli.softmax import logits_at
 

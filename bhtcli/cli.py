@@ -8,7 +8,7 @@ import click
 from rich.console import Console
 
 from bhtcli import __version__
-from bhtcli.bounds import bound as bound_fn
+from bhtcli.maths.bounds import bound as bound_fn
 from bhtcli.design import METHODS, design as design_fn
 from bhtcli.errors import BhtError, InputError
 from bhtcli.io.load import check_output_path, save_npy_atomic

@@ -10,7 +10,7 @@ from scipy.special import expit
 from bhtcli.answers import check_no_readout, answer_law, read_answers
 from bhtcli.readout import make_readout
 from bhtcli.results import json_safe
-from bhtcli.divergences import divergences_from_tilt
+from bhtcli.maths.divergences import divergences_from_tilt
 from bhtcli.io.load import load_pair
 from bhtcli.io.validation import check_error
 

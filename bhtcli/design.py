@@ -7,13 +7,13 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from bhtcli.bounds import PairFacts, analyse_pair, certificate_from_spread
+from bhtcli.maths.bounds import PairFacts, analyse_pair, certificate_from_spread
 from bhtcli.results import json_safe
-from bhtcli.divergences import Tilt, divergences_from_tilt
+from bhtcli.maths.divergences import Tilt, divergences_from_tilt
 from bhtcli.errors import InputError
 from bhtcli.io.load import load_pair
 from bhtcli.optimize import DEFAULT_STARTS, kkt_state, maximize, starting_points
-from bhtcli.samples import sample_counts
+from bhtcli.maths.counts import sample_counts
 from bhtcli.readout import make_readout
 from bhtcli.softmax import SoftmaxPair, logits_at
 from bhtcli.io.validation import check_dtype, check_energy, check_error, check_seed, check_starts

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.linalg import cho_factor, solve_triangular
 
-from bhtcli.divergences import Tilt
+from bhtcli.maths.divergences import Tilt
 from bhtcli.errors import InputError
 
 RANK_RTOL = 1e-10

@@ -23,11 +23,11 @@ from scipy.optimize import minimize
 
 from bhtcli.design import DesignResult
 from bhtcli.results import json_safe
-from bhtcli.divergences import divergences_from_tilt
+from bhtcli.maths.divergences import divergences_from_tilt
 from bhtcli.errors import InputError
 from bhtcli.io.load import load_pair
 from bhtcli.leverage import LeveragePair
-from bhtcli.samples import ceil_count, sample_counts
+from bhtcli.maths.counts import ceil_count, sample_counts
 from bhtcli.io.validation import check_error, check_seed, check_starts
 
 DEFAULT_LEVERAGE_STARTS = 6

@@ -233,7 +233,7 @@ def shift(A, data, lr: float, steps: int = 1, *, out: str | None = None, energy:
     energy : float, optional
         If given, also report how many queries with ||x|| <= energy detect the update:
         ``design(A, B, energy)`` and the small-perturbation estimate of SPEC section 5
-        (:func:`bhtcli.perturbation.small_perturbation_estimate`).
+        (:func:`bhtcli.maths.perturbation.small_perturbation_estimate`).
     error : float
         Target error alpha of those counts.
     seed : int
@@ -303,7 +303,7 @@ def detect_update(A, B, energy: float, error: float = 0.05, seed: int = 0, progr
     1 for small updates, and how far the second-order estimate is off for large ones.
     """
     from bhtcli.design import design
-    from bhtcli.perturbation import small_perturbation_estimate
+    from bhtcli.maths.perturbation import small_perturbation_estimate
     if progress:
         progress("designing the query that best detects the update")
     r = design(A, B, energy, error=error, seed=seed)

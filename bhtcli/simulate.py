@@ -25,7 +25,7 @@ from bhtcli.results import json_safe
 from bhtcli.errors import InputError
 from bhtcli.io.load import load_pair, load_query
 from bhtcli.optimize import maximize
-from bhtcli.samples import LATTICE_MAX_N, LatticeTest, Saddlepoint
+from bhtcli.maths.counts import LATTICE_MAX_N, LatticeTest, Saddlepoint
 from bhtcli.readout import make_readout
 from bhtcli.softmax import SoftmaxPair
 from bhtcli.io.validation import check_dtype, check_energy, check_error, check_seed, check_starts

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from bhtcli.divergences import Tilt, divergences
+from bhtcli.maths.divergences import Tilt, divergences
 from bhtcli.readout import Readout
 
 # The plain log-sum-exp form of D loses about eps * max|delta| absolutely; it is used in the

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from bhtcli import bound, design
-from bhtcli.bounds import certificate, row_diameter
+from bhtcli.maths.bounds import certificate, row_diameter
 from bhtcli.softmax import SoftmaxPair
 
 

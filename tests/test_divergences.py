@@ -4,7 +4,7 @@ import mpmath
 import numpy as np
 import pytest
 
-from bhtcli.divergences import Tilt, divergences, log_abs_expm1, log_h
+from bhtcli.maths.divergences import Tilt, divergences, log_abs_expm1, log_h
 from conftest import plain_divergences
 
 mpmath.mp.dps = 60

@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 
 from bhtcli import design
-from bhtcli.bounds import bound
+from bhtcli.maths.bounds import bound
 from bhtcli.errors import InputError
 from bhtcli.links import Link, _log_taylor, _taylor_psi, parse_link, taylor_difference
 from bhtcli.readout import Readout, make_readout
 from bhtcli.softmax import SoftmaxPair, logits_at
-from bhtcli.divergences import divergences
+from bhtcli.maths.divergences import divergences
 
 mp.mp.dps = 60
 
@@ -142,7 +142,7 @@ def test_poly_degenerate_cases():
     B = np.array([[1.0, 1.0], [2.0, 0.0], [1.0, -1.0]])
     # x = 0: every poly weight is 0, the model answers uniformly
     c, delta = logits_at(A, B, np.zeros(2), make_readout(3, "poly:2", "exp"))
-    from bhtcli.divergences import Tilt
+    from bhtcli.maths.divergences import Tilt
     la, lb = Tilt.from_logits(c, delta).log_probs()
     assert np.allclose(np.exp(la), 1 / 3) and np.allclose(np.exp(lb), 1 / 3)
     # a row that is always 0 under poly but not under exp: exact H^2, p_2 = 0

@@ -6,8 +6,8 @@ from scipy.special import softmax
 from scipy.stats import binom
 
 from bhtcli import design
-from bhtcli.divergences import Tilt
-from bhtcli.samples import Saddlepoint, lower_count, sample_counts, upper_count
+from bhtcli.maths.divergences import Tilt
+from bhtcli.maths.counts import Saddlepoint, lower_count, sample_counts, upper_count
 
 
 def empirical_minimax(SA, SB):

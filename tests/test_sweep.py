@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bhtcli.bounds import bound
+from bhtcli.maths.bounds import bound
 from bhtcli.cli import main
 from bhtcli.design import design
 from bhtcli.errors import InputError

@@ -31,7 +31,7 @@ from scipy import fft as sfft
 from scipy.optimize import brentq
 from scipy.special import log_ndtr
 
-from bhtcli.divergences import Tilt
+from bhtcli.maths.divergences import Tilt
 
 LATTICE_MAX_N = 4000
 LATTICE_CELLS = 1 << 18     # cells of the N-fold sum's grid

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from bhtcli.readout import Readout
-from bhtcli.samples import ceil_count
+from bhtcli.maths.counts import ceil_count
 from bhtcli.io.validation import check_logit_scale
 
 EXACT_DIAMETER_MAX_N = 10_000

@@ -29,7 +29,7 @@ from scipy.special import ndtri
 
 from bhtcli.io.load import load_pair
 from bhtcli.optimize import climb, project
-from bhtcli.samples import ceil_count, lower_count, upper_count
+from bhtcli.maths.counts import ceil_count, lower_count, upper_count
 from bhtcli.io.validation import check_energy, check_error, check_seed, check_starts
 
 DEFAULT_STARTS = 32

@@ -1,0 +1,1 @@
+"""Pure numerics: divergences, query counts, certificates, the small-perturbation estimate."""
