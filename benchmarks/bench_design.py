@@ -24,7 +24,7 @@ import numpy as np
 from scipy.optimize import minimize
 
 from bhtcli import design
-from bhtcli.softmax import SoftmaxPair
+from bhtcli.models.softmax import SoftmaxPair
 
 
 def checkpoint_pair(n: int, d: int, seed: int):

@@ -86,7 +86,7 @@ def _readout(model, link_a, link_b, bias_a, bias_b) -> dict:
     """The link/bias keyword arguments for the library (refused for leverage models)."""
     settings = dict(link_a=link_a, link_b=link_b, bias_a=bias_a, bias_b=bias_b)
     if model == "leverage":
-        from bhtcli.answers import check_no_readout
+        from bhtcli.models.answers import check_no_readout
         check_no_readout(*settings.values())
         return {}
     return settings
@@ -180,7 +180,7 @@ def sample(a, model, query, count, seed, link, bias):
       bht sample A.npy --query x.npy --count 50
       bht sample A.npy --query x.npy --count 50 | bht decide A.npy B.npy --query x.npy -
     """
-    from bhtcli.answers import sample as sample_fn
+    from bhtcli.models.answers import sample as sample_fn
     answers = sample_fn(a, query, count, seed=seed, model=model, link=link, bias=bias)
     out = sys.stdout
     for start in range(0, len(answers), 65536):

@@ -7,8 +7,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from scipy.special import expit
 
-from bhtcli.answers import check_no_readout, answer_law, read_answers
-from bhtcli.readout import make_readout
+from bhtcli.models.answers import check_no_readout, answer_law, read_answers
+from bhtcli.models.readout import make_readout
 from bhtcli.results import json_safe
 from bhtcli.maths.divergences import divergences_from_tilt
 from bhtcli.io.load import load_pair
@@ -64,7 +64,7 @@ def decide(A, B, query, answers, error: float = 0.05, stdin=None, model: str = "
         obs = read_answers(answers, A.shape[0], stdin=stdin)
     else:
         obs = read_answers_array(answers, A.shape[0])
-    from bhtcli.leverage import tilt_of
+    from bhtcli.models.leverage import tilt_of
     div = divergences_from_tilt(tilt_of(law.log_pa, law.log_pb))
     path = np.cumsum(law.llr[obs])
     a = math.log((1 - error) / error)

@@ -14,8 +14,8 @@ from bhtcli.errors import InputError
 from bhtcli.io.load import load_pair
 from bhtcli.optimize import DEFAULT_STARTS, kkt_state, maximize, starting_points
 from bhtcli.maths.counts import sample_counts
-from bhtcli.readout import make_readout
-from bhtcli.softmax import SoftmaxPair, logits_at
+from bhtcli.models.readout import make_readout
+from bhtcli.models.softmax import SoftmaxPair, logits_at
 from bhtcli.io.validation import check_dtype, check_energy, check_error, check_seed, check_starts
 
 METHODS = ("lbfgs", "ccp")

@@ -26,7 +26,7 @@ from bhtcli.results import json_safe
 from bhtcli.maths.divergences import divergences_from_tilt
 from bhtcli.errors import InputError
 from bhtcli.io.load import load_pair
-from bhtcli.leverage import LeveragePair
+from bhtcli.models.leverage import LeveragePair
 from bhtcli.maths.counts import ceil_count, sample_counts
 from bhtcli.io.validation import check_error, check_seed, check_starts
 

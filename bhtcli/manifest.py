@@ -76,7 +76,7 @@ def _floor(raw, column, base):
 
 
 def _link(raw, column, base):
-    from bhtcli.links import parse_link
+    from bhtcli.models.links import parse_link
     return parse_link(raw, column).name
 
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from bhtcli.softmax import SoftmaxPair
+from bhtcli.models.softmax import SoftmaxPair
 
 DEFAULT_STARTS = 32
 

@@ -19,15 +19,15 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from bhtcli.answers import AnswerLaw, check_no_readout, draw
+from bhtcli.models.answers import AnswerLaw, check_no_readout, draw
 from bhtcli.design import design, report_for_query
 from bhtcli.results import json_safe
 from bhtcli.errors import InputError
 from bhtcli.io.load import load_pair, load_query
 from bhtcli.optimize import maximize
 from bhtcli.maths.counts import LATTICE_MAX_N, LatticeTest, Saddlepoint
-from bhtcli.readout import make_readout
-from bhtcli.softmax import SoftmaxPair
+from bhtcli.models.readout import make_readout
+from bhtcli.models.softmax import SoftmaxPair
 from bhtcli.io.validation import check_dtype, check_energy, check_error, check_seed, check_starts
 
 POLICIES = ("fixed", "sprt", "adaptive")
@@ -356,8 +356,8 @@ def _softmax_setup(A, B, energy, query, error, starts, seed, say, readout, dtype
 
 
 def _leverage_setup(A, B, C, c, query, error, starts, seed, say):
-    from bhtcli.answers import answer_law
-    from bhtcli.leverage import LeveragePair
+    from bhtcli.models.answers import answer_law
+    from bhtcli.models.leverage import LeveragePair
     from bhtcli.leverage_design import design_leverage, leverage_report_for_query, maximize_leverage
     if query is None:
         say("designing the query")
@@ -379,7 +379,7 @@ def _leverage_setup(A, B, C, c, query, error, starts, seed, say):
 def predicted_curve(law: AnswerLaw, ns) -> list:
     """Minimax error of the randomised LR test at each n: exact lattice value up to
     LATTICE_MAX_N, saddlepoint beyond (what `predicted` is computed from)."""
-    from bhtcli.leverage import tilt_of
+    from bhtcli.models.leverage import tilt_of
     tilt = tilt_of(law.log_pa, law.log_pb)
     test = LatticeTest(law.llr, np.exp(law.log_pa), np.exp(law.log_pb))
     saddle = Saddlepoint(tilt)

@@ -5,7 +5,7 @@ import pytest
 
 from bhtcli import bound, design
 from bhtcli.maths.bounds import certificate, row_diameter
-from bhtcli.softmax import SoftmaxPair
+from bhtcli.models.softmax import SoftmaxPair
 
 
 def brute_diameter(G):

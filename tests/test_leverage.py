@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from bhtcli.cli import main
-from bhtcli.leverage import LeverageModel, LeveragePair
+from bhtcli.models.leverage import LeverageModel, LeveragePair
 from bhtcli.leverage_design import (bound_leverage, design_leverage, thm42_quantities, tv_bound)
 from bhtcli.simulate import simulate
 from test_samples import monte_carlo_count

@@ -10,9 +10,9 @@ import pytest
 from bhtcli import design
 from bhtcli.maths.bounds import bound
 from bhtcli.errors import InputError
-from bhtcli.links import Link, _log_taylor, _taylor_psi, parse_link, taylor_difference
-from bhtcli.readout import Readout, make_readout
-from bhtcli.softmax import SoftmaxPair, logits_at
+from bhtcli.models.links import Link, _log_taylor, _taylor_psi, parse_link, taylor_difference
+from bhtcli.models.readout import Readout, make_readout
+from bhtcli.models.softmax import SoftmaxPair, logits_at
 from bhtcli.maths.divergences import divergences
 
 mp.mp.dps = 60
@@ -271,7 +271,7 @@ def test_float32_pair_keeps_the_matrix_in_float32():
 
 # --- answers and decisions with links ---------------------------------------------------------------
 def test_sampled_answers_follow_the_link():
-    from bhtcli.answers import sample
+    from bhtcli.models.answers import sample
     A = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
     x = np.array([1.0, -0.5])
     bias = np.array([0.0, 2.0, 0.5])

@@ -7,7 +7,7 @@ import pytest
 from scipy.special import softmax
 from scipy.stats import chisquare
 
-from bhtcli.answers import sample
+from bhtcli.models.answers import sample
 from bhtcli.cli import main
 from bhtcli.decide import decide
 from bhtcli.simulate import simulate

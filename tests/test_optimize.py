@@ -4,7 +4,7 @@ import pytest
 
 from bhtcli import design
 from bhtcli.optimize import ascend, project
-from bhtcli.softmax import SoftmaxPair
+from bhtcli.models.softmax import SoftmaxPair
 from conftest import grid_max_h2
 
 

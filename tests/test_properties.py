@@ -5,7 +5,7 @@ from hypothesis.extra.numpy import arrays
 
 from bhtcli import design
 from bhtcli.maths.bounds import certificate, row_diameter
-from bhtcli.softmax import SoftmaxPair
+from bhtcli.models.softmax import SoftmaxPair
 
 # Entries are 0 or of modest size: matrices of 1e-155 are refused by design (their logits are
 # below float64's useful range, see check_logit_scale), not a property failure.

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from bhtcli.readout import Readout
+from bhtcli.models.readout import Readout
 from bhtcli.maths.counts import ceil_count
 from bhtcli.io.validation import check_logit_scale
 
@@ -259,7 +259,7 @@ def bound(A, B, energy: float, error: float = 0.05, *, link_a="exp", link_b="exp
     BoundResult
     """
     from bhtcli.io.load import load_pair
-    from bhtcli.readout import make_readout
+    from bhtcli.models.readout import make_readout
     from bhtcli.io.validation import check_energy, check_error
 
     energy, error = check_energy(energy), check_error(error)

@@ -16,7 +16,7 @@ nu is itself a nonconvex maximisation over the ball. With mu = E_p[delta], dev =
 
 (d/dz E_p[f] = p * (f - E_p f) for the logits z = Ax; the derivative through mu vanishes
 because E_p[dev] = 0). `VarianceObjective` exposes V in the interface of
-bhtcli.softmax.SoftmaxPair that the designer's batched projected L-BFGS
+bhtcli.models.softmax.SoftmaxPair that the designer's batched projected L-BFGS
 (bhtcli.optimize.BatchedAscent) uses (evaluate / pullback), so it climbs V from many starts
 at once.
 """

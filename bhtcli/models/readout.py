@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bhtcli.links import EXP, LOG_FLOOR, Link, taylor_difference, _log_taylor
+from bhtcli.models.links import EXP, LOG_FLOOR, Link, taylor_difference, _log_taylor
 
 
 @dataclass(frozen=True)
@@ -116,7 +116,7 @@ class Readout:
 def make_readout(n: int, link_a="exp", link_b="exp", bias_a=None, bias_b=None) -> Readout:
     """Parse links ("exp", "poly:K", "taylor:K") and load biases (paths or arrays, length n)."""
     from bhtcli.io.load import load_vector
-    from bhtcli.links import parse_link
+    from bhtcli.models.links import parse_link
     la, lb = parse_link(link_a, "--link-a"), parse_link(link_b, "--link-b")
     va = None if bias_a is None else load_vector(bias_a, n, "--bias-a")
     vb = None if bias_b is None else load_vector(bias_b, n, "--bias-b")

@@ -10,7 +10,7 @@ import numpy as np
 
 from bhtcli.maths.divergences import Tilt
 from bhtcli.errors import InputError
-from bhtcli.softmax import logits_at
+from bhtcli.models.softmax import logits_at
 
 
 @dataclass(frozen=True)
@@ -119,7 +119,7 @@ def sample(A, query, count: int, seed: int = 0, model: str = "softmax", link: st
     if model == "leverage":
         check_no_readout(link, bias)
     else:
-        from bhtcli.readout import make_readout
+        from bhtcli.models.readout import make_readout
         readout = make_readout(A.shape[0], link_a=link, bias_a=bias)
     logp = model_log_probs(A, query, model, readout)
     cdf = np.cumsum(np.exp(logp))
@@ -143,12 +143,12 @@ def model_log_probs(A: np.ndarray, query, model: str, readout=None) -> np.ndarra
     """log P_A(query) for either model kind (query loaded and checked here)."""
     from bhtcli.io.load import load_query
     if model == "leverage":
-        from bhtcli.leverage import LeverageModel
+        from bhtcli.models.leverage import LeverageModel
         s = load_query(query, A.shape[0], what="the leverage query s (one entry per row)")
         state = LeverageModel(A).at(np.exp(leverage_theta(s)))
         return state.log_p
-    from bhtcli.readout import Readout
-    from bhtcli.softmax import scores_at
+    from bhtcli.models.readout import Readout
+    from bhtcli.models.softmax import scores_at
     x = load_query(query, A.shape[1])
     readout = Readout() if readout is None else readout
     return log_softmax(readout.log_weights(scores_at(A, x), "A"))
@@ -158,7 +158,7 @@ def answer_law(A: np.ndarray, B: np.ndarray, query, model: str, readout=None) ->
     """Both models' answer laws at one query (stable tilt form), for either model kind."""
     from bhtcli.io.load import load_query
     if model == "leverage":
-        from bhtcli.leverage import LeveragePair
+        from bhtcli.models.leverage import LeveragePair
         s = load_query(query, A.shape[0], what="the leverage query s (one entry per row)")
         tilt = LeveragePair(A, B).tilt(leverage_theta(s))
         return AnswerLaw(*tilt.log_probs())

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from bhtcli.maths.divergences import Tilt, divergences
-from bhtcli.readout import Readout
+from bhtcli.models.readout import Readout
 
 # The plain log-sum-exp form of D loses about eps * max|delta| absolutely; it is used in the
 # optimiser only where that is below 1e-11 relative (the reported numbers always come from
