@@ -12,7 +12,7 @@ from bhtcli.maths.bounds import bound as bound_fn
 from bhtcli.design import METHODS, design as design_fn
 from bhtcli.errors import BhtError, InputError
 from bhtcli.io.load import check_output_path, save_npy_atomic
-from bhtcli.optimize import DEFAULT_STARTS
+from bhtcli.search.optimize import DEFAULT_STARTS
 from bhtcli.render import render_bound_table, render_design_table, render_json
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}

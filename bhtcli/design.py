@@ -12,7 +12,7 @@ from bhtcli.results import json_safe
 from bhtcli.maths.divergences import Tilt, divergences_from_tilt
 from bhtcli.errors import InputError
 from bhtcli.io.load import load_pair
-from bhtcli.optimize import DEFAULT_STARTS, kkt_state, maximize, starting_points
+from bhtcli.search.optimize import DEFAULT_STARTS, kkt_state, maximize, starting_points
 from bhtcli.maths.counts import sample_counts
 from bhtcli.models.readout import make_readout
 from bhtcli.models.softmax import SoftmaxPair, logits_at
@@ -231,7 +231,7 @@ def _paper_dict(ctx: _Context, distinguishable):
 
 
 def _run_ccp(A, B, pair, energy, starts, seed):
-    from bhtcli.ccp import ccp_maximize
+    from bhtcli.search.ccp import ccp_maximize
     t = time.perf_counter()
     X0 = starting_points(pair, energy, starts, seed)
     A, B = np.asarray(A, dtype=np.float64), np.asarray(B, dtype=np.float64)

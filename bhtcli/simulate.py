@@ -24,7 +24,7 @@ from bhtcli.design import design, report_for_query
 from bhtcli.results import json_safe
 from bhtcli.errors import InputError
 from bhtcli.io.load import load_pair, load_query
-from bhtcli.optimize import maximize
+from bhtcli.search.optimize import maximize
 from bhtcli.maths.counts import LATTICE_MAX_N, LatticeTest, Saddlepoint
 from bhtcli.models.readout import make_readout
 from bhtcli.models.softmax import SoftmaxPair
