@@ -7,7 +7,7 @@ import time
 
 import numpy as np
 
-from bhtcli.leverage_design import design_leverage
+from bhtcli.commands.leverage_design import design_leverage
 
 
 def main():

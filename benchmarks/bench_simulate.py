@@ -9,7 +9,7 @@ import time
 import numpy as np
 
 from bhtcli import design
-from bhtcli.simulate import simulate
+from bhtcli.commands.simulate import simulate
 
 
 def main():

@@ -5,10 +5,10 @@
     >>> result.samples["predicted"]                          # doctest: +SKIP
 """
 from bhtcli.maths.bounds import BoundResult, bound
-from bhtcli.design import DesignResult, design
+from bhtcli.commands.design import DesignResult, design
 from bhtcli.errors import BhtError, InputError, SolverError
 from bhtcli.io.load import load_matrix
-from bhtcli.shift import ShiftResult, shift
+from bhtcli.commands.shift import ShiftResult, shift
 
 __version__ = "0.1.0"
 __all__ = ["design", "bound", "shift", "load_matrix", "DesignResult", "BoundResult", "ShiftResult",

@@ -9,7 +9,7 @@ from rich.console import Console
 
 from bhtcli import __version__
 from bhtcli.maths.bounds import bound as bound_fn
-from bhtcli.design import METHODS, design as design_fn
+from bhtcli.commands.design import METHODS, design as design_fn
 from bhtcli.errors import BhtError, InputError
 from bhtcli.io.load import check_output_path, save_npy_atomic
 from bhtcli.search.optimize import DEFAULT_STARTS
@@ -121,7 +121,7 @@ def design(a, b, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, st
     err = _stderr()
     progress = (lambda msg: err.print(f"[dim]{msg}[/dim]")) if not as_json else None
     if model == "leverage":
-        from bhtcli.leverage_design import design_leverage
+        from bhtcli.commands.leverage_design import design_leverage
         if method != "lbfgs":
             raise InputError("--method ccp is for softmax models; leverage models use L-BFGS-B")
         if dtype != "float64":
@@ -154,7 +154,7 @@ def bound(a, b, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, as_
     """
     settings = _readout(model, link_a, link_b, bias_a, bias_b)
     if model == "leverage":
-        from bhtcli.leverage_design import bound_leverage
+        from bhtcli.commands.leverage_design import bound_leverage
         result = bound_leverage(a, b, energy, floor, error=alpha)
     else:
         _no_floor(floor)
@@ -205,7 +205,7 @@ def decide(a, b, answers, model, query, alpha, link_a, link_b, bias_a, bias_b, a
       bht decide A.npy B.npy --query x.npy answers.txt
       bht sample B.npy --query x.npy --count 40 | bht decide A.npy B.npy --query x.npy - --json
     """
-    from bhtcli.decide import decide as decide_fn
+    from bhtcli.commands.decide import decide as decide_fn
     from bhtcli.render import render_decide_table
     if a == "-" or b == "-":
         raise InputError("A and B must be files for decide (standard input carries the answers)")
@@ -236,7 +236,7 @@ def simulate(a, b, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, 
       bht simulate A.npy B.npy --energy 1.0 --query x.npy --json | jq .sprt
     """
     from bhtcli.render import render_simulate_table
-    from bhtcli.simulate import simulate as simulate_fn
+    from bhtcli.commands.simulate import simulate as simulate_fn
     if plot:
         check_output_path(plot, "--plot")
         if not plot.lower().endswith(".png"):
@@ -339,7 +339,7 @@ def shift(a, data, lr, steps, out, energy, alpha, seed, as_json):
       bht shift A.npy --data D.npz --lr 10 --out B.npy --energy 1.0 --json | jq .detection.samples
     """
     from bhtcli.render import render_shift_table
-    from bhtcli.shift import shift as shift_fn
+    from bhtcli.commands.shift import shift as shift_fn
     err = _stderr()
     progress = (lambda msg: err.print(f"[dim]{msg}[/dim]")) if not as_json else None
     result = shift_fn(a, data, lr, steps, out=out, energy=energy, error=alpha, seed=seed, progress=progress)

@@ -90,9 +90,9 @@ def run_task(task: Task, cache: MatrixCache | None = None) -> dict:
         check_pair(A, B, task.shown["a"], task.shown["b"])
         kwargs = dict(call_arguments(v), A=A, B=B)
         if v["model"] == "leverage":
-            from bhtcli.leverage_design import design_leverage as design_fn
+            from bhtcli.commands.leverage_design import design_leverage as design_fn
         else:
-            from bhtcli.design import design as design_fn
+            from bhtcli.commands.design import design as design_fn
         result = design_fn(**kwargs)
     except BhtError as exc:
         return {"row": failed_fields(str(exc), time.perf_counter() - t0), "query": None}

@@ -10,7 +10,7 @@ import time
 import numpy as np
 
 from bhtcli.plot import plot_fixed
-from bhtcli.simulate import simulate
+from bhtcli.commands.simulate import simulate
 
 
 def pairs():

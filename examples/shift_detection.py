@@ -2,8 +2,8 @@
 
 A student softmax-regression model A (n = 50 answers, d = 16) takes K full-batch gradient
 steps of size lr on m = 200 points labelled by a teacher A* (soft targets softmax(A* q)),
-which moves it to B = A + dA (`bhtcli.shift`). For each (lr, K) and budget E the table gives
-the designed query's H^2 and predicted count (`bhtcli.design`) beside the paper's
+which moves it to B = A + dA (`bhtcli.commands.shift`). For each (lr, K) and budget E the table gives
+the designed query's H^2 and predicted count (`bhtcli.commands.design`) beside the paper's
 small-perturbation estimate (SPEC section 5): nu = sup_{||x|| <= E} Var_{softmax(Ax)}(dA x),
 H^2 ~ nu/8, predicted count 4 z^2 / nu (`bhtcli.maths.perturbation`).
 

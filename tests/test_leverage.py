@@ -8,8 +8,8 @@ import pytest
 
 from bhtcli.cli import main
 from bhtcli.models.leverage import LeverageModel, LeveragePair
-from bhtcli.leverage_design import (bound_leverage, design_leverage, thm42_quantities, tv_bound)
-from bhtcli.simulate import simulate
+from bhtcli.commands.leverage_design import (bound_leverage, design_leverage, thm42_quantities, tv_bound)
+from bhtcli.commands.simulate import simulate
 from test_samples import monte_carlo_count
 
 

@@ -283,7 +283,7 @@ def test_sampled_answers_follow_the_link():
 
 
 def test_decide_uses_the_links():
-    from bhtcli.decide import decide
+    from bhtcli.commands.decide import decide
     A = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
     x = np.array([1.0, -0.5])
     answers = [0, 2, 2, 1, 0]
@@ -336,7 +336,7 @@ def test_cli_links_in_json_and_every_command(tmp_path):
 
 
 def test_simulate_with_links_matches_the_prediction():
-    from bhtcli.simulate import simulate
+    from bhtcli.commands.simulate import simulate
     A = np.load("examples/A.npy")
     r = simulate(A, A, 1.0, link_b="taylor:2", trials=2000, policy="fixed", seed=3)
     assert r.fixed is not None

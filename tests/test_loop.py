@@ -9,8 +9,8 @@ from scipy.stats import chisquare
 
 from bhtcli.models.answers import sample
 from bhtcli.cli import main
-from bhtcli.decide import decide
-from bhtcli.simulate import simulate
+from bhtcli.commands.decide import decide
+from bhtcli.commands.simulate import simulate
 
 LN3 = math.log(3.0)
 

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 from scipy.special import softmax
 
-from bhtcli.design import design
+from bhtcli.commands.design import design
 from conftest import disk_points
 from bhtcli.maths.perturbation import VarianceObjective, small_perturbation_estimate
 

@@ -11,10 +11,10 @@ from scipy.special import softmax
 
 from bhtcli import InputError, shift
 from bhtcli.cli import main
-from bhtcli.shift import (load_data, softmax_regression_grad, softmax_regression_loss,
+from bhtcli.commands.shift import (load_data, softmax_regression_grad, softmax_regression_loss,
                           softmax_regression_loss_and_grad)
 
-shift_module = importlib.import_module("bhtcli.shift")   # the package's `shift` is the function
+shift_module = importlib.import_module("bhtcli.commands.shift")   # the package's `shift` is the function
 SHIFT_KEYS = {"n", "d", "m", "lr", "steps", "loss_before", "loss_after", "loss_history", "grad_norm",
               "delta_frobenius", "delta_2inf", "out", "detection", "seconds"}
 

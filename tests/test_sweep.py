@@ -19,10 +19,10 @@ from hypothesis import strategies as st
 
 from bhtcli.maths.bounds import bound
 from bhtcli.cli import main
-from bhtcli.design import design
+from bhtcli.commands.design import design
 from bhtcli.errors import InputError
 from bhtcli.journal import Journal
-from bhtcli.leverage_design import bound_leverage, design_leverage
+from bhtcli.commands.leverage_design import bound_leverage, design_leverage
 from bhtcli.manifest import read_manifest
 from bhtcli.sweep_task import MatrixCache, run_task
 

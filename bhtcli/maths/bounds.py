@@ -251,7 +251,7 @@ def bound(A, B, energy: float, error: float = 0.05, *, link_a="exp", link_b="exp
     error : float
         Target error alpha for both error types, 0 < alpha < 0.5.
     link_a, link_b, bias_a, bias_b
-        As for :func:`bhtcli.design`. With a poly link no certificate exists (fields None,
+        As for :func:`bhtcli.commands.design`. With a poly link no certificate exists (fields None,
         `certificate_note` says why); taylor links get a valid but loose one.
 
     Returns

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from scipy.optimize import minimize
 
-from bhtcli.design import DesignResult
+from bhtcli.commands.design import DesignResult
 from bhtcli.results import json_safe
 from bhtcli.maths.divergences import divergences_from_tilt
 from bhtcli.errors import InputError

@@ -302,7 +302,7 @@ def detect_update(A, B, energy: float, error: float = 0.05, seed: int = 0, progr
     ``estimate_over_design`` is (nu/8) / D with D the designed query's Bhattacharyya distance:
     1 for small updates, and how far the second-order estimate is off for large ones.
     """
-    from bhtcli.design import design
+    from bhtcli.commands.design import design
     from bhtcli.maths.perturbation import small_perturbation_estimate
     if progress:
         progress("designing the query that best detects the update")

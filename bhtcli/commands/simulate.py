@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from bhtcli.models.answers import AnswerLaw, check_no_readout, draw
-from bhtcli.design import design, report_for_query
+from bhtcli.commands.design import design, report_for_query
 from bhtcli.results import json_safe
 from bhtcli.errors import InputError
 from bhtcli.io.load import load_pair, load_query
@@ -254,7 +254,7 @@ def simulate(A, B, energy: float, query=None, error: float = 0.05, trials: int =
     Without `query` the query is designed first (same engine and defaults as `design`).
     model="leverage" uses the box floor <= s_i^2 <= energy and a query s of length n.
     predicted_points > 0 adds the predicted error curve at that many n to `curve` (for plots).
-    link_a, link_b, bias_a, bias_b, dtype: softmax-family models, as for :func:`bhtcli.design`.
+    link_a, link_b, bias_a, bias_b, dtype: softmax-family models, as for :func:`bhtcli.commands.design`.
     """
     A, B = load_pair(A, B)
     if model == "leverage":
@@ -263,7 +263,7 @@ def simulate(A, B, energy: float, query=None, error: float = 0.05, trials: int =
         readout = make_readout(A.shape[0], link_a, link_b, bias_a, bias_b)
         dtype = check_dtype(dtype)
     if model == "leverage":
-        from bhtcli.leverage_design import check_box, default_starts
+        from bhtcli.commands.leverage_design import check_box, default_starts
         energy, floor = check_box(energy, floor)
         starts = default_starts(*A.shape) if starts is None else starts
     else:
@@ -358,7 +358,7 @@ def _softmax_setup(A, B, energy, query, error, starts, seed, say, readout, dtype
 def _leverage_setup(A, B, C, c, query, error, starts, seed, say):
     from bhtcli.models.answers import answer_law
     from bhtcli.models.leverage import LeveragePair
-    from bhtcli.leverage_design import design_leverage, leverage_report_for_query, maximize_leverage
+    from bhtcli.commands.leverage_design import design_leverage, leverage_report_for_query, maximize_leverage
     if query is None:
         say("designing the query")
         r = design_leverage(A, B, C, c, error=error, starts=starts, seed=seed)

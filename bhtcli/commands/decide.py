@@ -50,7 +50,7 @@ def decide(A, B, query, answers, error: float = 0.05, stdin=None, model: str = "
     error : float
         Target error alpha for Wald's thresholds +-ln((1 - alpha)/alpha).
     link_a, link_b, bias_a, bias_b
-        Softmax-family models only: as for :func:`bhtcli.design`.
+        Softmax-family models only: as for :func:`bhtcli.commands.design`.
     """
     error = check_error(error)
     A, B = load_pair(A, B)

@@ -1,0 +1,1 @@
+"""One module per command: take a pair, return a result object."""
