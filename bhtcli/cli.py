@@ -293,7 +293,7 @@ def sweep(manifest, results, scheduler, workers, export, retry_failed, as_json):
     """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
     from bhtcli.render import render_sweep_table
-    from bhtcli.sweep import sweep as sweep_fn
+    from bhtcli.sweep.driver import sweep as sweep_fn
     err = _stderr()
     bar = Progress(TextColumn("sweep"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[failed]} failed"),
                    TimeRemainingColumn(), console=err, transient=True, disable=not err.is_terminal)

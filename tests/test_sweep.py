@@ -21,10 +21,10 @@ from bhtcli.maths.bounds import bound
 from bhtcli.cli import main
 from bhtcli.commands.design import design
 from bhtcli.errors import InputError
-from bhtcli.journal import Journal
+from bhtcli.sweep.journal import Journal
 from bhtcli.commands.leverage_design import bound_leverage, design_leverage
-from bhtcli.manifest import read_manifest
-from bhtcli.sweep_task import MatrixCache, run_task
+from bhtcli.sweep.manifest import read_manifest
+from bhtcli.sweep.task import MatrixCache, run_task
 
 BHT = os.path.join(os.path.dirname(sys.executable), "bht")
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"

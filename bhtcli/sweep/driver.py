@@ -1,8 +1,8 @@
 """`sweep`: many design tasks from a manifest, on a Dask cluster, into a resumable journal.
 
-The driver's loop, independent of the engine: read the manifest (bhtcli/manifest.py), skip the
-tasks already in the journal (bhtcli/journal.py), hand the rest to the engine
-(bhtcli/sweep_dask.py, which runs bhtcli/sweep_task.py on the workers), save each query and
+The driver's loop, independent of the engine: read the manifest (bhtcli/sweep/manifest.py), skip the
+tasks already in the journal (bhtcli/sweep/journal.py), hand the rest to the engine
+(bhtcli/sweep/on_dask.py, which runs bhtcli/sweep/task.py on the workers), save each query and
 append each row as it arrives, and optionally export the manifest's rows at the end.
 """
 from __future__ import annotations
@@ -17,10 +17,10 @@ from dataclasses import asdict, dataclass, field
 from bhtcli import __version__
 from bhtcli.errors import BhtError, InputError
 from bhtcli.io.load import check_output_path, save_npy_atomic
-from bhtcli.journal import Journal, check_export_path, export_rows
-from bhtcli.manifest import COLUMNS, Task, is_label, read_manifest
+from bhtcli.sweep.journal import Journal, check_export_path, export_rows
+from bhtcli.sweep.manifest import COLUMNS, Task, is_label, read_manifest
 from bhtcli.results import json_safe
-from bhtcli.sweep_task import failed_fields
+from bhtcli.sweep.task import failed_fields
 
 @dataclass(frozen=True)
 class SweepResult:
@@ -59,7 +59,7 @@ def sweep(manifest, out, scheduler: str | None = None, workers: int | None = Non
     ----------
     manifest : str
         CSV/TSV/JSONL with columns a, b, energy and optionally model, floor, error, seed,
-        starts, name and label_* (see bhtcli.manifest).
+        starts, name and label_* (see bhtcli.sweep.manifest).
     out : str
         The results journal (JSONL); queries go to ``<out>.queries/<task>.npy``.
     scheduler : str, optional
@@ -144,7 +144,7 @@ def sweep(manifest, out, scheduler: str | None = None, workers: int | None = Non
         info = {"engine": "none", "workers": None, "startup_seconds": 0.0, "run_seconds": 0.0}
         if runnable:
             if engine is None:
-                from bhtcli.sweep_dask import run_on_dask as engine
+                from bhtcli.sweep.on_dask import run_on_dask as engine
             info = engine(runnable, on_done, scheduler=scheduler, workers=workers)
         rows = journal.rows
         missing = [k for k in distinct if k not in rows]

@@ -18,7 +18,7 @@ from distributed.diagnostics.plugin import WorkerPlugin
 
 from bhtcli import __version__
 from bhtcli.errors import BhtError, InputError
-from bhtcli.sweep_task import failed_fields, run_task
+from bhtcli.sweep.task import failed_fields, run_task
 
 BLAS_ENV = {name: "1" for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
                                     "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")}
@@ -34,7 +34,7 @@ def available_cpus() -> int:
 
 
 def run_on_dask(tasks: list, on_done, scheduler: str | None = None, workers: int | None = None) -> dict:
-    """Run `tasks` with bhtcli.sweep.run_task on Dask, calling on_done(task, outcome) as each ends.
+    """Run `tasks` with bhtcli.sweep.driver.run_task on Dask, calling on_done(task, outcome) as each ends.
 
     Returns the engine's description: engine, workers, startup_seconds, run_seconds.
     A task Dask could not finish for reasons outside the task (the cluster went away) gets

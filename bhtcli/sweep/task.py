@@ -14,7 +14,7 @@ import numpy as np
 
 from bhtcli.errors import BhtError, InputError
 from bhtcli.io.load import read_array
-from bhtcli.manifest import Task, call_arguments, split_npz_key
+from bhtcli.sweep.manifest import Task, call_arguments, split_npz_key
 from bhtcli.io.validation import check_matrix, check_pair
 
 # Result columns of a row: name -> where it is in DesignResult.to_dict(). The certificate

@@ -1,0 +1,1 @@
+"""bht sweep: driver, manifest, journal, worker task and the Dask engine."""
