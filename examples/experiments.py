@@ -9,7 +9,7 @@ import time
 
 import numpy as np
 
-from bhtcli.plot import plot_fixed
+from bhtcli.cli.plot import plot_fixed
 from bhtcli.commands.simulate import simulate
 
 

@@ -6,7 +6,7 @@ import sys
 import numpy as np
 import pytest
 
-from bhtcli.cli import main
+from bhtcli.cli.main import main
 
 DESIGN_KEYS = ["model", "n", "d", "energy", "target_error", "query", "query_norm", "hellinger",
                "hellinger_squared", "total_variation", "kl_ab", "kl_ba", "chernoff_information",

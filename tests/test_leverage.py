@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from bhtcli.cli import main
+from bhtcli.cli.main import main
 from bhtcli.models.leverage import LeverageModel, LeveragePair
 from bhtcli.commands.leverage_design import (bound_leverage, design_leverage, thm42_quantities, tv_bound)
 from bhtcli.commands.simulate import simulate

@@ -8,7 +8,7 @@ from scipy.special import softmax
 from scipy.stats import chisquare
 
 from bhtcli.models.answers import sample
-from bhtcli.cli import main
+from bhtcli.cli.main import main
 from bhtcli.commands.decide import decide
 from bhtcli.commands.simulate import simulate
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from safetensors.numpy import save_file
 
 from bhtcli import InputError, load_matrix
-from bhtcli.cli import main
+from bhtcli.cli.main import main
 from bhtcli.io.load import load_pair, load_vector, read_array
 
 

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from scipy.special import softmax
 
 from bhtcli import InputError, shift
-from bhtcli.cli import main
+from bhtcli.cli.main import main
 from bhtcli.commands.shift import (load_data, softmax_regression_grad, softmax_regression_loss,
                           softmax_regression_loss_and_grad)
 

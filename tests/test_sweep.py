@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bhtcli.maths.bounds import bound
-from bhtcli.cli import main
+from bhtcli.cli.main import main
 from bhtcli.commands.design import design
 from bhtcli.errors import InputError
 from bhtcli.sweep.journal import Journal

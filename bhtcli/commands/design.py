@@ -23,7 +23,7 @@ METHODS = ("lbfgs", "ccp")
 
 @dataclass(frozen=True)
 class DesignResult:
-    """What `bht design` reports (render with bhtcli.render, or use `to_dict()`)."""
+    """What `bht design` reports (render with bhtcli.cli.render, or use `to_dict()`)."""
 
     model: str
     n: int

@@ -32,7 +32,7 @@ BLOCK_ENTRIES = 1 << 21     # entries of one block of probabilities (16 MB in fl
 
 @dataclass(frozen=True)
 class ShiftResult:
-    """What `bht shift` reports (render with bhtcli.render, or use `to_dict()`).
+    """What `bht shift` reports (render with bhtcli.cli.render, or use `to_dict()`).
 
     `updated` is the new model B (not part of `to_dict()`; `--out` writes it).
     """

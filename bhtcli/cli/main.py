@@ -13,7 +13,7 @@ from bhtcli.commands.design import METHODS, design as design_fn
 from bhtcli.errors import BhtError, InputError
 from bhtcli.io.load import check_output_path, save_npy_atomic
 from bhtcli.search.optimize import DEFAULT_STARTS
-from bhtcli.render import render_bound_table, render_design_table, render_json
+from bhtcli.cli.render import render_bound_table, render_design_table, render_json
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 
@@ -206,7 +206,7 @@ def decide(a, b, answers, model, query, alpha, link_a, link_b, bias_a, bias_b, a
       bht sample B.npy --query x.npy --count 40 | bht decide A.npy B.npy --query x.npy - --json
     """
     from bhtcli.commands.decide import decide as decide_fn
-    from bhtcli.render import render_decide_table
+    from bhtcli.cli.render import render_decide_table
     if a == "-" or b == "-":
         raise InputError("A and B must be files for decide (standard input carries the answers)")
     settings = _readout(model, link_a, link_b, bias_a, bias_b)
@@ -235,7 +235,7 @@ def simulate(a, b, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, 
       bht simulate A.npy B.npy --energy 1.0 --policy fixed --plot errors.png
       bht simulate A.npy B.npy --energy 1.0 --query x.npy --json | jq .sprt
     """
-    from bhtcli.render import render_simulate_table
+    from bhtcli.cli.render import render_simulate_table
     from bhtcli.commands.simulate import simulate as simulate_fn
     if plot:
         check_output_path(plot, "--plot")
@@ -263,7 +263,7 @@ def simulate(a, b, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, 
                              predicted_points=80 if plot else 0, **settings)
         if plot:
             say("plotting")
-            from bhtcli.plot import plot_fixed
+            from bhtcli.cli.plot import plot_fixed
             plot_fixed(result, plot)
     _emit(result, as_json, render_simulate_table)
 
@@ -292,7 +292,7 @@ def sweep(manifest, results, scheduler, workers, export, retry_failed, as_json):
       bht sweep pairs.jsonl --out results.jsonl --scheduler tcp://10.0.0.5:8786 --json
     """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-    from bhtcli.render import render_sweep_table
+    from bhtcli.cli.render import render_sweep_table
     from bhtcli.sweep.driver import sweep as sweep_fn
     err = _stderr()
     bar = Progress(TextColumn("sweep"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[failed]} failed"),
@@ -338,7 +338,7 @@ def shift(a, data, lr, steps, out, energy, alpha, seed, as_json):
       bht shift A.npy --data D.npz --lr 10 --steps 10 --out B.npy
       bht shift A.npy --data D.npz --lr 10 --out B.npy --energy 1.0 --json | jq .detection.samples
     """
-    from bhtcli.render import render_shift_table
+    from bhtcli.cli.render import render_shift_table
     from bhtcli.commands.shift import shift as shift_fn
     err = _stderr()
     progress = (lambda msg: err.print(f"[dim]{msg}[/dim]")) if not as_json else None
