@@ -191,6 +191,41 @@ def test_leverage_candidates_against_brute_force():
     assert 0 < c["reachable_fraction"] <= 1
 
 
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), n=st.integers(3, 7), m=st.integers(1, 12), top=st.integers(1, 6))
+def test_leverage_rank_matches_brute_force(seed, n, m, top):
+    rng = np.random.default_rng(seed)
+    A = rng.standard_normal((n, 2))
+    B = A + 0.4 * rng.standard_normal((n, 2))
+    S = rng.uniform(0.5, 2.0, (m, n))
+    r = rank(A, B, S, model="leverage", top=top)
+    h2 = brute_leverage_h2(A, B, S)
+    want = np.argsort(-h2, kind="stable")[:top]
+    np.testing.assert_allclose([e["hellinger_squared"] for e in r.top], h2[want], rtol=1e-7, atol=1e-13)
+    assert r.energy is None and r.floor is None and r.eligible == m
+
+
+def test_half_precision_safetensors_candidates(tmp_path):
+    from safetensors.numpy import save_file
+    A, B, rng = pair(12, n=10, d=4)
+    H = rng.standard_normal((33, 4)).astype(np.float16)
+    save_file({"hidden": H}, str(tmp_path / "H.safetensors"))
+    r = rank(A, B, f"{tmp_path / 'H.safetensors'}:hidden", top=33)
+    h2 = brute_h2(A, B, H.astype(np.float64))
+    np.testing.assert_allclose([e["hellinger_squared"] for e in r.top], np.sort(h2)[::-1], rtol=1e-9)
+
+
+def test_cli_design_candidates_out_writes_the_best_row(capsys, tmp_path):
+    A, B, rng = pair(13)
+    H = rng.standard_normal((20, 3))
+    for k, v in (("A", A), ("B", B), ("H", H)):
+        np.save(tmp_path / f"{k}.npy", v)
+    code, out, _ = run(capsys, "design", str(tmp_path / "A.npy"), str(tmp_path / "B.npy"), "--candidates",
+                       str(tmp_path / "H.npy"), "--out", str(tmp_path / "x.npy"), "--json", "--starts", "4")
+    assert code == 0
+    np.testing.assert_array_equal(np.load(tmp_path / "x.npy"), H[json.loads(out)["candidates"]["best_index"]])
+
+
 # ---------------------------------------------------------------- subspace
 @pytest.mark.parametrize("r", [1, 2])
 def test_subspace_against_a_grid(r):

@@ -388,7 +388,9 @@ def rank(A, B, H, energy=None, *, model: str = "softmax", floor=None, error: flo
     if out is not None:
         write_scores(out, r.scores, r.names, {e["index"]: e for e in r.top}, r.error)
     best = int(r.top_rows[0])
-    return RankResult(r.model, r.n, r.d, r.energy, r.floor, r.error, int(r.H.shape[0]),
+    given = r.box_source == "energy"        # the budget the user gave (not one derived from H)
+    return RankResult(r.model, r.n, r.d, r.energy if given else None, r.floor if given else None,
+                      r.error, int(r.H.shape[0]),
                       int(r.scores.eligible.sum()), best, None if r.names is None else r.names[best],
                       r.top, None if out is None else os.fspath(out),
                       "float64" if r.model == "leverage" else str(r.pair.dtype),
