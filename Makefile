@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test install bench audit clean
+.PHONY: demo test install bench audit reach clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,11 @@ bench: $(STAMP)
 audit: $(STAMP)
 	examples/quantization_audit/setup.sh
 	$(BIN)/python examples/quantization_audit/audit.py
+
+# Which real prompt makes the int8 round-trip most detectable (examples/reachable_audit; ~5 min).
+reach: $(STAMP)
+	examples/reachable_audit/setup.sh
+	$(BIN)/python examples/reachable_audit/audit.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info bhtcli/__pycache__ tests/__pycache__

@@ -71,8 +71,9 @@ def model_pair_options(fn):
         click.argument("a", metavar="A"),
         click.argument("b", metavar="B"),
         MODEL_OPTION,
-        click.option("--energy", "-E", type=float, required=True,
-                     help="softmax: budget on ||x||_2; leverage: upper bound C on every s_i^2."),
+        click.option("--energy", "-E", type=float, default=None,
+                     help="softmax: budget on ||x||_2; leverage: upper bound C on every s_i^2 "
+                          "[required; optional with design --candidates and rank]."),
         FLOOR_OPTION,
         click.option("--error", "alpha", type=float, default=0.05, show_default=True,
                      help="Target for both error probabilities (0 < ALPHA < 0.5)."),
@@ -102,8 +103,15 @@ def _readout(model, link_a, link_b, bias_a, bias_b) -> dict:
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout instead of tables.")
 @click.option("--out", type=click.Path(dir_okay=False), help="Write the query x to this .npy file.")
 @DTYPE_OPTION
+@click.option("--candidates", default=None, metavar="H",
+              help="Only these queries: one per row of H (m x d; leverage: m x n weights s). Reports "
+                   "the best eligible row (norm <= E), the top list and how much of the optimum it reaches.")
+@click.option("--names", default=None, metavar="FILE", help="With --candidates: one name per row (e.g. the prompts).")
+@click.option("--top", type=int, default=10, show_default=True, help="With --candidates: how many of the best to list.")
+@click.option("--subspace", default=None, metavar="V",
+              help="Only queries x = V z (V: d x r, orthonormalised by bht, rank r), ||x|| <= E.")
 def design(a, b, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, starts, seed, method,
-           as_json, out, dtype):
+           as_json, out, dtype, candidates, names, top, subspace):
     """Find the query x (||x|| <= E) that best separates A from B, and how many it takes.
 
     A and B are n x d matrices: .npy, .npz (FILE.npz:KEY), .csv/.txt, or - for stdin.
@@ -114,14 +122,27 @@ def design(a, b, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, st
       bht design A.npy B.npy --energy 1.0 --json | jq .samples.predicted
       bht design A.csv B.csv --energy 2 --error 0.01 --out x.npy
       bht design A.npy A.npy --link-b taylor:4 --energy 3     # softmax vs its degree-4 surrogate
+      bht design A.npy B.npy --candidates H.npy --names prompts.txt --energy 12
+      bht design A.npy B.npy --subspace V.npy --energy 1.0
     """
     settings = _readout(model, link_a, link_b, bias_a, bias_b)
+    if candidates is None:
+        _need_energy(energy)
     if out:
         check_output_path(out)
     err = _stderr()
     progress = (lambda msg: err.print(f"[dim]{msg}[/dim]")) if not as_json else None
-    if model == "leverage":
+    if candidates is not None and model == "leverage":
+        from bhtcli.commands.candidates import design_candidates
+        if subspace is not None:
+            raise InputError("--subspace is for softmax models (a leverage query is a weight vector s)")
+        result = design_candidates(a, b, candidates, energy, model=model, floor=floor, error=alpha,
+                                   names=names, top=top, starts=starts, seed=seed, dtype=dtype,
+                                   progress=progress)
+    elif model == "leverage":
         from bhtcli.commands.leverage_design import design_leverage
+        if subspace is not None or names is not None:
+            raise InputError("--subspace is for softmax models; --names goes with --candidates")
         if method != "lbfgs":
             raise InputError("--method ccp is for softmax models; leverage models use L-BFGS-B")
         if dtype != "float64":
@@ -132,7 +153,7 @@ def design(a, b, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, st
         _no_floor(floor)
         result = design_fn(a, b, energy, error=alpha, seed=seed, method=method, progress=progress,
                            starts=DEFAULT_STARTS if starts is None else starts, dtype=dtype,
-                           **settings)
+                           candidates=candidates, names=names, top=top, subspace=subspace, **settings)
     for w in result.warnings:
         err.print(f"Warning: {w}", markup=False, highlight=False)
     if out:
@@ -153,6 +174,7 @@ def bound(a, b, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, as_
       bht bound A.npy B.npy --energy 1.0 --json | jq .samples_lower_any_strategy
     """
     settings = _readout(model, link_a, link_b, bias_a, bias_b)
+    _need_energy(energy)
     if model == "leverage":
         from bhtcli.commands.leverage_design import bound_leverage
         result = bound_leverage(a, b, energy, floor, error=alpha)
@@ -253,6 +275,7 @@ def simulate(a, b, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, 
         def say(message, step=None, total=None):
             bar.update(task, description=message, completed=step, total=total)
 
+        _need_energy(energy)
         if model != "leverage":
             _no_floor(floor)
         settings = _readout(model, link_a, link_b, bias_a, bias_b)
@@ -266,6 +289,39 @@ def simulate(a, b, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, 
             from bhtcli.cli.plot import plot_fixed
             plot_fixed(result, plot)
     _emit(result, as_json, render_simulate_table)
+
+
+@cli.command(context_settings=CONTEXT)
+@model_pair_options
+@click.argument("h", metavar="H")
+@click.option("--names", default=None, metavar="FILE", help="One name per row of H (e.g. the prompts).")
+@click.option("--top", type=int, default=10, show_default=True,
+              help="How many of the best to list (with exact predicted counts).")
+@click.option("--out", type=click.Path(dir_okay=False), default=None,
+              help="Write every candidate's scores to FILE.jsonl or FILE.csv (in the order of H).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout instead of a table.")
+@DTYPE_OPTION
+def rank(a, b, h, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, names, top, out,
+         as_json, dtype):
+    """Score every candidate query (one per row of H) and rank them; no search.
+
+    H is m x d (leverage: m x n weight vectors s), any matrix format, streamed in blocks.
+    With --energy, rows with ||x|| > E are not eligible. `bht design --candidates H` adds the
+    design report of the best row and how much of the optimum it reaches.
+
+    \b
+    Examples:
+      bht rank A.npy B.npy H.npy --energy 12 --out scores.jsonl
+      bht rank A.npy B.npy H.safetensors:hidden --names prompts.txt --top 5 --json | jq .top
+    """
+    from bhtcli.commands.candidates import rank as rank_fn
+    from bhtcli.cli.render import render_rank_table
+    settings = _readout(model, link_a, link_b, bias_a, bias_b)
+    err = _stderr()
+    progress = (lambda msg: err.print(f"[dim]{msg}[/dim]")) if not as_json else None
+    result = rank_fn(a, b, h, energy, model=model, floor=floor, error=alpha, names=names, top=top,
+                     out=out, dtype=dtype, progress=progress, **settings)
+    _emit(result, as_json, render_rank_table)
 
 
 @cli.command(context_settings=CONTEXT)
@@ -352,6 +408,11 @@ def _emit(result, as_json: bool, render_table) -> None:
         click.echo(render_json(result))
     else:
         render_table(result, _stdout())
+
+
+def _need_energy(energy):
+    if energy is None:
+        raise click.UsageError("Missing option '--energy' / '-E'.", ctx=click.get_current_context())
 
 
 def _no_floor(floor):

@@ -47,6 +47,12 @@ def _readout_rows(table, r) -> None:
 
 def render_design_table(result, console: Console) -> None:
     r = result.to_dict()
+    _render_design(r, console)
+    if r.get("candidates"):
+        render_candidates(r, console)
+
+
+def _render_design(r: dict, console: Console) -> None:
     leverage = r["model"] == "leverage"
     box = f"box {_num(r['floor'])} <= s_i^2 <= {_num(r['energy'])}" if leverage else f"E={_num(r['energy'])}"
     head = _table(f"bht design  {r['model']}  n={r['n']:,}  d={r['d']:,}  {box}  "
@@ -65,8 +71,17 @@ def render_design_table(result, console: Console) -> None:
                      f"({100 * r['solver']['fraction_at_box_faces']:.0f}% of entries on a face of the box)")
     else:
         where = "on the sphere" if r["on_boundary"] else "inside the ball"
-        head.add_row("query x", _query_text(r["query"]) + ("  (full vector: --json or --out)" if r["d"] > 8 else ""))
+        cand = r.get("candidates")
+        what = "query x"
+        if cand:
+            what = f"query x = candidate {cand['best_index']:,}"
+        head.add_row(what, _query_text(r["query"]) + ("  (full vector: --json or --out)" if r["d"] > 8 else ""))
+        if cand and cand.get("best_name") is not None:
+            head.add_row("name", _short(cand["best_name"], 72))
         head.add_row("||x||", f"{_num(r['query_norm'])}  ({where})")
+        if r.get("subspace_rank"):
+            head.add_row("subspace", f"x = V z, V of rank {r['subspace_rank']:,} (orthonormalised); "
+                                     "certificate: over that subspace")
     _readout_rows(head, r)
     head.add_row("distinguishable", "yes")
     if r["note"]:
@@ -121,6 +136,15 @@ def render_design_table(result, console: Console) -> None:
 
     v = r["solver"]
     sol = _table("\nSolver")
+    if v["method"] == "candidates":
+        opt = r["candidates"]["optimum"] or {}
+        sol.add_row("method", f"scored {r['candidates']['count']:,} given queries; the optimum: "
+                              f"lbfgs, {opt.get('starts') or 0} starts (the best candidates among them), "
+                              f"{opt.get('iterations') or 0} iterations")
+        sol.add_row("passes over A and B", _num(v["passes"]))
+        sol.add_row("time", f"{v['seconds']:.2f} s")
+        console.print(sol)
+        return
     sol.add_row("method", f"{v['method']}, {v['starts']} starts, {v['iterations']} iterations, "
                           f"{v['passes']} passes over A and B")
     sol.add_row("distinct local maxima", f"{v['local_maxima']}  (best H^2: "
@@ -266,3 +290,71 @@ def render_shift_table(result, console: Console) -> None:
     d.add_row("||x||", _num(det["query_norm"]), _num(sp["query_norm"]))
     d.add_row("estimate / design (D)", "", _num(det["estimate_over_design"], 4))
     console.print(d)
+
+
+def _short(text: str, width: int) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= width else text[:width - 3] + "..."
+
+
+def _percent(f: float) -> str:
+    return f"{100 * f:.0f}%" if f >= 0.1 else f"{100 * f:.2g}%"
+
+
+def _top_table(title: str, top: list) -> Table:
+    named = any(e.get("name") is not None for e in top)
+    t = Table(title=title, title_justify="left", box=None, pad_edge=False, header_style="bold",
+              min_width=len(title.strip()))
+    for col, right in (("rank", True), ("row", True), ("H^2", True), ("predicted", True), ("||x||", True)):
+        t.add_column(col, justify="right" if right else "left", no_wrap=True)
+    if named:
+        t.add_column("name", no_wrap=True)
+    for k, e in enumerate(top, start=1):
+        cells = [str(k), f"{e['index']:,}", _num(e["hellinger_squared"], 4), _num(e["predicted"]),
+                 _num(e["norm"], 4)]
+        if named:
+            cells.append(_short(e["name"] or "", 60))
+        t.add_row(*cells)
+    return t
+
+
+def render_candidates(r: dict, console: Console) -> None:
+    """The candidates part of `design --candidates`: counts, the fraction in words, the top list."""
+    c = r["candidates"]
+    leverage = r["model"] == "leverage"
+    t = _table("\nCandidates (the queries you can send)")
+    t.add_row("candidates", f"{c['count']:,}")
+    t.add_row("eligible", f"{c['eligible']:,}" + (f"  ({c['ineligible']:,} not: {c['why_ineligible']})"
+                                                  if c["ineligible"] else ""))
+    t.add_row("best", f"row {c['best_index']:,}" + (f"  {_short(c['best_name'], 60)}" if c["best_name"] else ""))
+    opt = c["optimum"] or {}
+    where = (f"box {_num(c['floor'])} <= s_i^2 <= {_num(c['radius'])}" if leverage
+             else f"||x|| <= {_num(c['radius'])}")
+    t.add_row("optimum for comparison", f"H^2 {_num(opt.get('hellinger_squared'))}, predicted "
+              f"{_num(opt.get('predicted'))} queries  ({where}, from {c['radius_from']})")
+    f = c["reachable_fraction"]
+    if f is not None:
+        q = "weight vector" if leverage else "hidden state"
+        t.add_row("reachable fraction", f"{_num(f, 4)}: the best of your {c['count']:,} candidates reaches "
+                  f"{_percent(f)} of the H^2 an optimal {q} would")
+    else:
+        t.add_row("reachable fraction", "- (no query separates the models)")
+    console.print(t)
+    console.print(_top_table(f"\nTop {len(c['top'])} candidates by H^2 (row: 0-based in H)", c["top"]))
+
+
+def render_rank_table(result, console: Console) -> None:
+    r = result.to_dict()
+    box = ""
+    if r["energy"] is not None:
+        box = (f"  box {_num(r['floor'])} <= s_i^2 <= {_num(r['energy'])}" if r["model"] == "leverage"
+               else f"  E={_num(r['energy'])}")
+    t = _table(f"bht rank  {r['model']}  n={r['n']:,}  d={r['d']:,}{box}  alpha={_num(r['target_error'])}")
+    _readout_rows(t, r)
+    t.add_row("candidates", f"{r['count']:,}  ({r['eligible']:,} eligible)")
+    t.add_row("best", f"row {r['best_index']:,}" + (f"  {_short(r['best_name'], 60)}" if r["best_name"] else ""))
+    if r["out"]:
+        t.add_row("all scores written to", r["out"])
+    t.add_row("time", f"{r['seconds']:.2f} s")
+    console.print(t)
+    console.print(_top_table(f"\nTop {len(r['top'])} candidates by H^2 (row: 0-based in H)", r["top"]))

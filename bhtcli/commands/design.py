@@ -50,14 +50,17 @@ class DesignResult:
     warnings: list = field(default_factory=list)
     readout: dict | None = None          # softmax family: links and biases
     dtype: str = "float64"               # precision of the large products (the rest: float64)
+    candidates: dict | None = None       # design --candidates: the ranking (commands/candidates.py)
+    subspace_rank: int | None = None     # design --subspace: queries x = V z, V of this rank
 
     def to_dict(self) -> dict:
         return json_safe(asdict(self))
 
 
-def design(A, B, energy: float, error: float = 0.05, starts: int = DEFAULT_STARTS,
+def design(A, B, energy: float | None, error: float = 0.05, starts: int = DEFAULT_STARTS,
            seed: int = 0, method: str = "lbfgs", progress=None, *, link_a="exp", link_b="exp",
-           bias_a=None, bias_b=None, dtype: str = "float64") -> DesignResult:
+           bias_a=None, bias_b=None, dtype: str = "float64", candidates=None, names=None,
+           top: int = 10, subspace=None) -> DesignResult:
     """Find the query x (||x||_2 <= energy) that best separates model A from model B.
 
     Parameters
@@ -84,6 +87,17 @@ def design(A, B, energy: float, error: float = 0.05, starts: int = DEFAULT_START
     dtype : {"float64", "float32"}
         Precision of the products with A and B during the search; the reported numbers are
         always recomputed in float64 at the final query.
+    candidates : array_like or path, optional
+        m x d candidate queries, one per row: report the best one (rows with norm > energy
+        are not eligible; energy may then be None) and how close it comes to the designed
+        optimum; see :func:`bhtcli.commands.candidates.design_candidates`.
+    names : path, optional
+        With `candidates`: a text file with one name per candidate row.
+    top : int
+        With `candidates`: how many of the best candidates to list (default 10).
+    subspace : array_like or path, optional
+        A d x r matrix V: search only the queries x = V z (V is orthonormalised; it must have
+        rank r); the result carries `subspace_rank`.
 
     Returns
     -------
@@ -94,6 +108,24 @@ def design(A, B, energy: float, error: float = 0.05, starts: int = DEFAULT_START
     InputError
         Invalid matrices or options.
     """
+    if candidates is not None:
+        from bhtcli.commands.candidates import design_candidates
+        if subspace is not None:
+            raise InputError("--candidates and --subspace do not go together: rank candidates "
+                             "in the full space, or design inside a subspace")
+        if method != "lbfgs":
+            raise InputError("--method ccp designs a query; with --candidates the optimum for "
+                             "comparison uses the default lbfgs")
+        return design_candidates(A, B, candidates, energy, error=error, names=names, top=top,
+                                 starts=starts, seed=seed, link_a=link_a, link_b=link_b,
+                                 bias_a=bias_a, bias_b=bias_b, dtype=dtype, progress=progress)
+    if names is not None:
+        raise InputError("--names labels the rows of --candidates; give --candidates too")
+    if subspace is not None:
+        from bhtcli.commands.subspace import design_in_subspace
+        return design_in_subspace(A, B, subspace, energy, error=error, starts=starts, seed=seed,
+                                  method=method, progress=progress, link_a=link_a, link_b=link_b,
+                                  bias_a=bias_a, bias_b=bias_b, dtype=dtype)
     energy, error, starts = check_energy(energy), check_error(error), check_starts(starts)
     seed, dtype = check_seed(seed), check_dtype(dtype)
     if method not in METHODS:

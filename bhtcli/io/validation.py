@@ -94,6 +94,8 @@ def check_energy(energy: float, option: str = "--energy") -> float:
 
 def check_positive(value, option: str) -> float:
     """`value` as a float that is finite and > 0 (an energy, a learning rate)."""
+    if value is None:
+        raise InputError(f"{option} is required here (a finite number > 0, e.g. {option} 1.0)")
     try:
         v = float(value)
     except (TypeError, ValueError):
@@ -187,3 +189,10 @@ def check_dtype(dtype, option: str = "--dtype") -> str:
     if name not in DTYPES:
         raise InputError(f"{option} must be float64 or float32, got {dtype!r}")
     return name
+
+
+def check_top(top, option: str = "--top") -> int:
+    """How many of the best candidates to list: a whole number >= 1."""
+    if isinstance(top, bool) or not isinstance(top, (int, np.integer)) or top < 1:
+        raise InputError(f"{option} must be a whole number >= 1, got {top!r}")
+    return int(top)

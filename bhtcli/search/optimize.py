@@ -316,10 +316,16 @@ def climb(objective, X0: np.ndarray, energy: float, *, explore_gtol: float, poli
 
 
 def maximize(pair: SoftmaxPair, energy: float, starts: int = DEFAULT_STARTS, seed: int = 0,
-             keep: int = 4, progress=None) -> SearchResult:
-    """Best query over the ball of radius `energy` (see the module docstring for the method)."""
+             keep: int = 4, progress=None, extra_starts=None) -> SearchResult:
+    """Best query over the ball of radius `energy` (see the module docstring for the method).
+
+    extra_starts, a (d, j) block, adds j starting points to the usual `starts` (e.g. the best
+    candidate queries, so that the search can only improve on them).
+    """
     t0 = time.perf_counter()
     X0 = starting_points(pair, energy, starts, seed)
+    if extra_starts is not None and np.size(extra_starts):
+        X0 = np.concatenate([X0, project(np.asarray(extra_starts, dtype=np.float64), energy)], axis=1)
     k = X0.shape[1]
     if progress:
         progress(f"climbing from {k} starts")
