@@ -6,7 +6,7 @@ starts: uniform weights, the two "bang-bang" corners that up-weight the rows whe
 P_B is larger at uniform weights, and seeded random corners and interior points (optima of
 such box problems often sit at corners).
 
-Certificate (docs/leverage_bound.md): with delta = max(lambda_min(A^T A), lambda_min(B^T B))
+Certificate (docs/maths.md §7): with delta = max(lambda_min(A^T A), lambda_min(B^T B))
 and eps = sum_i ||b_i b_i^T - a_i a_i^T||_op, every admissible s has
     TV(P_A(s), P_B(s)) <= tau = (C/c) (eps/delta) (d + 2) / (2 d),
 so H^2 <= tau and any strategy with N queries (adaptive or not) needs
@@ -82,7 +82,7 @@ def lower_from_tv(tau: float, alpha: float) -> int | None:
 
 
 def same_leverage_model(pair: LeveragePair, lo: float, hi: float, seed: int = 0) -> bool:
-    """Equal probabilities at uniform and four random weight vectors (SPEC section 1)."""
+    """Equal probabilities at uniform and four random weight vectors (docs/maths.md §1.4)."""
     if pair.a.rank != pair.b.rank:
         return False
     rng = np.random.default_rng(seed + 31337)

@@ -232,7 +232,7 @@ def shift(A, data, lr: float, steps: int = 1, *, out: str | None = None, energy:
         Write B here (.npy, atomically, only after everything else succeeded).
     energy : float, optional
         If given, also report how many queries with ||x|| <= energy detect the update:
-        ``design(A, B, energy)`` and the small-perturbation estimate of SPEC section 5
+        ``design(A, B, energy)`` and the small-perturbation estimate of docs/maths.md §5.2
         (:func:`bhtcli.maths.perturbation.small_perturbation_estimate`).
     error : float
         Target error alpha of those counts.

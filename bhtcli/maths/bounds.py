@@ -1,4 +1,4 @@
-"""Closed-form quantities (no optimisation): the certificate of SPEC section 4 and the paper's eps.
+"""Closed-form quantities (no optimisation): the certificate (docs/maths.md §4) and the paper's eps.
 
 For every query x with ||x|| <= E and Delta = (A - B) x:
     D(x) <= range(Delta)^2 / 32 <= E^2 diam^2 / 32,   KL <= range(Delta)^2 / 8 <= E^2 diam^2 / 8,
@@ -87,7 +87,7 @@ class Certificate:
 
 
 def certificate(energy: float, diameter: float, alpha: float, distinguishable: bool) -> Certificate:
-    """SPEC section 4 bounds for a budget E and a diameter (upper bound)."""
+    """The docs/maths.md §4 bounds for a budget E and a diameter (upper bound)."""
     return certificate_from_spread(energy * diameter, alpha, distinguishable)
 
 
@@ -167,7 +167,7 @@ def analyse_pair(A: np.ndarray, B: np.ndarray, pair_G: np.ndarray, energy: float
     _, dbias = readout.bias_offsets(n)
     bias_range = float(dbias.max() - dbias.min())
     bias_scale = max(_abs_max(readout.bias_a), _abs_max(readout.bias_b))
-    tiny = 32.0 * EPS * max(max_norm, bias_scale)          # SPEC section 1
+    tiny = 32.0 * EPS * max(max_norm, bias_scale)          # docs/maths.md §1.3
     same = _same_model(A, B, readout, diam.value, bias_range, tiny)
     if same:
         return PairFacts(eps_2inf, diam, False, same, 0.0, None)
@@ -240,7 +240,7 @@ def _augmented_blocks(A, B, bias_a, bias_b, rows: int = 8192):
 
 def bound(A, B, energy: float, error: float = 0.05, *, link_a="exp", link_b="exp",
           bias_a=None, bias_b=None) -> BoundResult:
-    """Closed-form bounds for two models (SPEC section 4 and the paper's eps).
+    """Closed-form bounds for two models (docs/maths.md §4 and §5.1).
 
     Parameters
     ----------

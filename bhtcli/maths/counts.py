@@ -1,6 +1,6 @@
 """How many repetitions of one query decide between A and B with both errors <= alpha.
 
-SPEC section 3. With D = -log BC for the query:
+docs/maths.md §3. With D = -log BC for the query:
 
 - upper = ceil(ln(1/alpha) / D): the likelihood-ratio test at threshold 0 has both errors
   <= BC^N (Chernoff bound at lambda = 1/2);
