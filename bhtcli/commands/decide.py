@@ -1,4 +1,4 @@
-"""`decide`: Wald's SPRT on observed answers, plus the fixed-sample verdict."""
+"""`decide`: Wald's SPRT on observed answers, plus the fixed-sample verdict (docs/maths.md §8)."""
 from __future__ import annotations
 
 import math

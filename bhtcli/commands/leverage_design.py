@@ -57,7 +57,8 @@ def check_box(energy, floor) -> tuple[float, float]:
 
 
 def thm42_quantities(A: np.ndarray, B: np.ndarray):
-    """(delta, eps): max of lambda_min(A^T A), lambda_min(B^T B); sum_i ||b b^T - a a^T||_op."""
+    """(delta, eps): max of lambda_min(A^T A), lambda_min(B^T B); sum_i ||b b^T - a a^T||_op
+    (docs/maths.md §7)."""
     lam = max(float(np.linalg.eigvalsh(A.T @ A)[0]), float(np.linalg.eigvalsh(B.T @ B)[0]))
     na, nb = np.einsum("ij,ij->i", A, A), np.einsum("ij,ij->i", B, B)
     ab = np.einsum("ij,ij->i", A, B)

@@ -1,4 +1,5 @@
 """`shift`: gradient steps of softmax regression move A to B = A + dA; how many queries see it?
+(docs/maths.md §9)
 
 Softmax regression (Li et al. 2023, arXiv 2304.13276: in-context learning acts like such a
 weight shift) fits A to data (q_j, y_j), j = 1..m, by the loss

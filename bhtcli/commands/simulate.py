@@ -1,5 +1,5 @@
 """`simulate`: how many queries it really takes, for a fixed n, Wald's SPRT and Chernoff's
-adaptive rule, by Monte Carlo vectorised over trials.
+adaptive rule, by Monte Carlo vectorised over trials (docs/maths.md §8).
 
 - fixed: for each n, T trials under A and T under B give the log-likelihood-ratio sums S_n
   (paths of answers drawn by inverse CDF, cumulative sums, read at the n of a grid); the

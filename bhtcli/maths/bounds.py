@@ -30,7 +30,7 @@ class Diameter:
 
 
 def row_diameter(G: np.ndarray, exact_max_n: int = EXACT_DIAMETER_MAX_N) -> Diameter:
-    """Diameter of the rows of G (a row-centred A - B).
+    """Diameter of the rows of G (a row-centred A - B; docs/maths.md §4.2).
 
     Exact (O(n^2 d), blocked Gram products) up to `exact_max_n` rows, with a rounding margin
     so that it stays an upper bound; beyond, 2 max_i ||g_i - mean||, a rigorous upper bound.
@@ -92,7 +92,8 @@ def certificate(energy: float, diameter: float, alpha: float, distinguishable: b
 
 
 def certificate_from_spread(spread: float, alpha: float, distinguishable: bool) -> Certificate:
-    """The bounds from L >= max_ij (delta_i - delta_j) over the ball: D <= L^2/32, KL <= L^2/8.
+    """The bounds from L >= max_ij (delta_i - delta_j) over the ball: D <= L^2/32, KL <= L^2/8
+    (docs/maths.md §4.1).
     An infinite L (no bound known) gives no certificate (None everywhere)."""
     if not distinguishable:
         return Certificate(0.0, 0.0, 0.0, None, None)
@@ -154,7 +155,8 @@ class PairFacts:
 def analyse_pair(A: np.ndarray, B: np.ndarray, pair_G: np.ndarray, energy: float,
                  readout: Readout | None = None) -> PairFacts:
     """The same-model rule and the spread bound behind the certificate (also checks that the
-    budget keeps the logits in float64's useful range). pair_G: A - B (centred or not)."""
+    budget keeps the logits in float64's useful range; docs/maths.md §1.3, §4.3). pair_G: A - B
+    (centred or not)."""
     readout = Readout() if readout is None else readout
     n = A.shape[0]
     eps_2inf = max(row_norm_2inf(np.asarray(A[s:s + 8192], dtype=np.float64)

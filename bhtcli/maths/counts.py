@@ -54,14 +54,14 @@ def ceil_count(x: float) -> int | None:
 
 
 def upper_count(D: float, alpha: float) -> int | None:
-    """ceil(ln(1/alpha) / D): enough for the likelihood-ratio test."""
+    """ceil(ln(1/alpha) / D): enough for the likelihood-ratio test (docs/maths.md §3.1)."""
     if not D > 0:
         return None
     return ceil_count(math.log(1.0 / alpha) / D)
 
 
 def lower_count(D: float, alpha: float) -> int | None:
-    """ceil(ln(1/(4 alpha (1-alpha))) / (2 D)): needed by any test of N answers."""
+    """ceil(ln(1/(4 alpha (1-alpha))) / (2 D)): needed by any test of N answers (docs/maths.md §3.2)."""
     if not D > 0:
         return None
     return ceil_count(math.log(1.0 / (4.0 * alpha * (1.0 - alpha))) / (2.0 * D))
@@ -119,7 +119,7 @@ def balanced_error(P: np.ndarray, Q: np.ndarray) -> float:
 
 # ---------------------------------------------------------------- saddlepoint (large N)
 class Saddlepoint:
-    """Lugannani-Rice tails of the N-answer log-likelihood ratio under A and under B."""
+    """Lugannani-Rice tails of the N-answer log-likelihood ratio under A and under B (docs/maths.md §3.3)."""
 
     def __init__(self, tilt: Tilt):
         self.tilt = tilt

@@ -132,7 +132,7 @@ class Tilt:
         return 0.5 * (self.cgf(0.5) + self.cgf(-0.5))
 
     def gradient_weights(self):
-        """D and the weights (w_c, w_g) with grad D = C^T w_c + G^T w_g.
+        """D and the weights (w_c, w_g) with grad D = C^T w_c + G^T w_g (docs/maths.md §2.4).
 
         w_c = (p_a + p_b)/2 - pi and w_g = (p_a - p_b)/4, computed without the first-order
         cancellation: with z = dbar/2 - (g(1/2) - g(-1/2))/2, p_a = pi e^(z-D), p_b = pi e^(-z-D),

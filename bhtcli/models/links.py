@@ -1,4 +1,5 @@
-"""Link functions: how a model turns its scores s = A x (+ bias) into answer probabilities.
+"""Link functions: how a model turns its scores s = A x (+ bias) into answer probabilities
+(docs/maths.md §1.2).
 
     exp        p_i ∝ exp(s_i)                        softmax (the default)
     poly:K     p_i ∝ s_i^K            (K even >= 2)  polynomial attention
