@@ -8,9 +8,10 @@ import click
 from rich.console import Console
 
 from bhtcli import __version__
-from bhtcli.maths.bounds import bound as bound_fn
-from bhtcli.commands.design import METHODS, design as design_fn
-from bhtcli.errors import BhtError, InputError
+from bhtcli.api import bound as bound_fn, design as design_fn
+from bhtcli.commands.design import METHODS
+from bhtcli.errors import BhtError, InputError, parameter_names
+from bhtcli.models.spec import ModelSpec
 from bhtcli.io.load import check_output_path, save_npy_atomic
 from bhtcli.search.optimize import DEFAULT_STARTS
 from bhtcli.cli.render import render_bound_table, render_design_table, render_json
@@ -30,6 +31,12 @@ def _stderr() -> Console:
 @click.version_option(__version__, "--version", prog_name="bht")
 def cli():
     """Design queries under an energy budget that tell two softmax models apart."""
+    # library messages name parameters ("link_a"); under the CLI they name the flags ("--link-a")
+    click.get_current_context().with_resource(parameter_names(_flag))
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
 
 
 MODEL_OPTION = click.option(
@@ -82,14 +89,11 @@ def model_pair_options(fn):
     return fn
 
 
-def _readout(model, link_a, link_b, bias_a, bias_b) -> dict:
-    """The link/bias keyword arguments for the library (refused for leverage models)."""
-    settings = dict(link_a=link_a, link_b=link_b, bias_a=bias_a, bias_b=bias_b)
-    if model == "leverage":
-        from bhtcli.models.answers import check_no_readout
-        check_no_readout(*settings.values())
-        return {}
-    return settings
+def _spec(model, energy, floor, link_a, link_b, bias_a, bias_b, dtype="float64",
+          need_energy=True) -> ModelSpec:
+    """The model options checked together (bhtcli.models.spec)."""
+    return ModelSpec.build(model, energy, floor, link_a=link_a, link_b=link_b, bias_a=bias_a,
+                           bias_b=bias_b, dtype=dtype, need_energy=need_energy)
 
 
 @cli.command(context_settings=CONTEXT)
@@ -115,24 +119,13 @@ def design(a, b, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, st
       bht design A.csv B.csv --energy 2 --error 0.01 --out x.npy
       bht design A.npy A.npy --link-b taylor:4 --energy 3     # softmax vs its degree-4 surrogate
     """
-    settings = _readout(model, link_a, link_b, bias_a, bias_b)
+    spec = _spec(model, energy, floor, link_a, link_b, bias_a, bias_b, dtype)
     if out:
         check_output_path(out)
     err = _stderr()
     progress = (lambda msg: err.print(f"[dim]{msg}[/dim]")) if not as_json else None
-    if model == "leverage":
-        from bhtcli.commands.leverage_design import design_leverage
-        if method != "lbfgs":
-            raise InputError("--method ccp is for softmax models; leverage models use L-BFGS-B")
-        if dtype != "float64":
-            raise InputError("--dtype float32 is for softmax-family models; leverage models run in float64")
-        result = design_leverage(a, b, energy, floor, error=alpha, seed=seed, progress=progress,
-                                 starts=starts)
-    else:
-        _no_floor(floor)
-        result = design_fn(a, b, energy, error=alpha, seed=seed, method=method, progress=progress,
-                           starts=DEFAULT_STARTS if starts is None else starts, dtype=dtype,
-                           **settings)
+    result = design_fn(a, b, model=spec, error=alpha, seed=seed, method=method, progress=progress,
+                       starts=starts)
     for w in result.warnings:
         err.print(f"Warning: {w}", markup=False, highlight=False)
     if out:
@@ -152,13 +145,8 @@ def bound(a, b, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, as_
       bht bound A.npy B.npy --energy 1.0
       bht bound A.npy B.npy --energy 1.0 --json | jq .samples_lower_any_strategy
     """
-    settings = _readout(model, link_a, link_b, bias_a, bias_b)
-    if model == "leverage":
-        from bhtcli.commands.leverage_design import bound_leverage
-        result = bound_leverage(a, b, energy, floor, error=alpha)
-    else:
-        _no_floor(floor)
-        result = bound_fn(a, b, energy, error=alpha, **settings)
+    spec = _spec(model, energy, floor, link_a, link_b, bias_a, bias_b)
+    result = bound_fn(a, b, model=spec, error=alpha)
     _emit(result, as_json, render_bound_table)
 
 
@@ -209,8 +197,8 @@ def decide(a, b, answers, model, query, alpha, link_a, link_b, bias_a, bias_b, a
     from bhtcli.cli.render import render_decide_table
     if a == "-" or b == "-":
         raise InputError("A and B must be files for decide (standard input carries the answers)")
-    settings = _readout(model, link_a, link_b, bias_a, bias_b)
-    result = decide_fn(a, b, query, answers, error=alpha, model=model, **settings)
+    spec = _spec(model, None, None, link_a, link_b, bias_a, bias_b, need_energy=False)
+    result = decide_fn(a, b, query, answers, error=alpha, model=spec)
     _emit(result, as_json, render_decide_table)
 
 
@@ -253,14 +241,10 @@ def simulate(a, b, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, 
         def say(message, step=None, total=None):
             bar.update(task, description=message, completed=step, total=total)
 
-        if model != "leverage":
-            _no_floor(floor)
-        settings = _readout(model, link_a, link_b, bias_a, bias_b)
-        if model != "leverage":
-            settings["dtype"] = dtype
-        result = simulate_fn(a, b, energy, query=query, error=alpha, trials=trials, seed=seed,
-                             policy=policy, progress=say, model=model, floor=floor,
-                             predicted_points=80 if plot else 0, **settings)
+        spec = _spec(model, energy, floor, link_a, link_b, bias_a, bias_b, dtype)
+        result = simulate_fn(a, b, query=query, error=alpha, trials=trials, seed=seed,
+                             policy=policy, progress=say, model=spec,
+                             predicted_points=80 if plot else 0)
         if plot:
             say("plotting")
             from bhtcli.cli.plot import plot_fixed
@@ -352,12 +336,6 @@ def _emit(result, as_json: bool, render_table) -> None:
         click.echo(render_json(result))
     else:
         render_table(result, _stdout())
-
-
-def _no_floor(floor):
-    if floor is not None:
-        raise InputError("--floor applies to --model leverage only; softmax queries are bounded by "
-                         "--energy on ||x||_2")
 
 
 def main(argv=None) -> None:

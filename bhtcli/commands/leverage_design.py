@@ -27,6 +27,7 @@ from bhtcli.maths.divergences import divergences_from_tilt
 from bhtcli.errors import InputError
 from bhtcli.io.load import load_pair
 from bhtcli.models.leverage import LeveragePair
+from bhtcli.models.spec import check_box
 from bhtcli.maths.counts import ceil_count, sample_counts
 from bhtcli.io.validation import check_error, check_seed, check_starts
 
@@ -38,22 +39,6 @@ LARGE_STARTS, LARGE_EVALUATIONS, EVALUATIONS = 3, 150, 400
 def default_starts(n: int, d: int) -> int:
     """6 starts, or 3 when n d^2 > 1e7 (each evaluation is O(n d^2))."""
     return DEFAULT_LEVERAGE_STARTS if n * d * d <= LARGE else LARGE_STARTS
-
-
-def check_box(energy, floor) -> tuple[float, float]:
-    """(C, c) for the leverage box c <= s_i^2 <= C."""
-    if floor is None:
-        raise InputError("--floor is required with --model leverage: the box is "
-                         "FLOOR <= s_i^2 <= ENERGY (e.g. --energy 4 --floor 1)")
-    try:
-        C, c = float(energy), float(floor)
-    except (TypeError, ValueError):
-        raise InputError("--energy and --floor must be numbers") from None
-    if not (math.isfinite(c) and c > 0):
-        raise InputError(f"--floor must be a finite number > 0, got {floor!r}")
-    if not (math.isfinite(C) and C >= c):
-        raise InputError(f"--energy must be a finite number >= --floor ({c:g}), got {energy!r}")
-    return C, c
 
 
 def thm42_quantities(A: np.ndarray, B: np.ndarray):

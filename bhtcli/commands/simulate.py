@@ -19,16 +19,16 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from bhtcli.models.answers import AnswerLaw, check_no_readout, draw
+from bhtcli.models.answers import AnswerLaw, draw
 from bhtcli.commands.design import design, report_for_query
 from bhtcli.results import json_safe
 from bhtcli.errors import InputError
 from bhtcli.io.load import load_pair, load_query
 from bhtcli.search.optimize import maximize
 from bhtcli.maths.counts import LATTICE_MAX_N, LatticeTest, Saddlepoint
-from bhtcli.models.readout import make_readout
+from bhtcli.models.spec import ModelSpec
 from bhtcli.models.softmax import SoftmaxPair
-from bhtcli.io.validation import check_dtype, check_energy, check_error, check_seed, check_starts
+from bhtcli.io.validation import check_error, check_seed, check_starts
 
 POLICIES = ("fixed", "sprt", "adaptive")
 MAX_SEQUENTIAL_STEPS = 10_000_000
@@ -244,7 +244,7 @@ def _sequential_stats(out):
             "undecided": int(una + unb)}
 
 
-def simulate(A, B, energy: float, query=None, error: float = 0.05, trials: int = 10_000,
+def simulate(A, B, energy: float | None = None, query=None, error: float = 0.05, trials: int = 10_000,
              seed: int = 0, policy: str = "all", starts: int | None = None, progress=None,
              model: str = "softmax", floor: float | None = None,
              predicted_points: int = 0, *, link_a="exp", link_b="exp", bias_a=None, bias_b=None,
@@ -256,18 +256,15 @@ def simulate(A, B, energy: float, query=None, error: float = 0.05, trials: int =
     predicted_points > 0 adds the predicted error curve at that many n to `curve` (for plots).
     link_a, link_b, bias_a, bias_b, dtype: softmax-family models, as for :func:`bhtcli.commands.design`.
     """
+    spec = ModelSpec.build(model, energy, floor, link_a=link_a, link_b=link_b, bias_a=bias_a,
+                           bias_b=bias_b, dtype=dtype)
     A, B = load_pair(A, B)
-    if model == "leverage":
-        check_no_readout(link_a, link_b, bias_a, bias_b)
-    else:
-        readout = make_readout(A.shape[0], link_a, link_b, bias_a, bias_b)
-        dtype = check_dtype(dtype)
-    if model == "leverage":
-        from bhtcli.commands.leverage_design import check_box, default_starts
-        energy, floor = check_box(energy, floor)
+    model, energy, floor, dtype = spec.family, spec.energy, spec.floor, spec.dtype
+    if spec.leverage:
+        from bhtcli.commands.leverage_design import default_starts
         starts = default_starts(*A.shape) if starts is None else starts
     else:
-        energy = check_energy(energy)
+        readout = spec.readout(A.shape[0])
         starts = 32 if starts is None else starts
     error, starts, seed = check_error(error), check_starts(starts), check_seed(seed)
     if isinstance(trials, bool) or int(trials) != trials or trials < 100:

@@ -1,0 +1,95 @@
+"""The public Python API: one function per command, dispatching on the model family.
+
+Every function takes arrays or paths and the options of the CLI command of the same name, and
+returns the result object whose ``to_dict()`` is what ``bht COMMAND --json`` prints. The model
+settings (``model``, ``energy``, ``floor``, ``link_a``, ``link_b``, ``bias_a``, ``bias_b``,
+``dtype``) are checked together once, by :class:`bhtcli.models.spec.ModelSpec`; ``model`` may
+also be a ready ModelSpec, and then the other model settings are left out.
+
+Errors are :class:`bhtcli.errors.InputError` (bad input) and :class:`bhtcli.errors.SolverError`;
+their messages name the parameters of these functions.
+"""
+from __future__ import annotations
+
+from bhtcli.errors import InputError
+from bhtcli.models.spec import ModelSpec
+
+def model_spec(model="softmax", energy=None, floor=None, *, link_a="exp", link_b="exp",
+               bias_a=None, bias_b=None, dtype="float64", need_energy: bool = True) -> ModelSpec:
+    """The ModelSpec for these settings; `model` may already be one (then nothing else is given)."""
+    if isinstance(model, ModelSpec):
+        given = dict(energy=energy is not None, floor=floor is not None,
+                     link_a=str(link_a) != "exp", link_b=str(link_b) != "exp",
+                     bias_a=bias_a is not None, bias_b=bias_b is not None, dtype=str(dtype) != "float64")
+        extra = [name for name, set_ in given.items() if set_]
+        if extra:
+            raise TypeError(f"model is a ModelSpec: give {', '.join(extra)} in the spec, not as well")
+        return model
+    return ModelSpec.build(model, energy, floor, link_a=link_a, link_b=link_b, bias_a=bias_a,
+                           bias_b=bias_b, dtype=dtype, need_energy=need_energy)
+
+
+def design(A, B, energy=None, *, model="softmax", floor=None, error: float = 0.05,
+           starts: int | None = None, seed: int = 0, method: str = "lbfgs", link_a="exp",
+           link_b="exp", bias_a=None, bias_b=None, dtype="float64", progress=None):
+    """The query that best separates A from B under the budget, and how many it takes.
+
+    Parameters
+    ----------
+    A, B : array_like or path
+        The two n x d models (paths are read with :func:`bhtcli.load_matrix`).
+    energy : float
+        softmax: the budget E on ||x||_2; leverage: the upper end C of c <= s_i^2 <= C.
+    model : {"softmax", "leverage"} or ModelSpec
+    floor : float, optional
+        leverage only: the lower end c of the box.
+    error : float
+        Target alpha for both error probabilities, 0 < alpha < 0.5.
+    starts : int, optional
+        Starting points of the multi-start search (default 32; leverage: 6, or 3 when
+        n d^2 > 1e7).
+    seed : int
+        Seed of the random starting points; equal seeds give equal results.
+    method : {"lbfgs", "ccp"}
+        softmax only: batched projected L-BFGS (default) or the cvxpy cross-check.
+    link_a, link_b, bias_a, bias_b, dtype
+        softmax family only: see :func:`bhtcli.commands.design.design`.
+    progress : callable, optional
+        Called with short status strings.
+
+    Returns
+    -------
+    bhtcli.commands.design.DesignResult
+    """
+    spec = model_spec(model, energy, floor, link_a=link_a, link_b=link_b, bias_a=bias_a,
+                      bias_b=bias_b, dtype=dtype)
+    if spec.leverage:
+        from bhtcli.commands.leverage_design import design_leverage
+        from bhtcli.errors import parameter_name
+        if method != "lbfgs":
+            raise InputError(f"{parameter_name('method')} ccp is for softmax models; leverage models "
+                             "use L-BFGS-B")
+        return design_leverage(A, B, spec.energy, spec.floor, error=error, starts=starts, seed=seed,
+                               progress=progress)
+    from bhtcli.commands.design import design as design_softmax
+    from bhtcli.search.optimize import DEFAULT_STARTS
+    return design_softmax(A, B, spec.energy, error=error,
+                          starts=DEFAULT_STARTS if starts is None else starts, seed=seed,
+                          method=method, progress=progress, dtype=spec.dtype, **spec.readout_options())
+
+
+def bound(A, B, energy=None, *, model="softmax", floor=None, error: float = 0.05, link_a="exp",
+          link_b="exp", bias_a=None, bias_b=None):
+    """Closed-form certificate, no optimisation (docs/maths.md §4; leverage: §7).
+
+    Parameters are those of :func:`design`. Returns a
+    :class:`bhtcli.maths.bounds.BoundResult` or, for leverage models, a
+    :class:`bhtcli.commands.leverage_design.LeverageBoundResult`.
+    """
+    spec = model_spec(model, energy, floor, link_a=link_a, link_b=link_b, bias_a=bias_a,
+                      bias_b=bias_b)
+    if spec.leverage:
+        from bhtcli.commands.leverage_design import bound_leverage
+        return bound_leverage(A, B, spec.energy, spec.floor, error=error)
+    from bhtcli.maths.bounds import bound as bound_softmax
+    return bound_softmax(A, B, spec.energy, error=error, **spec.readout_options())
