@@ -93,3 +93,86 @@ def bound(A, B, energy=None, *, model="softmax", floor=None, error: float = 0.05
         return bound_leverage(A, B, spec.energy, spec.floor, error=error)
     from bhtcli.maths.bounds import bound as bound_softmax
     return bound_softmax(A, B, spec.energy, error=error, **spec.readout_options())
+
+
+def sample(A, query, count: int, *, seed: int = 0, model="softmax", link_a="exp", bias_a=None):
+    """`count` answers of model A to `query`, as 0-based indices (seeded).
+
+    Parameters
+    ----------
+    A : array_like or path
+    query : array_like or path
+        x (length d) for softmax models, s (length n, no zero entry) for leverage models.
+    count : int
+        Number of answers.
+    seed : int
+    model : {"softmax", "leverage"} or ModelSpec
+    link_a, bias_a
+        softmax family only: the link and bias of model A.
+
+    Returns
+    -------
+    numpy.ndarray
+        The answers (int64), what ``bht sample`` prints one per line.
+    """
+    from bhtcli.models.answers import sample as sample_answers
+    spec = model_spec(model, link_a=link_a, bias_a=bias_a, need_energy=False)
+    return sample_answers(A, query, count, seed=seed, model=spec, link=spec.link_a,
+                          bias=spec.bias_a)
+
+
+def decide(A, B, query, answers, *, model="softmax", error: float = 0.05, link_a="exp",
+           link_b="exp", bias_a=None, bias_b=None, stdin=None):
+    """Which model produced `answers` (Wald's SPRT in the order observed, docs/maths.md §8).
+
+    Parameters
+    ----------
+    A, B : array_like or path
+    query : array_like or path
+        The query the answers respond to.
+    answers : array_like of int, path or "-"
+        Observed 0-based answers (a file: one per line or a JSON list; "-": `stdin`).
+    model, error, link_a, link_b, bias_a, bias_b
+        As for :func:`design`.
+
+    Returns
+    -------
+    bhtcli.commands.decide.DecideResult
+    """
+    from bhtcli.commands.decide import decide as decide_answers
+    spec = model_spec(model, link_a=link_a, link_b=link_b, bias_a=bias_a, bias_b=bias_b,
+                      need_energy=False)
+    return decide_answers(A, B, query, answers, error=error, stdin=stdin, model=spec)
+
+
+def simulate(A, B, energy=None, *, model="softmax", floor=None, query=None, error: float = 0.05,
+             trials: int = 10_000, seed: int = 0, policy: str = "all", starts: int | None = None,
+             link_a="exp", link_b="exp", bias_a=None, bias_b=None, dtype="float64",
+             predicted_points: int = 0, progress=None):
+    """Monte Carlo of the fixed-n test, Wald's SPRT and Chernoff's adaptive rule.
+
+    Parameters
+    ----------
+    A, B, energy, model, floor, error, starts, link_a, link_b, bias_a, bias_b, dtype
+        As for :func:`design` (the query is designed first unless `query` is given).
+    query : array_like or path, optional
+        Simulate this query instead of designing one.
+    trials : int
+        Monte Carlo trials per model (>= 100).
+    seed : int
+    policy : {"all", "fixed", "sprt", "adaptive"}
+    predicted_points : int
+        > 0 adds the predicted error curve at that many n (for plots).
+    progress : callable, optional
+        progress(message, step, total).
+
+    Returns
+    -------
+    bhtcli.commands.simulate.SimulateResult
+    """
+    from bhtcli.commands.simulate import simulate as simulate_strategies
+    spec = model_spec(model, energy, floor, link_a=link_a, link_b=link_b, bias_a=bias_a,
+                      bias_b=bias_b, dtype=dtype)
+    return simulate_strategies(A, B, query=query, error=error, trials=trials, seed=seed,
+                               policy=policy, starts=starts, progress=progress, model=spec,
+                               predicted_points=predicted_points)

@@ -24,7 +24,7 @@ from scipy.optimize import minimize
 from bhtcli.commands.design import DesignResult
 from bhtcli.results import json_safe
 from bhtcli.maths.divergences import divergences_from_tilt
-from bhtcli.errors import InputError
+from bhtcli.errors import InputError, parameter_name
 from bhtcli.io.load import load_pair
 from bhtcli.models.leverage import LeveragePair
 from bhtcli.models.spec import check_box
@@ -185,7 +185,7 @@ def check_leverage_query(s, C: float, c: float, n: int) -> np.ndarray:
     s2 = s * s
     if s2.min() < c * (1 - 1e-9) or s2.max() > C * (1 + 1e-9):
         raise InputError(f"the leverage query has s_i^2 in [{s2.min():.6g}, {s2.max():.6g}], outside "
-                         f"the box [--floor {c:g}, --energy {C:g}]")
+                         f"the box [{parameter_name('floor')} {c:g}, {parameter_name('energy')} {C:g}]")
     return np.clip(-np.log(s2), -math.log(C), -math.log(c))
 
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, fields
 
 import numpy as np
 
-from bhtcli.errors import InputError
+from bhtcli.errors import InputError, parameter_name
 from bhtcli.io.load import check_output_path, load_matrix, open_npz, save_npy_atomic
 from bhtcli.results import json_safe
 from bhtcli.io.validation import check_error, check_matrix, check_positive, check_seed
@@ -154,9 +154,9 @@ def load_data(data, n: int, d: int, name: str | None = None):
 
 def _read_npz(path: str, label: str):
     if not os.path.exists(path):
-        raise InputError(f"--data {path}: no such file; check the path")
+        raise InputError(f"{parameter_name('data')} {path}: no such file; check the path")
     if os.path.isdir(path) or not path.lower().endswith(".npz"):
-        raise InputError(f"--data {path}: expected a .npz archive holding Q (m x d queries) and Y "
+        raise InputError(f"{parameter_name('data')} {path}: expected a .npz archive holding Q (m x d queries) and Y "
                          "(m x n targets); write it with numpy.savez('D.npz', Q=Q, Y=Y)")
     with open_npz(path, label) as archive:
         keys = list(archive.files)
@@ -204,13 +204,13 @@ def _targets(Y, m: int, n: int, label: str) -> np.ndarray:
 
 def check_lr(lr) -> float:
     """The learning rate: finite and > 0."""
-    return check_positive(lr, "--lr")
+    return check_positive(lr, f"{parameter_name('lr')}")
 
 
 def check_steps(steps) -> int:
     """The number of gradient steps: a whole number >= 1."""
     if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 1:
-        raise InputError(f"--steps must be a whole number >= 1, got {steps!r}")
+        raise InputError(f"{parameter_name('steps')} must be a whole number >= 1, got {steps!r}")
     return int(steps)
 
 
@@ -293,7 +293,7 @@ def shift(A, data, lr: float, steps: int = 1, *, out: str | None = None, energy:
 
 def _overflow(lr: float, steps: int):
     # Only absurd learning rates get here: every gradient entry is bounded by max ||q||.
-    raise InputError(f"--lr {lr:g}: the update left the float64 range within {steps} step(s); "
+    raise InputError(f"{parameter_name('lr')} {lr:g}: the update left the float64 range within {steps} step(s); "
                      "use a smaller learning rate")
 
 

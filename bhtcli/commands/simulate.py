@@ -22,7 +22,7 @@ import numpy as np
 from bhtcli.models.answers import AnswerLaw, draw
 from bhtcli.commands.design import design, report_for_query
 from bhtcli.results import json_safe
-from bhtcli.errors import InputError
+from bhtcli.errors import InputError, parameter_name
 from bhtcli.io.load import load_pair, load_query
 from bhtcli.search.optimize import maximize
 from bhtcli.maths.counts import LATTICE_MAX_N, LatticeTest, Saddlepoint
@@ -268,10 +268,10 @@ def simulate(A, B, energy: float | None = None, query=None, error: float = 0.05,
         starts = 32 if starts is None else starts
     error, starts, seed = check_error(error), check_starts(starts), check_seed(seed)
     if isinstance(trials, bool) or int(trials) != trials or trials < 100:
-        raise InputError(f"--trials must be a whole number >= 100, got {trials!r}")
+        raise InputError(f"{parameter_name('trials')} must be a whole number >= 100, got {trials!r}")
     trials = int(trials)
     if policy not in POLICIES + ("all",):
-        raise InputError(f"--policy must be one of fixed, sprt, adaptive, all; got {policy!r}")
+        raise InputError(f"{parameter_name('policy')} must be one of fixed, sprt, adaptive, all; got {policy!r}")
     chosen = POLICIES if policy == "all" else (policy,)
     t0 = time.perf_counter()
     n, d = A.shape
@@ -292,7 +292,7 @@ def simulate(A, B, energy: float | None = None, query=None, error: float = 0.05,
         raise InputError("A and B cannot be told apart with this query (H^2 = 0): nothing to simulate")
     if r.samples["upper"] > 2_000_000:
         raise InputError(f"this query needs up to {r.samples['upper']:,} answers per trial; "
-                         "simulating that is out of reach here (raise --energy)")
+                         f"simulating that is out of reach here (raise {parameter_name('energy')})")
     rng = np.random.default_rng(seed)
     fixed = sprt = adaptive = curve = None
     if "fixed" in chosen:
@@ -338,7 +338,7 @@ def _softmax_setup(A, B, energy, query, error, starts, seed, say, readout, dtype
     else:
         x = load_query(query, A.shape[1])
         if np.linalg.norm(x) > energy * (1 + 1e-9):
-            raise InputError(f"the query has norm {np.linalg.norm(x):.6g} > --energy {energy:g}; "
+            raise InputError(f"the query has norm {np.linalg.norm(x):.6g} > {parameter_name('energy')} {energy:g}; "
                              "give the budget it was designed for")
         r = report_for_query(A, B, x, energy, error, **settings)
 

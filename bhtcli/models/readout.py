@@ -14,6 +14,8 @@ mixed links (psi = phi - s, links.py).
 """
 from __future__ import annotations
 
+from bhtcli.errors import parameter_name
+
 from dataclasses import dataclass
 
 import numpy as np
@@ -118,9 +120,9 @@ def make_readout(n: int, link_a="exp", link_b="exp", bias_a=None, bias_b=None) -
     """Parse links ("exp", "poly:K", "taylor:K") and load biases (paths or arrays, length n)."""
     from bhtcli.io.load import load_vector
     from bhtcli.models.links import parse_link
-    la, lb = parse_link(link_a, "--link-a"), parse_link(link_b, "--link-b")
-    va = None if bias_a is None else load_vector(bias_a, n, "--bias-a")
-    vb = None if bias_b is None else load_vector(bias_b, n, "--bias-b")
+    la, lb = parse_link(link_a, f"{parameter_name('link_a')}"), parse_link(link_b, f"{parameter_name('link_b')}")
+    va = None if bias_a is None else load_vector(bias_a, n, f"{parameter_name('bias_a')}")
+    vb = None if bias_b is None else load_vector(bias_b, n, f"{parameter_name('bias_b')}")
     return Readout(la, lb, va, vb)
 
 

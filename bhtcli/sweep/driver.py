@@ -15,7 +15,7 @@ import time
 from dataclasses import asdict, dataclass, field
 
 from bhtcli import __version__
-from bhtcli.errors import BhtError, InputError
+from bhtcli.errors import BhtError, InputError, parameter_name
 from bhtcli.io.load import check_output_path, save_npy_atomic
 from bhtcli.sweep.journal import Journal, check_export_path, export_rows
 from bhtcli.sweep.manifest import COLUMNS, Task, is_label, read_manifest
@@ -84,11 +84,11 @@ def sweep(manifest, out, scheduler: str | None = None, workers: int | None = Non
     t_start = time.perf_counter()
     _check_paths(manifest, out, export)
     if workers is not None and (isinstance(workers, bool) or int(workers) != workers or workers < 1):
-        raise InputError(f"--workers must be a whole number >= 1, got {workers!r}")
+        raise InputError(f"{parameter_name('workers')} must be a whole number >= 1, got {workers!r}")
     if workers is not None and scheduler:
-        raise InputError("--workers sizes the local cluster; with --scheduler the cluster's own workers run the tasks")
+        raise InputError(f"{parameter_name('workers')} sizes the local cluster; with {parameter_name('scheduler')} the cluster's own workers run the tasks")
     if scheduler and not re.fullmatch(r"(?:[a-z]+://)?[^\s/]+:\d+", scheduler):
-        raise InputError(f"--scheduler {scheduler}: expected an address such as tcp://10.0.0.5:8786")
+        raise InputError(f"{parameter_name('scheduler')} {scheduler}: expected an address such as tcp://10.0.0.5:8786")
     plan = read_manifest(manifest)
     notes = []
 
@@ -112,7 +112,7 @@ def sweep(manifest, out, scheduler: str | None = None, workers: int | None = Non
         stale = sum(1 for key in journal.rows if key not in distinct)
         if stale:
             note(f"{out} holds {_rows(stale)} of tasks no longer in the manifest; "
-                 "they stay there and are left out of --export")
+                 f"they stay there and are left out of {parameter_name('export')}")
         done = [k for k in distinct if k in journal.rows]
         pending = [t for k, t in distinct.items() if k not in journal.rows]
         failed_before = sum(1 for k in done if journal.rows[k].get("status") != "ok")
@@ -172,11 +172,11 @@ def _rows(k: int) -> str:
 def _check_paths(manifest, out, export) -> None:
     check_output_path(out)
     if os.path.exists(manifest) and os.path.exists(out) and os.path.samefile(manifest, out):
-        raise InputError(f"--out {out} is the manifest; give the results a file of their own (e.g. results.jsonl)")
+        raise InputError(f"{parameter_name('out')} {out} is the manifest; give the results a file of their own (e.g. results.jsonl)")
     if export:
         check_export_path(export)
         if os.path.abspath(export) == os.path.abspath(out):
-            raise InputError(f"--export {export} is the --out journal; give the export another name")
+            raise InputError(f"{parameter_name('export')} {export} is the {parameter_name('out')} journal; give the export another name")
 
 
 @contextlib.contextmanager
@@ -200,8 +200,8 @@ def _journal(out: str, queries: str):
 def _check_versions(journal: Journal, out: str) -> None:
     other = sorted({str(r.get("bht_version")) for r in journal.rows.values()} - {__version__})
     if other:
-        raise InputError(f"--out {out} holds rows written by bht {', '.join(other)}; this is bht "
-                         f"{__version__}, whose results may differ: give a new --out (or remove the file)")
+        raise InputError(f"{parameter_name('out')} {out} holds rows written by bht {', '.join(other)}; this is bht "
+                         f"{__version__}, whose results may differ: give a new {parameter_name('out')} (or remove the file)")
 
 
 def _journal_row(task: Task, outcome: dict, out: str, queries: str) -> dict:
