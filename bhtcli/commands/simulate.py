@@ -267,12 +267,7 @@ def simulate(A, B, energy: float | None = None, query=None, error: float = 0.05,
         readout = spec.readout(A.shape[0])
         starts = 32 if starts is None else starts
     error, starts, seed = check_error(error), check_starts(starts), check_seed(seed)
-    if isinstance(trials, bool) or int(trials) != trials or trials < 100:
-        raise InputError(f"{parameter_name('trials')} must be a whole number >= 100, got {trials!r}")
-    trials = int(trials)
-    if policy not in POLICIES + ("all",):
-        raise InputError(f"{parameter_name('policy')} must be one of fixed, sprt, adaptive, all; got {policy!r}")
-    chosen = POLICIES if policy == "all" else (policy,)
+    trials, chosen = _check_trials(trials), _check_policy(policy)
     t0 = time.perf_counter()
     n, d = A.shape
     phases = ((query is None) + ("fixed" in chosen) + ("sprt" in chosen or "adaptive" in chosen)
@@ -288,44 +283,79 @@ def simulate(A, B, energy: float | None = None, query=None, error: float = 0.05,
     else:
         r, law, x, queries_for_kl = _softmax_setup(A, B, energy, query, error, starts, seed, say,
                                                    readout, dtype)
-    if not r.distinguishable or r.samples["predicted"] is None:
-        raise InputError("A and B cannot be told apart with this query (H^2 = 0): nothing to simulate")
-    if r.samples["upper"] > 2_000_000:
-        raise InputError(f"this query needs up to {r.samples['upper']:,} answers per trial; "
-                         f"simulating that is out of reach here (raise {parameter_name('energy')})")
+    _check_simulable(r)
     rng = np.random.default_rng(seed)
     fixed = sprt = adaptive = curve = None
     if "fixed" in chosen:
         say(f"fixed n: {trials:,} trials per model on a grid of n")
-        fixed, grid, errs, ses = simulate_fixed(law, error, r.samples, trials, rng)
-        curve = {"n": grid.tolist(), "error": errs.tolist(), "standard_error": ses.tolist()}
-        if predicted_points:
-            ns = np.unique(np.linspace(1, grid[-1], predicted_points).astype(int))
-            curve["predicted_n"] = ns.tolist()
-            curve["predicted_error"] = predicted_curve(law, ns)
+        fixed, curve = _fixed_phase(law, error, r, trials, rng, predicted_points)
     if "sprt" in chosen or "adaptive" in chosen:
         say(f"SPRT: {trials:,} trials per model")
-        sprt = simulate_sprt(law, error, trials, rng)
-        a = math.log((1 - error) / error)
-        wald = lambda kl: (1 - 2 * error) * a / kl if kl > 0 else None
-        sprt["wald_lower_a"] = wald(r.kl_ab)
-        sprt["wald_lower_b"] = wald(r.kl_ba)
-        sprt["mean_samples_lower_any_strategy"] = r.certificate["mean_samples_lower_sequential"]
+        sprt = _sprt_phase(law, error, r, trials, rng)
     if "adaptive" in chosen:
         say("adaptive: designing argmax KL(P_A||P_B) and argmax KL(P_B||P_A)")
         x_a, x_b, law_a, law_b = queries_for_kl()
         say(f"adaptive: {trials:,} trials per model")
-        adaptive = simulate_adaptive(law_a, law_b, error, trials, rng)
-        adaptive["saving_vs_fixed"] = 0.5 * ((1 - adaptive["mean_samples_a"] / sprt["mean_samples_a"])
-                                             + (1 - adaptive["mean_samples_b"] / sprt["mean_samples_b"]))
-        adaptive["query_a"] = x_a.tolist()
-        adaptive["query_b"] = x_b.tolist()
+        adaptive = _adaptive_phase(law_a, law_b, x_a, x_b, error, trials, rng, sprt)
         if "sprt" not in chosen:
             sprt = None
     say("done")
     return SimulateResult(model, n, d, energy, error, trials, seed, x.tolist(),
                           r.hellinger_squared, fixed, sprt, adaptive, curve,
                           time.perf_counter() - t0)
+
+
+def _check_trials(trials) -> int:
+    if isinstance(trials, bool) or int(trials) != trials or trials < 100:
+        raise InputError(f"{parameter_name('trials')} must be a whole number >= 100, got {trials!r}")
+    return int(trials)
+
+
+def _check_policy(policy) -> tuple:
+    if policy not in POLICIES + ("all",):
+        raise InputError(f"{parameter_name('policy')} must be one of fixed, sprt, adaptive, all; got {policy!r}")
+    return POLICIES if policy == "all" else (policy,)
+
+
+def _check_simulable(r) -> None:
+    """Refuse queries that cannot separate the models or need too many answers per trial."""
+    if not r.distinguishable or r.samples["predicted"] is None:
+        raise InputError("A and B cannot be told apart with this query (H^2 = 0): nothing to simulate")
+    if r.samples["upper"] > 2_000_000:
+        raise InputError(f"this query needs up to {r.samples['upper']:,} answers per trial; "
+                         f"simulating that is out of reach here (raise {parameter_name('energy')})")
+
+
+def _fixed_phase(law, error, r, trials, rng, predicted_points):
+    """The fixed-n experiment and its error curve (docs/maths.md §8)."""
+    fixed, grid, errs, ses = simulate_fixed(law, error, r.samples, trials, rng)
+    curve = {"n": grid.tolist(), "error": errs.tolist(), "standard_error": ses.tolist()}
+    if predicted_points:
+        ns = np.unique(np.linspace(1, grid[-1], predicted_points).astype(int))
+        curve["predicted_n"] = ns.tolist()
+        curve["predicted_error"] = predicted_curve(law, ns)
+    return fixed, curve
+
+
+def _sprt_phase(law, error, r, trials, rng):
+    """Wald's SPRT with the query, and Wald's lower bounds (docs/maths.md §3.5)."""
+    sprt = simulate_sprt(law, error, trials, rng)
+    a = math.log((1 - error) / error)
+    wald = lambda kl: (1 - 2 * error) * a / kl if kl > 0 else None
+    sprt["wald_lower_a"] = wald(r.kl_ab)
+    sprt["wald_lower_b"] = wald(r.kl_ba)
+    sprt["mean_samples_lower_any_strategy"] = r.certificate["mean_samples_lower_sequential"]
+    return sprt
+
+
+def _adaptive_phase(law_a, law_b, x_a, x_b, error, trials, rng, sprt):
+    """Chernoff's adaptive rule, compared with the SPRT with one query."""
+    adaptive = simulate_adaptive(law_a, law_b, error, trials, rng)
+    adaptive["saving_vs_fixed"] = 0.5 * ((1 - adaptive["mean_samples_a"] / sprt["mean_samples_a"])
+                                         + (1 - adaptive["mean_samples_b"] / sprt["mean_samples_b"]))
+    adaptive["query_a"] = x_a.tolist()
+    adaptive["query_b"] = x_b.tolist()
+    return adaptive
 
 
 def _softmax_setup(A, B, energy, query, error, starts, seed, say, readout, dtype):
