@@ -13,7 +13,7 @@ from bhtcli.maths.divergences import Tilt, divergences_from_tilt
 from bhtcli.errors import InputError, parameter_name
 from bhtcli.io.load import load_pair
 from bhtcli.search.optimize import DEFAULT_STARTS, kkt_state, maximize, starting_points
-from bhtcli.maths.counts import sample_counts
+from bhtcli.maths.counts import query_counts
 from bhtcli.models.readout import make_readout
 from bhtcli.models.softmax import SoftmaxPair, logits_at
 from bhtcli.io.validation import check_dtype, check_energy, check_error, check_seed, check_starts
@@ -179,7 +179,7 @@ def _report(ctx: _Context, x, on_boundary, solver):
         c, delta = logits_at(ctx.A, ctx.B, x, pair.readout)
     tilt = Tilt.from_logits(c, delta)
     div = divergences_from_tilt(tilt)
-    counts = sample_counts(tilt, div.bhattacharyya_distance, ctx.error)
+    counts = query_counts(tilt, div.bhattacharyya_distance, ctx.error)
     note = None
     if div.bhattacharyya_distance == 0.0:
         note = ("the models differ, but by less than float64 resolves at this budget: "

@@ -382,17 +382,17 @@ def _softmax_setup(A, B, energy, query, error, starts, seed, say, readout, dtype
     return r, AnswerLaw.at(A, B, x, readout), x, queries_for_kl
 
 
-def _leverage_setup(A, B, C, c, query, error, starts, seed, say):
+def _leverage_setup(A, B, ceiling, floor, query, error, starts, seed, say):
     from bhtcli.models.answers import answer_law
     from bhtcli.models.leverage import LeveragePair
     from bhtcli.commands.leverage_design import design_leverage, leverage_report_for_query, maximize_leverage
     if query is None:
         say("designing the query")
-        r = design_leverage(A, B, C, c, error=error, starts=starts, seed=seed)
+        r = design_leverage(A, B, ceiling, floor, error=error, starts=starts, seed=seed)
     else:
-        r = leverage_report_for_query(A, B, query, C, c, error)
+        r = leverage_report_for_query(A, B, query, ceiling, floor, error)
     s = np.array(r.query)
-    lo, hi = -math.log(C), -math.log(c)
+    lo, hi = -math.log(ceiling), -math.log(floor)
 
     def queries_for_kl():
         th_a = maximize_leverage(LeveragePair(A, B), lo, hi, starts, seed, "kl")[0]

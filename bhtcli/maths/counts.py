@@ -39,7 +39,9 @@ LATTICE_MIN_ALPHA = 1e-9    # below this FFT round-off (~1e-14) could matter: us
 
 
 @dataclass(frozen=True)
-class SampleCounts:
+class QueryCounts:
+    """How many repetitions of the query (reported under the JSON key `samples`)."""
+
     lower: int | None
     upper: int | None
     predicted: int | None
@@ -182,14 +184,14 @@ def _lr_log_lower(w: float, u: float) -> float:
 
 
 # ---------------------------------------------------------------- public entry point
-def sample_counts(tilt: Tilt, D: float, alpha: float) -> SampleCounts:
+def query_counts(tilt: Tilt, D: float, alpha: float) -> QueryCounts:
     """lower, upper and predicted counts for one query given its tilt (see module docstring)."""
     lo, up = lower_count(D, alpha), upper_count(D, alpha)
     if lo is None or up is None:
-        return SampleCounts(None, None, None, "none")
+        return QueryCounts(None, None, None, "none")
     if up <= LATTICE_MAX_N and alpha >= LATTICE_MIN_ALPHA:
-        return SampleCounts(lo, up, lattice_count(tilt, alpha, lo, up), "lattice")
-    return SampleCounts(lo, up, Saddlepoint(tilt).count(alpha, lo, up), "saddlepoint")
+        return QueryCounts(lo, up, lattice_count(tilt, alpha, lo, up), "lattice")
+    return QueryCounts(lo, up, Saddlepoint(tilt).count(alpha, lo, up), "saddlepoint")
 
 
 def lattice_count(tilt: Tilt, alpha: float, lower: int, upper: int) -> int:
