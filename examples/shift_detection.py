@@ -8,9 +8,9 @@ small-perturbation estimate (docs/maths.md §5.2): nu = sup_{||x|| <= E} Var_{so
 H^2 ~ nu/8, predicted count 4 z^2 / nu (`bhtcli.maths.perturbation`).
 
 Run:  .venv/bin/python examples/shift_detection.py [--write-inputs]
-Prints one Markdown table per energy (committed to the README). --write-inputs also saves the
+Prints one Markdown table per energy (committed to docs/benchmarks.md). --write-inputs also saves the
 student and the data set as examples/shift_A.npy and examples/shift_data.npz (the inputs of
-the README's `bht shift` run).
+the `bht shift` example of docs/shift.md).
 """
 import argparse
 import time
