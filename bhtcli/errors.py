@@ -1,4 +1,10 @@
-"""Domain errors. Only the CLI turns them into messages and exit codes."""
+"""Domain errors, and how messages name parameters. Only the CLI turns errors into messages
+and exit codes."""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Callable
 
 
 class BhtError(Exception):
@@ -11,3 +17,24 @@ class InputError(BhtError):
 
 class SolverError(BhtError):
     """A numerical method failed at run time (exit 1)."""
+
+
+# Messages name a parameter by its library name ("energy", "link_a"); a front end that calls
+# the library under `parameter_names(...)` gets its own words instead (the CLI: "--energy").
+_NAMER: ContextVar[Callable[[str], str] | None] = ContextVar("bht_parameter_namer", default=None)
+
+
+def parameter_name(name: str) -> str:
+    """How error messages refer to the library parameter `name` in the current context."""
+    namer = _NAMER.get()
+    return name if namer is None else namer(name)
+
+
+@contextmanager
+def parameter_names(namer: Callable[[str], str]):
+    """Within the block, messages name parameters by `namer(name)` (e.g. CLI flags)."""
+    token = _NAMER.set(namer)
+    try:
+        yield
+    finally:
+        _NAMER.reset(token)

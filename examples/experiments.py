@@ -2,7 +2,7 @@
 sequential vs adaptive strategies, over several model pairs and energies.
 
 Run:  .venv/bin/python examples/experiments.py [--trials 10000] [--plot examples/errors.png]
-Prints two Markdown tables (committed to the README).
+Prints two Markdown tables (committed to docs/benchmarks.md).
 """
 import argparse
 import time

@@ -1,4 +1,4 @@
-"""Rerun every `$ bht ...` block of README.md and paste its real output (what
+"""Rerun every `$ bht ...` block of README.md and docs/*.md and paste its real output (what
 tests/test_readme.py checks). Run from the project root: .venv/bin/python examples/refresh_readme.py
 """
 import os
@@ -11,6 +11,7 @@ from pathlib import Path
 root = Path(__file__).resolve().parents[1]
 bht = os.path.join(os.path.dirname(sys.executable), "bht")
 env = dict(os.environ, COLUMNS="100", NO_COLOR="1")
+GENERATED = {"cli.md", "json.md"}     # generated pages have their own refresh and test
 
 
 def refresh(match):
@@ -22,6 +23,10 @@ def refresh(match):
     return f"```console\n$ {command}\n{out}\n```"
 
 
-readme = root / "README.md"
-text = re.sub(r"```console\n\$ (bht [^\n]*)\n.*?```", refresh, readme.read_text(), flags=re.S)
-readme.write_text(text)
+pages = [root / "README.md"] + sorted(p for p in (root / "docs").glob("*.md") if p.name not in GENERATED)
+for page in pages:
+    text = page.read_text()
+    new = re.sub(r"```console\n\$ (bht [^\n]*)\n.*?```", refresh, text, flags=re.S)
+    if new != text:
+        page.write_text(new)
+        print(f"refreshed {page.relative_to(root)}")

@@ -4,13 +4,13 @@ A student softmax-regression model A (n = 50 answers, d = 16) takes K full-batch
 steps of size lr on m = 200 points labelled by a teacher A* (soft targets softmax(A* q)),
 which moves it to B = A + dA (`bhtcli.commands.shift`). For each (lr, K) and budget E the table gives
 the designed query's H^2 and predicted count (`bhtcli.commands.design`) beside the paper's
-small-perturbation estimate (SPEC section 5): nu = sup_{||x|| <= E} Var_{softmax(Ax)}(dA x),
+small-perturbation estimate (docs/maths.md §5.2): nu = sup_{||x|| <= E} Var_{softmax(Ax)}(dA x),
 H^2 ~ nu/8, predicted count 4 z^2 / nu (`bhtcli.maths.perturbation`).
 
 Run:  .venv/bin/python examples/shift_detection.py [--write-inputs]
-Prints one Markdown table per energy (committed to the README). --write-inputs also saves the
+Prints one Markdown table per energy (committed to docs/benchmarks.md). --write-inputs also saves the
 student and the data set as examples/shift_A.npy and examples/shift_data.npz (the inputs of
-the README's `bht shift` run).
+the `bht shift` example of docs/shift.md).
 """
 import argparse
 import time

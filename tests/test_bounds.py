@@ -48,7 +48,7 @@ def test_no_query_beats_the_certificate():
         X *= E / np.linalg.norm(X, axis=0) * rng.uniform(size=500) ** 0.25
         D = SoftmaxPair(A, B).value(X)
         assert np.all(-np.expm1(-D) <= b.hellinger_squared_max_bound)
-        # D <= range(Delta)^2/32 pointwise (SPEC section 4)
+        # D <= range(Delta)^2/32 pointwise (docs/maths.md §4.1)
         delta = (A - B) @ X
         assert np.all(D <= (delta.max(0) - delta.min(0)) ** 2 / 32 * (1 + 1e-12))
 

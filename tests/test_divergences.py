@@ -28,7 +28,7 @@ def test_divergences_match_textbook_formulas(scale):
     lam = np.linspace(0, 1, 100001)[:, None]
     brute = np.max(-np.log(np.sum(ref["p"] ** lam * ref["q"] ** (1 - lam), axis=1)))
     assert brute - 1e-12 <= dv.chernoff_information <= brute * (1 + 1e-7) + 1e-14
-    # SPEC facts: H^2 <= TV <= sqrt(1 - BC^2) <= sqrt(2) H and D <= C <= 2D
+    # docs/maths.md §2.1: H^2 <= TV <= sqrt(1 - BC^2) <= sqrt(2) H and D <= C <= 2D
     bc = 1 - dv.hellinger_squared
     assert dv.hellinger_squared <= dv.total_variation + 1e-15
     assert dv.total_variation <= math.sqrt(1 - bc * bc) + 1e-15

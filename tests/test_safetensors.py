@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from safetensors.numpy import save_file
 
 from bhtcli import InputError, load_matrix
+from bhtcli.errors import parameter_names
 from bhtcli.cli.main import main
 from bhtcli.io.load import load_pair, load_vector, read_array
 
@@ -119,8 +120,10 @@ def test_design_reads_a_float32_checkpoint_without_a_float64_copy_and_agrees(tmp
 def test_float32_overflow_and_bad_dtype(tmp_path):
     p = tmp_path / "big.npy"
     np.save(p, np.array([[1.0, 1e300]]))
-    with pytest.raises(InputError, match="beyond the float32 range.*use --dtype float64"):
-        load_matrix(str(p), dtype="float32")
+    with pytest.raises(InputError, match="beyond the float32 range.*use dtype float64"):
+        load_matrix(str(p), dtype="float32")        # the library names its parameter
+    with parameter_names(lambda name: "--" + name), pytest.raises(InputError, match="use --dtype float64"):
+        load_matrix(str(p), dtype="float32")        # the CLI its flag
     assert load_matrix(str(p)).dtype == np.float64
     with pytest.raises(InputError, match="must be float64 or float32"):
         load_matrix(str(p), dtype="float16")

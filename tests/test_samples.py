@@ -7,7 +7,7 @@ from scipy.stats import binom
 
 from bhtcli import design
 from bhtcli.maths.divergences import Tilt
-from bhtcli.maths.counts import Saddlepoint, lower_count, sample_counts, upper_count
+from bhtcli.maths.counts import Saddlepoint, lower_count, query_counts, upper_count
 
 
 def empirical_minimax(SA, SB):
@@ -76,7 +76,7 @@ def empirical_minimax_exact(S, P, Q):
 def test_two_answers_match_the_exact_binomial_count(a, b, alpha):
     tilt = tilt_of(a, b)
     D = float(tilt.bhattacharyya_distance())
-    counts = sample_counts(tilt, D, alpha)
+    counts = query_counts(tilt, D, alpha)
     p1, q1 = softmax(a)[1], softmax(b)[1]
     exact = exact_binary_count(p1, q1, alpha)
     assert abs(counts.predicted - exact) <= max(1, 0.02 * exact)
@@ -91,7 +91,7 @@ def test_predicted_matches_monte_carlo_of_the_randomised_test(seed, scale, alpha
     b = a + scale * rng.standard_normal(12)
     tilt = tilt_of(a, b)
     D = float(tilt.bhattacharyya_distance())
-    counts = sample_counts(tilt, D, alpha)
+    counts = query_counts(tilt, D, alpha)
     mc = monte_carlo_count(softmax(a), softmax(b), alpha, counts.upper + 5, seed=seed)
     assert mc is not None
     assert abs(counts.predicted - mc) <= max(1, math.ceil(0.1 * counts.predicted)), (counts, mc)
@@ -101,7 +101,7 @@ def test_small_counts_are_exact_not_normal_approximations():
     # Strongly separated models: N <= 5, where a normal approximation is far off.
     tilt = tilt_of([0, 3.0, -1.0], [0, -2.0, 1.5])
     D = float(tilt.bhattacharyya_distance())
-    counts = sample_counts(tilt, D, 0.05)
+    counts = query_counts(tilt, D, 0.05)
     assert counts.predicted <= 10
     mc = monte_carlo_count(softmax([0, 3.0, -1.0]), softmax([0, -2.0, 1.5]), 0.05, 20)
     assert abs(counts.predicted - mc) <= 1
@@ -113,7 +113,7 @@ def test_saddlepoint_agrees_with_the_lattice_where_both_apply():
     b = a + 0.12 * rng.standard_normal(30)
     tilt = tilt_of(a, b)
     D = float(tilt.bhattacharyya_distance())
-    counts = sample_counts(tilt, D, 0.05)
+    counts = query_counts(tilt, D, 0.05)
     assert counts.method == "lattice" and counts.predicted > 200
     sp = Saddlepoint(tilt).count(0.05, counts.lower, counts.upper)
     assert abs(sp - counts.predicted) <= 0.02 * counts.predicted
@@ -131,7 +131,7 @@ def test_tiny_divergence_gives_huge_python_integers():
     d = 1e-9 * np.array([1.0, -2.0, 0.5, 0.3])
     tilt = tilt_of(a, a - d)
     D = float(tilt.bhattacharyya_distance())
-    counts = sample_counts(tilt, D, 0.05)
+    counts = query_counts(tilt, D, 0.05)
     assert counts.method == "saddlepoint"
     assert isinstance(counts.upper, int) and counts.upper > 2 ** 63
     assert counts.lower <= counts.predicted <= counts.upper

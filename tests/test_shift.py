@@ -223,20 +223,20 @@ def test_bad_data_is_named(data, message):
 
 
 @pytest.mark.parametrize("lr,steps,message", [
-    (0.0, 1, "--lr must be a finite number > 0, got 0.0"),
-    (-1.0, 1, "--lr must be a finite number > 0"),
-    (float("nan"), 1, "--lr must be a finite number > 0"),
-    (float("inf"), 1, "--lr must be a finite number > 0"),
-    (1.0, 0, "--steps must be a whole number >= 1, got 0"),
-    (1.0, 1.5, "--steps must be a whole number >= 1, got 1.5"),
-    (1e308, 3, "--lr 1e+308: the update left the float64 range within"),
-    (1e305, 1, "--lr 1e+305: the update left the float64 range within 1 step(s)"),
+    (0.0, 1, "lr must be a finite number > 0, got 0.0"),
+    (-1.0, 1, "lr must be a finite number > 0"),
+    (float("nan"), 1, "lr must be a finite number > 0"),
+    (float("inf"), 1, "lr must be a finite number > 0"),
+    (1.0, 0, "steps must be a whole number >= 1, got 0"),
+    (1.0, 1.5, "steps must be a whole number >= 1, got 1.5"),
+    (1e308, 3, "lr 1e+308: the update left the float64 range within"),
+    (1e305, 1, "lr 1e+305: the update left the float64 range within 1 step(s)"),
 ])
 def test_bad_lr_and_steps(lr, steps, message):
     A, Q, Y = problem(0)
     with pytest.raises(InputError) as exc:
         shift(A, (100 * Q, Y), lr=lr, steps=steps)
-    assert message in str(exc.value)
+    assert message in str(exc.value) and "--" not in str(exc.value)    # library terms
 
 
 # ---------------------------------------------------------------- CLI

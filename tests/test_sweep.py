@@ -131,6 +131,24 @@ def test_sweep_equals_design_task_by_task(capsys, scheduler, zoo):
     assert_rows_match_design(folder, rows)
 
 
+def test_sweep_api_equals_the_cli(capsys, scheduler, zoo):
+    """bhtcli.sweep returns what `bht sweep --json` prints (paths and timings aside), and the rows."""
+    import bhtcli
+    folder, manifest = zoo
+    by_api = bhtcli.sweep(manifest, str(folder / "api.jsonl"), scheduler=scheduler).to_dict()
+    code, stdout, err = run(capsys, "sweep", manifest, "--out", str(folder / "cli.jsonl"),
+                            "--scheduler", scheduler, "--json")
+    assert code == 0, err
+    by_cli = json.loads(stdout)
+    varying = {"results", "startup_seconds", "run_seconds", "seconds", "tasks_per_second"}
+    assert {k: v for k, v in by_api.items() if k not in varying} == \
+        {k: v for k, v in by_cli.items() if k not in varying}
+    drop = {"seconds", "query_file"}
+    rows = lambda name: sorted(({k: v for k, v in r.items() if k not in drop}
+                                for r in read_rows(str(folder / name))), key=lambda r: r["task"])
+    assert rows("api.jsonl") == rows("cli.jsonl")
+
+
 def test_links_biases_and_dtype_columns(capsys, scheduler, tmp_path):
     write_zoo(tmp_path)
     np.save(tmp_path / "bias.npy", np.linspace(-1, 1, 12))

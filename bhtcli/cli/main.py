@@ -8,9 +8,10 @@ import click
 from rich.console import Console
 
 from bhtcli import __version__
-from bhtcli.maths.bounds import bound as bound_fn
-from bhtcli.commands.design import METHODS, design as design_fn
-from bhtcli.errors import BhtError, InputError
+from bhtcli.api import bound as bound_fn, design as design_fn
+from bhtcli.commands.design import METHODS
+from bhtcli.errors import BhtError, InputError, parameter_names
+from bhtcli.models.spec import ModelSpec
 from bhtcli.io.load import check_output_path, save_npy_atomic
 from bhtcli.search.optimize import DEFAULT_STARTS
 from bhtcli.cli.render import render_bound_table, render_design_table, render_json
@@ -30,6 +31,12 @@ def _stderr() -> Console:
 @click.version_option(__version__, "--version", prog_name="bht")
 def cli():
     """Design queries under an energy budget that tell two softmax models apart."""
+    # library messages name parameters ("link_a"); under the CLI they name the flags ("--link-a")
+    click.get_current_context().with_resource(parameter_names(_flag))
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
 
 
 MODEL_OPTION = click.option(
@@ -83,14 +90,11 @@ def model_pair_options(fn):
     return fn
 
 
-def _readout(model, link_a, link_b, bias_a, bias_b) -> dict:
-    """The link/bias keyword arguments for the library (refused for leverage models)."""
-    settings = dict(link_a=link_a, link_b=link_b, bias_a=bias_a, bias_b=bias_b)
-    if model == "leverage":
-        from bhtcli.models.answers import check_no_readout
-        check_no_readout(*settings.values())
-        return {}
-    return settings
+def _spec(model, energy, floor, link_a, link_b, bias_a, bias_b, dtype="float64",
+          need_energy=True) -> ModelSpec:
+    """The model options checked together (bhtcli.models.spec)."""
+    return ModelSpec.build(model, energy, floor, link_a=link_a, link_b=link_b, bias_a=bias_a,
+                           bias_b=bias_b, dtype=dtype, need_energy=need_energy)
 
 
 @cli.command(context_settings=CONTEXT)
@@ -125,35 +129,16 @@ def design(a, b, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, st
       bht design A.npy B.npy --candidates H.npy --names prompts.txt --energy 12
       bht design A.npy B.npy --subspace V.npy --energy 1.0
     """
-    settings = _readout(model, link_a, link_b, bias_a, bias_b)
     if candidates is None:
         _need_energy(energy)
+    spec = _spec(model, energy, floor, link_a, link_b, bias_a, bias_b, dtype,
+                 need_energy=candidates is None)
     if out:
         check_output_path(out)
     err = _stderr()
     progress = (lambda msg: err.print(f"[dim]{msg}[/dim]")) if not as_json else None
-    if candidates is not None and model == "leverage":
-        from bhtcli.commands.candidates import design_candidates
-        if subspace is not None:
-            raise InputError("--subspace is for softmax models (a leverage query is a weight vector s)")
-        result = design_candidates(a, b, candidates, energy, model=model, floor=floor, error=alpha,
-                                   names=names, top=top, starts=starts, seed=seed, dtype=dtype,
-                                   progress=progress)
-    elif model == "leverage":
-        from bhtcli.commands.leverage_design import design_leverage
-        if subspace is not None or names is not None:
-            raise InputError("--subspace is for softmax models; --names goes with --candidates")
-        if method != "lbfgs":
-            raise InputError("--method ccp is for softmax models; leverage models use L-BFGS-B")
-        if dtype != "float64":
-            raise InputError("--dtype float32 is for softmax-family models; leverage models run in float64")
-        result = design_leverage(a, b, energy, floor, error=alpha, seed=seed, progress=progress,
-                                 starts=starts)
-    else:
-        _no_floor(floor)
-        result = design_fn(a, b, energy, error=alpha, seed=seed, method=method, progress=progress,
-                           starts=DEFAULT_STARTS if starts is None else starts, dtype=dtype,
-                           candidates=candidates, names=names, top=top, subspace=subspace, **settings)
+    result = design_fn(a, b, model=spec, error=alpha, seed=seed, method=method, progress=progress,
+                       starts=starts, candidates=candidates, names=names, top=top, subspace=subspace)
     for w in result.warnings:
         err.print(f"Warning: {w}", markup=False, highlight=False)
     if out:
@@ -173,14 +158,9 @@ def bound(a, b, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, as_
       bht bound A.npy B.npy --energy 1.0
       bht bound A.npy B.npy --energy 1.0 --json | jq .samples_lower_any_strategy
     """
-    settings = _readout(model, link_a, link_b, bias_a, bias_b)
     _need_energy(energy)
-    if model == "leverage":
-        from bhtcli.commands.leverage_design import bound_leverage
-        result = bound_leverage(a, b, energy, floor, error=alpha)
-    else:
-        _no_floor(floor)
-        result = bound_fn(a, b, energy, error=alpha, **settings)
+    spec = _spec(model, energy, floor, link_a, link_b, bias_a, bias_b)
+    result = bound_fn(a, b, model=spec, error=alpha)
     _emit(result, as_json, render_bound_table)
 
 
@@ -231,8 +211,8 @@ def decide(a, b, answers, model, query, alpha, link_a, link_b, bias_a, bias_b, a
     from bhtcli.cli.render import render_decide_table
     if a == "-" or b == "-":
         raise InputError("A and B must be files for decide (standard input carries the answers)")
-    settings = _readout(model, link_a, link_b, bias_a, bias_b)
-    result = decide_fn(a, b, query, answers, error=alpha, model=model, **settings)
+    spec = _spec(model, None, None, link_a, link_b, bias_a, bias_b, need_energy=False)
+    result = decide_fn(a, b, query, answers, error=alpha, model=spec)
     _emit(result, as_json, render_decide_table)
 
 
@@ -276,14 +256,10 @@ def simulate(a, b, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, 
             bar.update(task, description=message, completed=step, total=total)
 
         _need_energy(energy)
-        if model != "leverage":
-            _no_floor(floor)
-        settings = _readout(model, link_a, link_b, bias_a, bias_b)
-        if model != "leverage":
-            settings["dtype"] = dtype
-        result = simulate_fn(a, b, energy, query=query, error=alpha, trials=trials, seed=seed,
-                             policy=policy, progress=say, model=model, floor=floor,
-                             predicted_points=80 if plot else 0, **settings)
+        spec = _spec(model, energy, floor, link_a, link_b, bias_a, bias_b, dtype)
+        result = simulate_fn(a, b, query=query, error=alpha, trials=trials, seed=seed,
+                             policy=policy, progress=say, model=spec,
+                             predicted_points=80 if plot else 0)
         if plot:
             say("plotting")
             from bhtcli.cli.plot import plot_fixed
@@ -316,11 +292,12 @@ def rank(a, b, h, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, n
     """
     from bhtcli.commands.candidates import rank as rank_fn
     from bhtcli.cli.render import render_rank_table
-    settings = _readout(model, link_a, link_b, bias_a, bias_b)
+    spec = _spec(model, energy, floor, link_a, link_b, bias_a, bias_b, dtype, need_energy=False)
     err = _stderr()
     progress = (lambda msg: err.print(f"[dim]{msg}[/dim]")) if not as_json else None
-    result = rank_fn(a, b, h, energy, model=model, floor=floor, error=alpha, names=names, top=top,
-                     out=out, dtype=dtype, progress=progress, **settings)
+    result = rank_fn(a, b, h, spec.energy, model=spec.family, floor=spec.floor, error=alpha,
+                     names=names, top=top, out=out, dtype=spec.dtype, progress=progress,
+                     **spec.readout_options())
     _emit(result, as_json, render_rank_table)
 
 
@@ -413,12 +390,6 @@ def _emit(result, as_json: bool, render_table) -> None:
 def _need_energy(energy):
     if energy is None:
         raise click.UsageError("Missing option '--energy' / '-E'.", ctx=click.get_current_context())
-
-
-def _no_floor(floor):
-    if floor is not None:
-        raise InputError("--floor applies to --model leverage only; softmax queries are bounded by "
-                         "--energy on ||x||_2")
 
 
 def main(argv=None) -> None:

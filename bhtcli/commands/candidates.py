@@ -11,7 +11,7 @@ report and
 
 the optimum taken over the ball of radius E (or, without --energy, the largest eligible
 candidate norm), searched from the usual starts plus the best candidates themselves, so the
-fraction is at most 1 (docs/maths.md, "Queries a real auditor can send").
+fraction is at most 1 (docs/maths.md §11).
 
 H is streamed in blocks of rows: a block of k candidates costs one product of the stacked
 2n x d model matrix with a d x k block, and k is chosen so that the n x k score blocks stay
@@ -33,7 +33,7 @@ import numpy as np
 from bhtcli.errors import InputError
 from bhtcli.io.load import atomic_file, check_output_path, load_pair, read_array
 from bhtcli.io.validation import check_dtype, check_error, check_seed, check_starts, check_top
-from bhtcli.maths.counts import lower_count, sample_counts, upper_count
+from bhtcli.maths.counts import lower_count, query_counts, upper_count
 from bhtcli.maths.divergences import Tilt
 from bhtcli.results import json_safe
 
@@ -256,13 +256,11 @@ def _rank(A, B, H, energy, *, model, floor, error, names, top, link_a, link_b, b
     if model not in ("softmax", "leverage"):
         raise InputError(f"--model must be softmax or leverage, got {model!r}")
     if model == "leverage":
-        from bhtcli.commands.leverage_design import check_box
-        from bhtcli.models.answers import check_no_readout
         from bhtcli.models.leverage import LeveragePair
-        check_no_readout(link_a, link_b, bias_a, bias_b)
-        if dtype != "float64":
-            raise InputError("--dtype float32 is for softmax-family models; leverage models run in float64")
-        box = None if energy is None and floor is None else check_box(energy, floor)
+        from bhtcli.models.spec import ModelSpec
+        spec = ModelSpec.build("leverage", energy, floor, link_a=link_a, link_b=link_b,
+                               bias_a=bias_a, bias_b=bias_b, dtype=dtype, need_energy=False)
+        box = None if spec.energy is None else spec.box
         A, B = load_pair(A, B)
         n, d = A.shape
         H, label = open_candidates(H, n, f"a weight vector s, one entry per row of A, n = {n}")
@@ -325,7 +323,7 @@ def _counts(model, pair, A, B, H, i, readout, error):
         from bhtcli.models.softmax import logits_at
         tilt = Tilt.from_logits(*logits_at(A, B, x, readout))
     D = max(float(tilt.bhattacharyya_distance()), 0.0)
-    return sample_counts(tilt, D, error)
+    return query_counts(tilt, D, error)
 
 
 def _entry(i, scores, names, counts) -> dict:
@@ -515,7 +513,7 @@ def _softmax_reports(r: _Ranked, x, starts, seed, progress):
     found = maximize(pair, radius, starts=starts, seed=seed, progress=progress, extra_starts=extra)
     tilt = Tilt.from_logits(*logits_at(r.A, r.B, found.x, pair.readout))
     D = max(float(tilt.bhattacharyya_distance()), 0.0)
-    counts = sample_counts(tilt, D, r.error)
+    counts = query_counts(tilt, D, r.error)
     optimum = {"hellinger_squared": -math.expm1(-D), "predicted": counts.predicted,
                "lower": counts.lower, "upper": counts.upper,
                "query_norm": float(np.linalg.norm(found.x)), "on_boundary": found.on_boundary,

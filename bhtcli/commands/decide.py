@@ -1,4 +1,4 @@
-"""`decide`: Wald's SPRT on observed answers, plus the fixed-sample verdict."""
+"""`decide`: Wald's SPRT on observed answers, plus the fixed-sample verdict (docs/maths.md §8)."""
 from __future__ import annotations
 
 import math
@@ -7,8 +7,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from scipy.special import expit
 
-from bhtcli.models.answers import check_no_readout, answer_law, read_answers
-from bhtcli.models.readout import make_readout
+from bhtcli.models.answers import answer_law, read_answers
+from bhtcli.models.spec import ModelSpec
 from bhtcli.results import json_safe
 from bhtcli.maths.divergences import divergences_from_tilt
 from bhtcli.io.load import load_pair
@@ -52,14 +52,12 @@ def decide(A, B, query, answers, error: float = 0.05, stdin=None, model: str = "
     link_a, link_b, bias_a, bias_b
         Softmax-family models only: as for :func:`bhtcli.commands.design`.
     """
+    spec = ModelSpec.build(model, link_a=link_a, link_b=link_b, bias_a=bias_a, bias_b=bias_b,
+                           need_energy=False)
     error = check_error(error)
     A, B = load_pair(A, B)
-    readout = None
-    if model == "leverage":
-        check_no_readout(link_a, link_b, bias_a, bias_b)
-    else:
-        readout = make_readout(A.shape[0], link_a, link_b, bias_a, bias_b)
-    law = answer_law(A, B, query, model, readout)
+    readout = None if spec.leverage else spec.readout(A.shape[0])
+    law = answer_law(A, B, query, spec.family, readout)
     if isinstance(answers, (str,)) or hasattr(answers, "__fspath__"):
         obs = read_answers(answers, A.shape[0], stdin=stdin)
     else:

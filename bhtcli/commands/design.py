@@ -10,10 +10,10 @@ import numpy as np
 from bhtcli.maths.bounds import PairFacts, analyse_pair, certificate_from_spread
 from bhtcli.results import json_safe
 from bhtcli.maths.divergences import Tilt, divergences_from_tilt
-from bhtcli.errors import InputError
+from bhtcli.errors import InputError, parameter_name
 from bhtcli.io.load import load_pair
 from bhtcli.search.optimize import DEFAULT_STARTS, kkt_state, maximize, starting_points
-from bhtcli.maths.counts import sample_counts
+from bhtcli.maths.counts import query_counts
 from bhtcli.models.readout import make_readout
 from bhtcli.models.softmax import SoftmaxPair, logits_at
 from bhtcli.io.validation import check_dtype, check_energy, check_error, check_seed, check_starts
@@ -129,11 +129,11 @@ def design(A, B, energy: float | None, error: float = 0.05, starts: int = DEFAUL
     energy, error, starts = check_energy(energy), check_error(error), check_starts(starts)
     seed, dtype = check_seed(seed), check_dtype(dtype)
     if method not in METHODS:
-        raise InputError(f"--method must be one of {', '.join(METHODS)}, got {method!r}")
+        raise InputError(f"{parameter_name('method')} must be one of {', '.join(METHODS)}, got {method!r}")
     A, B = load_pair(A, B, dtype=None)  # as stored: every use converts row blocks
     readout = make_readout(A.shape[0], link_a, link_b, bias_a, bias_b)
     if method == "ccp" and not readout.plain:
-        raise InputError("--method ccp handles plain softmax models only (no links, no biases); "
+        raise InputError(f"{parameter_name('method')} ccp handles plain softmax models only (no links, no biases); "
                          "use the default lbfgs")
     t0 = time.perf_counter()
     pair = SoftmaxPair(A, B, readout=readout, dtype=dtype)
@@ -211,7 +211,7 @@ def _report(ctx: _Context, x, on_boundary, solver):
         c, delta = logits_at(ctx.A, ctx.B, x, pair.readout)
     tilt = Tilt.from_logits(c, delta)
     div = divergences_from_tilt(tilt)
-    counts = sample_counts(tilt, div.bhattacharyya_distance, ctx.error)
+    counts = query_counts(tilt, div.bhattacharyya_distance, ctx.error)
     note = None
     if div.bhattacharyya_distance == 0.0:
         note = ("the models differ, but by less than float64 resolves at this budget: "

@@ -6,7 +6,7 @@ starts: uniform weights, the two "bang-bang" corners that up-weight the rows whe
 P_B is larger at uniform weights, and seeded random corners and interior points (optima of
 such box problems often sit at corners).
 
-Certificate (docs/leverage_bound.md): with delta = max(lambda_min(A^T A), lambda_min(B^T B))
+Certificate (docs/maths.md §7): with delta = max(lambda_min(A^T A), lambda_min(B^T B))
 and eps = sum_i ||b_i b_i^T - a_i a_i^T||_op, every admissible s has
     TV(P_A(s), P_B(s)) <= tau = (C/c) (eps/delta) (d + 2) / (2 d),
 so H^2 <= tau and any strategy with N queries (adaptive or not) needs
@@ -24,10 +24,11 @@ from scipy.optimize import minimize
 from bhtcli.commands.design import DesignResult
 from bhtcli.results import json_safe
 from bhtcli.maths.divergences import divergences_from_tilt
-from bhtcli.errors import InputError
+from bhtcli.errors import InputError, parameter_name
 from bhtcli.io.load import load_pair
 from bhtcli.models.leverage import LeveragePair
-from bhtcli.maths.counts import ceil_count, sample_counts
+from bhtcli.models.spec import check_box
+from bhtcli.maths.counts import ceil_count, query_counts
 from bhtcli.io.validation import check_error, check_seed, check_starts
 
 DEFAULT_LEVERAGE_STARTS = 6
@@ -40,24 +41,9 @@ def default_starts(n: int, d: int) -> int:
     return DEFAULT_LEVERAGE_STARTS if n * d * d <= LARGE else LARGE_STARTS
 
 
-def check_box(energy, floor) -> tuple[float, float]:
-    """(C, c) for the leverage box c <= s_i^2 <= C."""
-    if floor is None:
-        raise InputError("--floor is required with --model leverage: the box is "
-                         "FLOOR <= s_i^2 <= ENERGY (e.g. --energy 4 --floor 1)")
-    try:
-        C, c = float(energy), float(floor)
-    except (TypeError, ValueError):
-        raise InputError("--energy and --floor must be numbers") from None
-    if not (math.isfinite(c) and c > 0):
-        raise InputError(f"--floor must be a finite number > 0, got {floor!r}")
-    if not (math.isfinite(C) and C >= c):
-        raise InputError(f"--energy must be a finite number >= --floor ({c:g}), got {energy!r}")
-    return C, c
-
-
 def thm42_quantities(A: np.ndarray, B: np.ndarray):
-    """(delta, eps): max of lambda_min(A^T A), lambda_min(B^T B); sum_i ||b b^T - a a^T||_op."""
+    """(delta, eps): max of lambda_min(A^T A), lambda_min(B^T B); sum_i ||b b^T - a a^T||_op
+    (docs/maths.md §7)."""
     lam = max(float(np.linalg.eigvalsh(A.T @ A)[0]), float(np.linalg.eigvalsh(B.T @ B)[0]))
     na, nb = np.einsum("ij,ij->i", A, A), np.einsum("ij,ij->i", B, B)
     ab = np.einsum("ij,ij->i", A, B)
@@ -67,10 +53,10 @@ def thm42_quantities(A: np.ndarray, B: np.ndarray):
     return max(lam, 0.0), float(op.sum())
 
 
-def tv_bound(C: float, c: float, delta: float, eps: float, d: int) -> float:
+def tv_bound(ceiling: float, floor: float, delta: float, eps: float, d: int) -> float:
     if delta <= 0:
         return 1.0
-    return min(1.0, (C / c) * (eps / delta) * (d + 2) / (2 * d))
+    return min(1.0, (ceiling / floor) * (eps / delta) * (d + 2) / (2 * d))
 
 
 def lower_from_tv(tau: float, alpha: float) -> int | None:
@@ -82,7 +68,7 @@ def lower_from_tv(tau: float, alpha: float) -> int | None:
 
 
 def same_leverage_model(pair: LeveragePair, lo: float, hi: float, seed: int = 0) -> bool:
-    """Equal probabilities at uniform and four random weight vectors (SPEC section 1)."""
+    """Equal probabilities at uniform and four random weight vectors (docs/maths.md §1.4)."""
     if pair.a.rank != pair.b.rank:
         return False
     rng = np.random.default_rng(seed + 31337)
@@ -145,14 +131,14 @@ def design_leverage(A, B, energy, floor, error: float = 0.05, starts: int | None
     starts defaults to 6 (3 when n d^2 > 1e7, with at most 150 evaluations per start instead
     of 400, so that n = 20,000, d = 64 fits in about a minute on two cores).
     """
-    C, c = check_box(energy, floor)
+    ceiling, floor = check_box(energy, floor)
     A, B = load_pair(A, B)
     starts = default_starts(*A.shape) if starts is None else starts
     error, starts, seed = check_error(error), check_starts(starts), check_seed(seed)
     t0 = time.perf_counter()
     n, d = A.shape
     pair = LeveragePair(A, B)
-    lo, hi = -math.log(C), -math.log(c)
+    lo, hi = -math.log(ceiling), -math.log(floor)
     warnings = []
     for name, m in (("A", pair.a), ("B", pair.b)):
         if not m.full_rank:
@@ -163,17 +149,17 @@ def design_leverage(A, B, energy, floor, error: float = 0.05, starts: int | None
         note = (f"A has rank {pair.a.rank} and B rank {pair.b.rank}: their column spaces differ in "
                 "dimension, so they are different models, told apart by that alone")
     delta, eps = thm42_quantities(np.asarray(A), np.asarray(B))
-    tau = tv_bound(C, c, delta, eps, d)
+    tau = tv_bound(ceiling, floor, delta, eps, d)
     same = same_leverage_model(pair, lo, hi, seed)
     cert = {"hellinger_squared_max_bound": 0.0 if same else tau,
             "samples_lower_any_strategy": None if same else lower_from_tv(tau, error),
             "mean_samples_lower_sequential": None,
             "tv_max_bound": 0.0 if same else tau, "lambda_min": delta, "sum_op_norm_diff": eps}
-    base = dict(model="leverage", n=n, d=d, energy=C, target_error=error)
+    base = dict(model="leverage", n=n, d=d, energy=ceiling, target_error=error)
     if same:
         zero = dict(bhattacharyya_distance=0.0, hellinger=0.0, hellinger_squared=0.0,
                     total_variation=0.0, kl_ab=0.0, kl_ba=0.0, chernoff_information=0.0)
-        s = np.full(n, math.sqrt(C))
+        s = np.full(n, math.sqrt(ceiling))
         return DesignResult(**base, query=s.tolist(), query_norm=float(np.linalg.norm(s)),
                             on_boundary=True, **zero, distinguishable=False,
                             note=("A and B are the same leverage-score model (equal probabilities "
@@ -182,52 +168,52 @@ def design_leverage(A, B, energy, floor, error: float = 0.05, starts: int | None
                             certificate=cert, paper={"thm42_tv_bound": tau}, solver={
                                 "method": "lbfgsb", "starts": 0, "iterations": 0, "evaluations": pair.evaluations,
                                 "seconds": time.perf_counter() - t0},
-                            floor=c, warnings=warnings)
+                            floor=floor, warnings=warnings)
     if progress:
         progress(f"climbing from {starts} starts (L-BFGS-B over {n:,} log-weights)")
     theta, _, values, iters = maximize_leverage(pair, lo, hi, starts, seed)
     solver = {"method": "lbfgsb", "starts": starts, "iterations": iters,
               "local_maxima": len(values), "local_maxima_values": [-math.expm1(-v) for v in values[:5]]}
-    return _report(pair, theta, base, cert, lo, hi, note, warnings, solver, c, t0)
+    return _report(pair, theta, base, cert, lo, hi, note, warnings, solver, floor, t0)
 
 
-def check_leverage_query(s, C: float, c: float, n: int) -> np.ndarray:
+def check_leverage_query(s, ceiling: float, floor: float, n: int) -> np.ndarray:
     """theta = -log s^2 for a leverage query s of length n inside the box (1e-9 slack)."""
     s = np.asarray(s, dtype=np.float64)
     if np.any(s == 0):
         raise InputError("the leverage query s has a zero entry; every s_i must be non-zero")
     s2 = s * s
-    if s2.min() < c * (1 - 1e-9) or s2.max() > C * (1 + 1e-9):
+    if s2.min() < floor * (1 - 1e-9) or s2.max() > ceiling * (1 + 1e-9):
         raise InputError(f"the leverage query has s_i^2 in [{s2.min():.6g}, {s2.max():.6g}], outside "
-                         f"the box [--floor {c:g}, --energy {C:g}]")
-    return np.clip(-np.log(s2), -math.log(C), -math.log(c))
+                         f"the box [{parameter_name('floor')} {floor:g}, {parameter_name('energy')} {ceiling:g}]")
+    return np.clip(-np.log(s2), -math.log(ceiling), -math.log(floor))
 
 
 def leverage_report_for_query(A, B, s, energy, floor, error: float = 0.05) -> DesignResult:
     """`design`'s report for a given leverage query s (no optimisation)."""
-    C, c = check_box(energy, floor)
+    ceiling, floor = check_box(energy, floor)
     error = check_error(error)
     A, B = load_pair(A, B)
     t0 = time.perf_counter()
     from bhtcli.io.load import load_query
     s = load_query(s, A.shape[0], what="the leverage query s (one entry per row)") \
         if isinstance(s, str) else np.asarray(s, dtype=np.float64)
-    theta = check_leverage_query(s, C, c, A.shape[0])
+    theta = check_leverage_query(s, ceiling, floor, A.shape[0])
     pair = LeveragePair(A, B)
     delta, eps = thm42_quantities(np.asarray(A), np.asarray(B))
-    tau = tv_bound(C, c, delta, eps, A.shape[1])
+    tau = tv_bound(ceiling, floor, delta, eps, A.shape[1])
     cert = {"hellinger_squared_max_bound": tau, "samples_lower_any_strategy": lower_from_tv(tau, error),
             "mean_samples_lower_sequential": None, "tv_max_bound": tau, "lambda_min": delta,
             "sum_op_norm_diff": eps}
-    base = dict(model="leverage", n=A.shape[0], d=A.shape[1], energy=C, target_error=error)
+    base = dict(model="leverage", n=A.shape[0], d=A.shape[1], energy=ceiling, target_error=error)
     solver = {"method": "given", "starts": 0, "iterations": 0, "local_maxima": 0, "local_maxima_values": []}
-    return _report(pair, theta, base, cert, -math.log(C), -math.log(c), None, [], solver, c, t0)
+    return _report(pair, theta, base, cert, -math.log(ceiling), -math.log(floor), None, [], solver, floor, t0)
 
 
-def _report(pair, theta, base, cert, lo, hi, note, warnings, solver, c, t0):
+def _report(pair, theta, base, cert, lo, hi, note, warnings, solver, floor, t0):
     tilt = pair.tilt(theta)
     div = divergences_from_tilt(tilt)
-    counts = sample_counts(tilt, div.bhattacharyya_distance, base["target_error"])
+    counts = query_counts(tilt, div.bhattacharyya_distance, base["target_error"])
     s = np.exp(-0.5 * theta)
     at_face = float(np.mean((theta <= lo + 1e-9) | (theta >= hi - 1e-9)))
     solver = dict(solver, evaluations=pair.evaluations, fraction_at_box_faces=at_face,
@@ -242,7 +228,7 @@ def _report(pair, theta, base, cert, lo, hi, note, warnings, solver, c, t0):
                         samples={"lower": counts.lower, "upper": counts.upper,
                                  "predicted": counts.predicted, "method": counts.method},
                         certificate=cert, paper={"thm42_tv_bound": cert["tv_max_bound"]},
-                        solver=solver, floor=c, warnings=warnings)
+                        solver=solver, floor=floor, warnings=warnings)
 
 
 @dataclass(frozen=True)
@@ -272,13 +258,13 @@ class LeverageBoundResult:
 
 def bound_leverage(A, B, energy, floor, error: float = 0.05) -> LeverageBoundResult:
     """Theorem 4.2 quantities and the explicit-constant lower bound (no optimisation)."""
-    C, c = check_box(energy, floor)
+    ceiling, floor = check_box(energy, floor)
     error = check_error(error)
     A, B = load_pair(A, B)
     pair = LeveragePair(A, B)
     delta, eps = thm42_quantities(np.asarray(A), np.asarray(B))
-    tau = tv_bound(C, c, delta, eps, A.shape[1])
-    same = same_leverage_model(pair, -math.log(C), -math.log(c))
-    return LeverageBoundResult("leverage", A.shape[0], A.shape[1], C, c, error, pair.a.rank,
+    tau = tv_bound(ceiling, floor, delta, eps, A.shape[1])
+    same = same_leverage_model(pair, -math.log(ceiling), -math.log(floor))
+    return LeverageBoundResult("leverage", A.shape[0], A.shape[1], ceiling, floor, error, pair.a.rank,
                                pair.b.rank, delta, eps, 0.0 if same else tau, not same,
                                0.0 if same else tau, None if same else lower_from_tv(tau, error), None)

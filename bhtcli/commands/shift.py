@@ -1,4 +1,5 @@
 """`shift`: gradient steps of softmax regression move A to B = A + dA; how many queries see it?
+(docs/maths.md §9)
 
 Softmax regression (Li et al. 2023, arXiv 2304.13276: in-context learning acts like such a
 weight shift) fits A to data (q_j, y_j), j = 1..m, by the loss
@@ -22,7 +23,7 @@ from dataclasses import dataclass, field, fields
 
 import numpy as np
 
-from bhtcli.errors import InputError
+from bhtcli.errors import InputError, parameter_name
 from bhtcli.io.load import check_output_path, load_matrix, open_npz, save_npy_atomic
 from bhtcli.results import json_safe
 from bhtcli.io.validation import check_error, check_matrix, check_positive, check_seed
@@ -153,9 +154,9 @@ def load_data(data, n: int, d: int, name: str | None = None):
 
 def _read_npz(path: str, label: str):
     if not os.path.exists(path):
-        raise InputError(f"--data {path}: no such file; check the path")
+        raise InputError(f"{parameter_name('data')} {path}: no such file; check the path")
     if os.path.isdir(path) or not path.lower().endswith(".npz"):
-        raise InputError(f"--data {path}: expected a .npz archive holding Q (m x d queries) and Y "
+        raise InputError(f"{parameter_name('data')} {path}: expected a .npz archive holding Q (m x d queries) and Y "
                          "(m x n targets); write it with numpy.savez('D.npz', Q=Q, Y=Y)")
     with open_npz(path, label) as archive:
         keys = list(archive.files)
@@ -203,13 +204,13 @@ def _targets(Y, m: int, n: int, label: str) -> np.ndarray:
 
 def check_lr(lr) -> float:
     """The learning rate: finite and > 0."""
-    return check_positive(lr, "--lr")
+    return check_positive(lr, f"{parameter_name('lr')}")
 
 
 def check_steps(steps) -> int:
     """The number of gradient steps: a whole number >= 1."""
     if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 1:
-        raise InputError(f"--steps must be a whole number >= 1, got {steps!r}")
+        raise InputError(f"{parameter_name('steps')} must be a whole number >= 1, got {steps!r}")
     return int(steps)
 
 
@@ -232,7 +233,7 @@ def shift(A, data, lr: float, steps: int = 1, *, out: str | None = None, energy:
         Write B here (.npy, atomically, only after everything else succeeded).
     energy : float, optional
         If given, also report how many queries with ||x|| <= energy detect the update:
-        ``design(A, B, energy)`` and the small-perturbation estimate of SPEC section 5
+        ``design(A, B, energy)`` and the small-perturbation estimate of docs/maths.md §5.2
         (:func:`bhtcli.maths.perturbation.small_perturbation_estimate`).
     error : float
         Target error alpha of those counts.
@@ -292,7 +293,7 @@ def shift(A, data, lr: float, steps: int = 1, *, out: str | None = None, energy:
 
 def _overflow(lr: float, steps: int):
     # Only absurd learning rates get here: every gradient entry is bounded by max ||q||.
-    raise InputError(f"--lr {lr:g}: the update left the float64 range within {steps} step(s); "
+    raise InputError(f"{parameter_name('lr')} {lr:g}: the update left the float64 range within {steps} step(s); "
                      "use a smaller learning rate")
 
 

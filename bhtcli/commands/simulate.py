@@ -1,5 +1,5 @@
 """`simulate`: how many queries it really takes, for a fixed n, Wald's SPRT and Chernoff's
-adaptive rule, by Monte Carlo vectorised over trials.
+adaptive rule, by Monte Carlo vectorised over trials (docs/maths.md §8).
 
 - fixed: for each n, T trials under A and T under B give the log-likelihood-ratio sums S_n
   (paths of answers drawn by inverse CDF, cumulative sums, read at the n of a grid); the
@@ -19,16 +19,16 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from bhtcli.models.answers import AnswerLaw, check_no_readout, draw
+from bhtcli.models.answers import AnswerLaw, draw
 from bhtcli.commands.design import design, report_for_query
 from bhtcli.results import json_safe
-from bhtcli.errors import InputError
+from bhtcli.errors import InputError, parameter_name
 from bhtcli.io.load import load_pair, load_query
 from bhtcli.search.optimize import maximize
 from bhtcli.maths.counts import LATTICE_MAX_N, LatticeTest, Saddlepoint
-from bhtcli.models.readout import make_readout
+from bhtcli.models.spec import ModelSpec
 from bhtcli.models.softmax import SoftmaxPair
-from bhtcli.io.validation import check_dtype, check_energy, check_error, check_seed, check_starts
+from bhtcli.io.validation import check_error, check_seed, check_starts
 
 POLICIES = ("fixed", "sprt", "adaptive")
 MAX_SEQUENTIAL_STEPS = 10_000_000
@@ -244,7 +244,7 @@ def _sequential_stats(out):
             "undecided": int(una + unb)}
 
 
-def simulate(A, B, energy: float, query=None, error: float = 0.05, trials: int = 10_000,
+def simulate(A, B, energy: float | None = None, query=None, error: float = 0.05, trials: int = 10_000,
              seed: int = 0, policy: str = "all", starts: int | None = None, progress=None,
              model: str = "softmax", floor: float | None = None,
              predicted_points: int = 0, *, link_a="exp", link_b="exp", bias_a=None, bias_b=None,
@@ -256,26 +256,18 @@ def simulate(A, B, energy: float, query=None, error: float = 0.05, trials: int =
     predicted_points > 0 adds the predicted error curve at that many n to `curve` (for plots).
     link_a, link_b, bias_a, bias_b, dtype: softmax-family models, as for :func:`bhtcli.commands.design`.
     """
+    spec = ModelSpec.build(model, energy, floor, link_a=link_a, link_b=link_b, bias_a=bias_a,
+                           bias_b=bias_b, dtype=dtype)
     A, B = load_pair(A, B)
-    if model == "leverage":
-        check_no_readout(link_a, link_b, bias_a, bias_b)
-    else:
-        readout = make_readout(A.shape[0], link_a, link_b, bias_a, bias_b)
-        dtype = check_dtype(dtype)
-    if model == "leverage":
-        from bhtcli.commands.leverage_design import check_box, default_starts
-        energy, floor = check_box(energy, floor)
+    model, energy, floor, dtype = spec.family, spec.energy, spec.floor, spec.dtype
+    if spec.leverage:
+        from bhtcli.commands.leverage_design import default_starts
         starts = default_starts(*A.shape) if starts is None else starts
     else:
-        energy = check_energy(energy)
+        readout = spec.readout(A.shape[0])
         starts = 32 if starts is None else starts
     error, starts, seed = check_error(error), check_starts(starts), check_seed(seed)
-    if isinstance(trials, bool) or int(trials) != trials or trials < 100:
-        raise InputError(f"--trials must be a whole number >= 100, got {trials!r}")
-    trials = int(trials)
-    if policy not in POLICIES + ("all",):
-        raise InputError(f"--policy must be one of fixed, sprt, adaptive, all; got {policy!r}")
-    chosen = POLICIES if policy == "all" else (policy,)
+    trials, chosen = _check_trials(trials), _check_policy(policy)
     t0 = time.perf_counter()
     n, d = A.shape
     phases = ((query is None) + ("fixed" in chosen) + ("sprt" in chosen or "adaptive" in chosen)
@@ -291,44 +283,79 @@ def simulate(A, B, energy: float, query=None, error: float = 0.05, trials: int =
     else:
         r, law, x, queries_for_kl = _softmax_setup(A, B, energy, query, error, starts, seed, say,
                                                    readout, dtype)
-    if not r.distinguishable or r.samples["predicted"] is None:
-        raise InputError("A and B cannot be told apart with this query (H^2 = 0): nothing to simulate")
-    if r.samples["upper"] > 2_000_000:
-        raise InputError(f"this query needs up to {r.samples['upper']:,} answers per trial; "
-                         "simulating that is out of reach here (raise --energy)")
+    _check_simulable(r)
     rng = np.random.default_rng(seed)
     fixed = sprt = adaptive = curve = None
     if "fixed" in chosen:
         say(f"fixed n: {trials:,} trials per model on a grid of n")
-        fixed, grid, errs, ses = simulate_fixed(law, error, r.samples, trials, rng)
-        curve = {"n": grid.tolist(), "error": errs.tolist(), "standard_error": ses.tolist()}
-        if predicted_points:
-            ns = np.unique(np.linspace(1, grid[-1], predicted_points).astype(int))
-            curve["predicted_n"] = ns.tolist()
-            curve["predicted_error"] = predicted_curve(law, ns)
+        fixed, curve = _fixed_phase(law, error, r, trials, rng, predicted_points)
     if "sprt" in chosen or "adaptive" in chosen:
         say(f"SPRT: {trials:,} trials per model")
-        sprt = simulate_sprt(law, error, trials, rng)
-        a = math.log((1 - error) / error)
-        wald = lambda kl: (1 - 2 * error) * a / kl if kl > 0 else None
-        sprt["wald_lower_a"] = wald(r.kl_ab)
-        sprt["wald_lower_b"] = wald(r.kl_ba)
-        sprt["mean_samples_lower_any_strategy"] = r.certificate["mean_samples_lower_sequential"]
+        sprt = _sprt_phase(law, error, r, trials, rng)
     if "adaptive" in chosen:
         say("adaptive: designing argmax KL(P_A||P_B) and argmax KL(P_B||P_A)")
         x_a, x_b, law_a, law_b = queries_for_kl()
         say(f"adaptive: {trials:,} trials per model")
-        adaptive = simulate_adaptive(law_a, law_b, error, trials, rng)
-        adaptive["saving_vs_fixed"] = 0.5 * ((1 - adaptive["mean_samples_a"] / sprt["mean_samples_a"])
-                                             + (1 - adaptive["mean_samples_b"] / sprt["mean_samples_b"]))
-        adaptive["query_a"] = x_a.tolist()
-        adaptive["query_b"] = x_b.tolist()
+        adaptive = _adaptive_phase(law_a, law_b, x_a, x_b, error, trials, rng, sprt)
         if "sprt" not in chosen:
             sprt = None
     say("done")
     return SimulateResult(model, n, d, energy, error, trials, seed, x.tolist(),
                           r.hellinger_squared, fixed, sprt, adaptive, curve,
                           time.perf_counter() - t0)
+
+
+def _check_trials(trials) -> int:
+    if isinstance(trials, bool) or int(trials) != trials or trials < 100:
+        raise InputError(f"{parameter_name('trials')} must be a whole number >= 100, got {trials!r}")
+    return int(trials)
+
+
+def _check_policy(policy) -> tuple:
+    if policy not in POLICIES + ("all",):
+        raise InputError(f"{parameter_name('policy')} must be one of fixed, sprt, adaptive, all; got {policy!r}")
+    return POLICIES if policy == "all" else (policy,)
+
+
+def _check_simulable(r) -> None:
+    """Refuse queries that cannot separate the models or need too many answers per trial."""
+    if not r.distinguishable or r.samples["predicted"] is None:
+        raise InputError("A and B cannot be told apart with this query (H^2 = 0): nothing to simulate")
+    if r.samples["upper"] > 2_000_000:
+        raise InputError(f"this query needs up to {r.samples['upper']:,} answers per trial; "
+                         f"simulating that is out of reach here (raise {parameter_name('energy')})")
+
+
+def _fixed_phase(law, error, r, trials, rng, predicted_points):
+    """The fixed-n experiment and its error curve (docs/maths.md §8)."""
+    fixed, grid, errs, ses = simulate_fixed(law, error, r.samples, trials, rng)
+    curve = {"n": grid.tolist(), "error": errs.tolist(), "standard_error": ses.tolist()}
+    if predicted_points:
+        ns = np.unique(np.linspace(1, grid[-1], predicted_points).astype(int))
+        curve["predicted_n"] = ns.tolist()
+        curve["predicted_error"] = predicted_curve(law, ns)
+    return fixed, curve
+
+
+def _sprt_phase(law, error, r, trials, rng):
+    """Wald's SPRT with the query, and Wald's lower bounds (docs/maths.md §3.5)."""
+    sprt = simulate_sprt(law, error, trials, rng)
+    a = math.log((1 - error) / error)
+    wald = lambda kl: (1 - 2 * error) * a / kl if kl > 0 else None
+    sprt["wald_lower_a"] = wald(r.kl_ab)
+    sprt["wald_lower_b"] = wald(r.kl_ba)
+    sprt["mean_samples_lower_any_strategy"] = r.certificate["mean_samples_lower_sequential"]
+    return sprt
+
+
+def _adaptive_phase(law_a, law_b, x_a, x_b, error, trials, rng, sprt):
+    """Chernoff's adaptive rule, compared with the SPRT with one query."""
+    adaptive = simulate_adaptive(law_a, law_b, error, trials, rng)
+    adaptive["saving_vs_fixed"] = 0.5 * ((1 - adaptive["mean_samples_a"] / sprt["mean_samples_a"])
+                                         + (1 - adaptive["mean_samples_b"] / sprt["mean_samples_b"]))
+    adaptive["query_a"] = x_a.tolist()
+    adaptive["query_b"] = x_b.tolist()
+    return adaptive
 
 
 def _softmax_setup(A, B, energy, query, error, starts, seed, say, readout, dtype):
@@ -341,7 +368,7 @@ def _softmax_setup(A, B, energy, query, error, starts, seed, say, readout, dtype
     else:
         x = load_query(query, A.shape[1])
         if np.linalg.norm(x) > energy * (1 + 1e-9):
-            raise InputError(f"the query has norm {np.linalg.norm(x):.6g} > --energy {energy:g}; "
+            raise InputError(f"the query has norm {np.linalg.norm(x):.6g} > {parameter_name('energy')} {energy:g}; "
                              "give the budget it was designed for")
         r = report_for_query(A, B, x, energy, error, **settings)
 
@@ -355,17 +382,17 @@ def _softmax_setup(A, B, energy, query, error, starts, seed, say, readout, dtype
     return r, AnswerLaw.at(A, B, x, readout), x, queries_for_kl
 
 
-def _leverage_setup(A, B, C, c, query, error, starts, seed, say):
+def _leverage_setup(A, B, ceiling, floor, query, error, starts, seed, say):
     from bhtcli.models.answers import answer_law
     from bhtcli.models.leverage import LeveragePair
     from bhtcli.commands.leverage_design import design_leverage, leverage_report_for_query, maximize_leverage
     if query is None:
         say("designing the query")
-        r = design_leverage(A, B, C, c, error=error, starts=starts, seed=seed)
+        r = design_leverage(A, B, ceiling, floor, error=error, starts=starts, seed=seed)
     else:
-        r = leverage_report_for_query(A, B, query, C, c, error)
+        r = leverage_report_for_query(A, B, query, ceiling, floor, error)
     s = np.array(r.query)
-    lo, hi = -math.log(C), -math.log(c)
+    lo, hi = -math.log(ceiling), -math.log(floor)
 
     def queries_for_kl():
         th_a = maximize_leverage(LeveragePair(A, B), lo, hi, starts, seed, "kl")[0]

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bhtcli.errors import InputError
+from bhtcli.errors import InputError, parameter_name
 from bhtcli.io.pickles import refuse_pickles
 from bhtcli.io.safetensors_file import read_safetensors, split_tensor_name
 from bhtcli.io.validation import check_matrix, check_pair
@@ -246,8 +246,9 @@ def _is_float(cell: str) -> bool:
         return False
 
 
-def check_output_path(path: str, option: str = "--out") -> str:
+def check_output_path(path: str, option: str | None = None) -> str:
     """Fail early (before any work) when the folder of an output file does not exist."""
+    option = parameter_name("out") if option is None else option
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         raise InputError(f"{option} {path}: folder {folder} does not exist; create it first")

@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 
-from bhtcli.errors import InputError
+from bhtcli.errors import InputError, parameter_name
 
 
 BLOCK_ROWS = 4096  # memory maps are checked and converted this many rows at a time
@@ -76,7 +76,7 @@ def _stored_float(stored: np.dtype) -> np.dtype:
 def _not_finite(source_block: np.ndarray, name: str, dtype: np.dtype) -> str:
     if np.isfinite(source_block.astype(np.float64)).all():
         return (f"{name} has values beyond the {dtype.name} range (largest magnitude "
-                f"{float(np.abs(source_block.astype(np.float64)).max()):.3g}); use --dtype float64")
+                f"{float(np.abs(source_block.astype(np.float64)).max()):.3g}); use {parameter_name('dtype')} float64")
     return f"{name} contains NaN or Inf; replace them with finite numbers"
 
 
@@ -87,8 +87,9 @@ def check_pair(A: np.ndarray, B: np.ndarray, name_a: str = "A", name_b: str = "B
                          "both models need the same number of rows (answers) and columns (query size)")
 
 
-def check_energy(energy: float, option: str = "--energy") -> float:
+def check_energy(energy: float, option: str | None = None) -> float:
     """Return the energy budget E as float; it must be finite and > 0."""
+    option = parameter_name("energy") if option is None else option
     return check_positive(energy, option)
 
 
@@ -105,8 +106,9 @@ def check_positive(value, option: str) -> float:
     return v
 
 
-def check_error(error: float, option: str = "--error") -> float:
+def check_error(error: float, option: str | None = None) -> float:
     """Return the target error probability alpha; it must lie strictly between 0 and 0.5."""
+    option = parameter_name("error") if option is None else option
     try:
         a = float(error)
     except (TypeError, ValueError):
@@ -116,8 +118,9 @@ def check_error(error: float, option: str = "--error") -> float:
     return a
 
 
-def check_starts(starts: int, option: str = "--starts") -> int:
+def check_starts(starts: int, option: str | None = None) -> int:
     """Return the number of starting points; at least 1."""
+    option = parameter_name("starts") if option is None else option
     if isinstance(starts, bool) or int(starts) != starts or starts < 1:
         raise InputError(f"{option} must be a whole number >= 1, got {starts!r}")
     return int(starts)
@@ -144,8 +147,9 @@ def check_query(array, name: str, length: int, what: str = "the query x") -> np.
     return arr
 
 
-def check_seed(seed, option: str = "--seed") -> int:
+def check_seed(seed, option: str | None = None) -> int:
     """A random seed: a whole number >= 0."""
+    option = parameter_name("seed") if option is None else option
     if isinstance(seed, bool) or int(seed) != seed or seed < 0:
         raise InputError(f"{option} must be a whole number >= 0, got {seed!r}")
     return int(seed)
@@ -159,16 +163,17 @@ def check_logit_scale(energy: float, max_row_norm: float) -> None:
     """The largest possible logit E * max_i ||row_i|| must stay in [1e-100, 1e12]."""
     scale = energy * max_row_norm
     if max_row_norm > 0 and scale > MAX_LOGIT:
-        raise InputError(f"--energy {energy:g} allows logits up to {scale:.3g} (E times the largest row "
+        raise InputError(f"{parameter_name('energy')} {energy:g} allows logits up to {scale:.3g} (E times the largest row "
                          f"norm {max_row_norm:.3g}); float64 softmax is meaningful up to {MAX_LOGIT:g}: "
-                         "lower --energy or rescale the matrices")
+                         f"lower {parameter_name('energy')} or rescale the matrices")
     if max_row_norm > 0 and scale < MIN_LOGIT:
-        raise InputError(f"--energy {energy:g} allows logits of at most {scale:.3g}; below {MIN_LOGIT:g} "
-                         "no query separates the models in float64: raise --energy")
+        raise InputError(f"{parameter_name('energy')} {energy:g} allows logits of at most {scale:.3g}; below {MIN_LOGIT:g} "
+                         f"no query separates the models in float64: raise {parameter_name('energy')}")
 
 
-def check_count(count, option: str = "--count") -> int:
+def check_count(count, option: str | None = None) -> int:
     """A number of answers: a whole number >= 1."""
+    option = parameter_name("count") if option is None else option
     if isinstance(count, bool) or int(count) != count or count < 1:
         raise InputError(f"{option} must be a whole number >= 1, got {count!r}")
     return int(count)
@@ -177,8 +182,9 @@ def check_count(count, option: str = "--count") -> int:
 DTYPES = ("float64", "float32")
 
 
-def check_dtype(dtype, option: str = "--dtype") -> str:
+def check_dtype(dtype, option: str | None = None) -> str:
     """The precision of the large products: "float64" (default) or "float32" (or numpy's types)."""
+    option = parameter_name("dtype") if option is None else option
     if dtype is None or isinstance(dtype, str):
         name = str(dtype).lower() if dtype is not None else "float64"
     else:

@@ -1,4 +1,4 @@
-"""Closed-form quantities (no optimisation): the certificate of SPEC section 4 and the paper's eps.
+"""Closed-form quantities (no optimisation): the certificate (docs/maths.md §4) and the paper's eps.
 
 For every query x with ||x|| <= E and Delta = (A - B) x:
     D(x) <= range(Delta)^2 / 32 <= E^2 diam^2 / 32,   KL <= range(Delta)^2 / 8 <= E^2 diam^2 / 8,
@@ -30,7 +30,7 @@ class Diameter:
 
 
 def row_diameter(G: np.ndarray, exact_max_n: int = EXACT_DIAMETER_MAX_N) -> Diameter:
-    """Diameter of the rows of G (a row-centred A - B).
+    """Diameter of the rows of G (a row-centred A - B; docs/maths.md §4.2).
 
     Exact (O(n^2 d), blocked Gram products) up to `exact_max_n` rows, with a rounding margin
     so that it stays an upper bound; beyond, 2 max_i ||g_i - mean||, a rigorous upper bound.
@@ -87,12 +87,13 @@ class Certificate:
 
 
 def certificate(energy: float, diameter: float, alpha: float, distinguishable: bool) -> Certificate:
-    """SPEC section 4 bounds for a budget E and a diameter (upper bound)."""
+    """The docs/maths.md §4 bounds for a budget E and a diameter (upper bound)."""
     return certificate_from_spread(energy * diameter, alpha, distinguishable)
 
 
 def certificate_from_spread(spread: float, alpha: float, distinguishable: bool) -> Certificate:
-    """The bounds from L >= max_ij (delta_i - delta_j) over the ball: D <= L^2/32, KL <= L^2/8.
+    """The bounds from L >= max_ij (delta_i - delta_j) over the ball: D <= L^2/32, KL <= L^2/8
+    (docs/maths.md §4.1).
     An infinite L (no bound known) gives no certificate (None everywhere)."""
     if not distinguishable:
         return Certificate(0.0, 0.0, 0.0, None, None)
@@ -154,7 +155,8 @@ class PairFacts:
 def analyse_pair(A: np.ndarray, B: np.ndarray, pair_G: np.ndarray, energy: float,
                  readout: Readout | None = None) -> PairFacts:
     """The same-model rule and the spread bound behind the certificate (also checks that the
-    budget keeps the logits in float64's useful range). pair_G: A - B (centred or not)."""
+    budget keeps the logits in float64's useful range; docs/maths.md §1.3, §4.3). pair_G: A - B
+    (centred or not)."""
     readout = Readout() if readout is None else readout
     n = A.shape[0]
     eps_2inf = max(row_norm_2inf(np.asarray(A[s:s + 8192], dtype=np.float64)
@@ -167,7 +169,7 @@ def analyse_pair(A: np.ndarray, B: np.ndarray, pair_G: np.ndarray, energy: float
     _, dbias = readout.bias_offsets(n)
     bias_range = float(dbias.max() - dbias.min())
     bias_scale = max(_abs_max(readout.bias_a), _abs_max(readout.bias_b))
-    tiny = 32.0 * EPS * max(max_norm, bias_scale)          # SPEC section 1
+    tiny = 32.0 * EPS * max(max_norm, bias_scale)          # docs/maths.md §1.3
     same = _same_model(A, B, readout, diam.value, bias_range, tiny)
     if same:
         return PairFacts(eps_2inf, diam, False, same, 0.0, None)
@@ -240,7 +242,7 @@ def _augmented_blocks(A, B, bias_a, bias_b, rows: int = 8192):
 
 def bound(A, B, energy: float, error: float = 0.05, *, link_a="exp", link_b="exp",
           bias_a=None, bias_b=None) -> BoundResult:
-    """Closed-form bounds for two models (SPEC section 4 and the paper's eps).
+    """Closed-form bounds for two models (docs/maths.md §4 and §5.1).
 
     Parameters
     ----------

@@ -1,6 +1,6 @@
 """How many repetitions of one query decide between A and B with both errors <= alpha.
 
-SPEC section 3. With D = -log BC for the query:
+docs/maths.md §3. With D = -log BC for the query:
 
 - upper = ceil(ln(1/alpha) / D): the likelihood-ratio test at threshold 0 has both errors
   <= BC^N (Chernoff bound at lambda = 1/2);
@@ -39,7 +39,9 @@ LATTICE_MIN_ALPHA = 1e-9    # below this FFT round-off (~1e-14) could matter: us
 
 
 @dataclass(frozen=True)
-class SampleCounts:
+class QueryCounts:
+    """How many repetitions of the query (reported under the JSON key `samples`)."""
+
     lower: int | None
     upper: int | None
     predicted: int | None
@@ -54,14 +56,14 @@ def ceil_count(x: float) -> int | None:
 
 
 def upper_count(D: float, alpha: float) -> int | None:
-    """ceil(ln(1/alpha) / D): enough for the likelihood-ratio test."""
+    """ceil(ln(1/alpha) / D): enough for the likelihood-ratio test (docs/maths.md §3.1)."""
     if not D > 0:
         return None
     return ceil_count(math.log(1.0 / alpha) / D)
 
 
 def lower_count(D: float, alpha: float) -> int | None:
-    """ceil(ln(1/(4 alpha (1-alpha))) / (2 D)): needed by any test of N answers."""
+    """ceil(ln(1/(4 alpha (1-alpha))) / (2 D)): needed by any test of N answers (docs/maths.md §3.2)."""
     if not D > 0:
         return None
     return ceil_count(math.log(1.0 / (4.0 * alpha * (1.0 - alpha))) / (2.0 * D))
@@ -119,7 +121,7 @@ def balanced_error(P: np.ndarray, Q: np.ndarray) -> float:
 
 # ---------------------------------------------------------------- saddlepoint (large N)
 class Saddlepoint:
-    """Lugannani-Rice tails of the N-answer log-likelihood ratio under A and under B."""
+    """Lugannani-Rice tails of the N-answer log-likelihood ratio under A and under B (docs/maths.md §3.3)."""
 
     def __init__(self, tilt: Tilt):
         self.tilt = tilt
@@ -182,14 +184,14 @@ def _lr_log_lower(w: float, u: float) -> float:
 
 
 # ---------------------------------------------------------------- public entry point
-def sample_counts(tilt: Tilt, D: float, alpha: float) -> SampleCounts:
+def query_counts(tilt: Tilt, D: float, alpha: float) -> QueryCounts:
     """lower, upper and predicted counts for one query given its tilt (see module docstring)."""
     lo, up = lower_count(D, alpha), upper_count(D, alpha)
     if lo is None or up is None:
-        return SampleCounts(None, None, None, "none")
+        return QueryCounts(None, None, None, "none")
     if up <= LATTICE_MAX_N and alpha >= LATTICE_MIN_ALPHA:
-        return SampleCounts(lo, up, lattice_count(tilt, alpha, lo, up), "lattice")
-    return SampleCounts(lo, up, Saddlepoint(tilt).count(alpha, lo, up), "saddlepoint")
+        return QueryCounts(lo, up, lattice_count(tilt, alpha, lo, up), "lattice")
+    return QueryCounts(lo, up, Saddlepoint(tilt).count(alpha, lo, up), "saddlepoint")
 
 
 def lattice_count(tilt: Tilt, alpha: float, lower: int, upper: int) -> int:

@@ -9,7 +9,7 @@ generating function of dbar under pi,
 
 (E_pi[dbar] = 0 removes the first-order term exactly), evaluated in log space:
 
-    D = -log BC = (g(1/2) + g(-1/2)) / 2                  (SPEC section 2)
+    D = -log BC = (g(1/2) + g(-1/2)) / 2                  (docs/maths.md §2.3)
     log sum p^lam q^(1-lam) = g(lam - 1/2) - lam g(1/2) - (1 - lam) g(-1/2)
     KL(P_A||P_B) = g'(1/2) - g(1/2) + g(-1/2),   KL(P_B||P_A) = -g'(-1/2) - g(-1/2) + g(1/2)
 
@@ -132,7 +132,7 @@ class Tilt:
         return 0.5 * (self.cgf(0.5) + self.cgf(-0.5))
 
     def gradient_weights(self):
-        """D and the weights (w_c, w_g) with grad D = C^T w_c + G^T w_g.
+        """D and the weights (w_c, w_g) with grad D = C^T w_c + G^T w_g (docs/maths.md §2.4).
 
         w_c = (p_a + p_b)/2 - pi and w_g = (p_a - p_b)/4, computed without the first-order
         cancellation: with z = dbar/2 - (g(1/2) - g(-1/2))/2, p_a = pi e^(z-D), p_b = pi e^(-z-D),
@@ -156,7 +156,7 @@ class Tilt:
 
 @dataclass(frozen=True)
 class Divergences:
-    """All divergences between P_A(x) and P_B(x) for one query (SPEC section 2 conventions)."""
+    """All divergences between P_A(x) and P_B(x) for one query (conventions of docs/maths.md §2.1)."""
 
     bhattacharyya_distance: float   # D = -log BC
     hellinger_squared: float        # 1 - BC
@@ -169,12 +169,12 @@ class Divergences:
 
 
 def divergences(c: np.ndarray, delta: np.ndarray) -> Divergences:
-    """Every divergence of SPEC section 2 for midpoint logits `c` and logit difference `delta`."""
+    """Every divergence of docs/maths.md §2.1 for midpoint logits `c` and logit difference `delta`."""
     return divergences_from_tilt(Tilt.from_logits(c, delta))
 
 
 def divergences_from_tilt(tilt: Tilt) -> Divergences:
-    """Every divergence of SPEC section 2 for one query's tilt."""
+    """Every divergence of docs/maths.md §2.1 for one query's tilt."""
     gp, gm = float(tilt.cgf(0.5)), float(tilt.cgf(-0.5))
     D = max(0.5 * (gp + gm), 0.0)
     h2 = -math.expm1(-D)

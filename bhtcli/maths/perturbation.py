@@ -1,11 +1,11 @@
-"""The paper's small-perturbation estimate (SPEC section 5, Theorems 3.5/3.6) made concrete.
+"""The paper's small-perturbation estimate (docs/maths.md §5.2, Theorems 3.5/3.6) made concrete.
 
 For B = A + M (the paper's eps absorbed into M = B - A) and a query x, write p = softmax(Ax)
 and delta = Mx. To second order in M,
 
     D(x) ~ H^2(x) ~ V(x) / 8,   V(x) = Var_{i ~ p}(delta_i),
 
-so the paper's nu = sup_{||x|| <= E} V(x) gives D ~ nu / 8 and the counts of SPEC section 3
+so the paper's nu = sup_{||x|| <= E} V(x) gives D ~ nu / 8 and the counts of docs/maths.md §3
 with that D. In the same limit the log-likelihood ratio of one answer is Gaussian with mean
 +-nu/2 and variance nu under A and B, so the minimax test needs N = 4 z^2 / nu,
 z = Phi^-1(1 - alpha) (the "predicted" count of this estimate).
@@ -180,7 +180,7 @@ def small_perturbation_estimate(A, B, energy: float, error: float = 0.05, starts
     dict
         ``nu``; ``query_norm`` of the maximiser; ``D_estimate`` = nu/8 (D ~ H^2 ~ nu/8);
         ``hellinger_squared_estimate`` = 1 - exp(-nu/8); ``samples`` with ``lower`` and
-        ``upper`` (SPEC section 3 with D = nu/8) and ``predicted`` = ceil(4 z^2 / nu), the
+        ``upper`` (docs/maths.md §3 with D = nu/8) and ``predicted`` = ceil(4 z^2 / nu), the
         Gaussian limit of the minimax likelihood-ratio test; ``paper_order`` = 1/nu (the
         Theta(eps^-2 nu^-1) of Theorem 3.5 with eps absorbed); ``local_maxima``.
         Counts are None when nu is 0.

@@ -113,23 +113,14 @@ def sample(A, query, count: int, seed: int = 0, model: str = "softmax", link: st
     """
     from bhtcli.io.load import load_matrix
     from bhtcli.io.validation import check_count, check_seed
+    from bhtcli.models.spec import ModelSpec
+    spec = ModelSpec.build(model, link_a=link, bias_a=bias, need_energy=False)
     count, seed = check_count(count), check_seed(seed)
     A = load_matrix(A, None if isinstance(A, (str, os.PathLike)) else "A")
-    readout = None
-    if model == "leverage":
-        check_no_readout(link, bias)
-    else:
-        from bhtcli.models.readout import make_readout
-        readout = make_readout(A.shape[0], link_a=link, bias_a=bias)
-    logp = model_log_probs(A, query, model, readout)
+    readout = None if spec.leverage else spec.readout(A.shape[0])
+    logp = model_log_probs(A, query, spec.family, readout)
     cdf = np.cumsum(np.exp(logp))
     return draw(cdf / cdf[-1], count, np.random.default_rng(seed))
-
-
-def check_no_readout(*settings) -> None:
-    if any(v not in (None, "exp") for v in settings):
-        raise InputError("links and biases apply to softmax-family models; leverage models "
-                         "take neither (drop --link-*/--bias-*)")
 
 
 def leverage_theta(s: np.ndarray) -> np.ndarray:

@@ -1,4 +1,5 @@
-"""Link functions: how a model turns its scores s = A x (+ bias) into answer probabilities.
+"""Link functions: how a model turns its scores s = A x (+ bias) into answer probabilities
+(docs/maths.md §1.2).
 
     exp        p_i ∝ exp(s_i)                        softmax (the default)
     poly:K     p_i ∝ s_i^K            (K even >= 2)  polynomial attention
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import gammaln
 
-from bhtcli.errors import InputError
+from bhtcli.errors import InputError, parameter_name
 
 MAX_DEGREE = 64
 # log-weights more than this below a column's largest are 0 once exponentiated (e^-745 = 0).
@@ -100,8 +101,9 @@ class Link:
 EXP = Link("exp")
 
 
-def parse_link(text, option: str = "--link") -> Link:
+def parse_link(text, option: str | None = None) -> Link:
     """'exp', 'poly:K' or 'taylor:K' (K even, 2 <= K <= 64) -> Link; InputError otherwise."""
+    option = parameter_name("link") if option is None else option
     if isinstance(text, Link):
         return text
     if text is None:

@@ -1,4 +1,5 @@
-"""From the two models' scores to the (c, delta) form every divergence is computed from.
+"""From the two models' scores to the (c, delta) form every divergence is computed from
+(docs/maths.md §1.2).
 
 Model A answers i with probability proportional to f_A(s_i), s = A x + bias_a (likewise B).
 With u = phi_A(s_A), v = phi_B(s_B) (phi = log f, see links.py) the divergences need only
@@ -12,6 +13,8 @@ difference for equal poly or taylor links, and as psi_A(s_A) - psi_B(s_B) + (s_A
 mixed links (psi = phi - s, links.py).
 """
 from __future__ import annotations
+
+from bhtcli.errors import parameter_name
 
 from dataclasses import dataclass
 
@@ -117,9 +120,9 @@ def make_readout(n: int, link_a="exp", link_b="exp", bias_a=None, bias_b=None) -
     """Parse links ("exp", "poly:K", "taylor:K") and load biases (paths or arrays, length n)."""
     from bhtcli.io.load import load_vector
     from bhtcli.models.links import parse_link
-    la, lb = parse_link(link_a, "--link-a"), parse_link(link_b, "--link-b")
-    va = None if bias_a is None else load_vector(bias_a, n, "--bias-a")
-    vb = None if bias_b is None else load_vector(bias_b, n, "--bias-b")
+    la, lb = parse_link(link_a, f"{parameter_name('link_a')}"), parse_link(link_b, f"{parameter_name('link_b')}")
+    va = None if bias_a is None else load_vector(bias_a, n, f"{parameter_name('bias_a')}")
+    vb = None if bias_b is None else load_vector(bias_b, n, f"{parameter_name('bias_b')}")
     return Readout(la, lb, va, vb)
 
 

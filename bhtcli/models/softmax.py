@@ -116,7 +116,7 @@ class SoftmaxPair:
         return D, self.pullback(w_c, w_g)
 
     def divergences(self, x: np.ndarray):
-        """Every divergence of SPEC section 2 at one query x."""
+        """Every divergence of docs/maths.md §2.1 at one query x."""
         c, delta = self.logits(np.asarray(x, dtype=np.float64))
         return divergences(c, delta)
 

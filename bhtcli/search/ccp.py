@@ -1,4 +1,4 @@
-"""Convex-concave procedure (SPEC section 6) with cvxpy: a slow, independent cross-check.
+"""Convex-concave procedure (docs/maths.md §6) with cvxpy: a slow, independent cross-check.
 
 Maximising D = 1/2 lse(Ax) + 1/2 lse(Bx) - lse(Cx) (C = (A+B)/2) is minimising
 lse(Cx) - [1/2 lse(Ax) + 1/2 lse(Bx)]. Linearising the bracket at x_k (a convex function,
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from bhtcli.errors import InputError, SolverError
+from bhtcli.errors import InputError, SolverError, parameter_name
 
 CCP_MAX_SIZE = 200_000   # n * d
 
@@ -24,9 +24,9 @@ def ccp_maximize(A: np.ndarray, B: np.ndarray, X0: np.ndarray, energy: float,
 
     n, d = A.shape
     if n * d > CCP_MAX_SIZE:
-        raise InputError(f"--method ccp solves a cone program per step and is meant for small "
+        raise InputError(f"{parameter_name('method')} ccp solves a cone program per step and is meant for small "
                          f"models (n*d <= {CCP_MAX_SIZE}); this one has n*d = {n * d}: "
-                         "use the default --method lbfgs")
+                         f"use the default {parameter_name('method')} lbfgs")
     C = 0.5 * (A + B)
     x = cp.Variable(d)
     g = cp.Parameter(d)

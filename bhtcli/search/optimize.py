@@ -1,10 +1,10 @@
 """Global search for the query x (||x|| <= E) that maximises the Bhattacharyya distance D(x).
 
 Maximising D is the same as maximising H^2 = 1 - exp(-D). The landscape is multimodal and the
-maximiser can be inside the ball (SPEC section 6), so the method is:
+maximiser can be inside the ball (docs/maths.md §6), so the method is:
 
 1. starting points: the top right singular vectors of the row-centred A - B (the small-budget
-   answer, SPEC 6) with both signs at radius E and E/2; a quarter screened from row-based
+   answer, docs/maths.md §6) with both signs at radius E and E/2; a quarter screened from row-based
    directions (one dominant row, x ~ c_i +- t g_i, or two, x ~ g_i - g_j; one forward pass
    scores them); the rest seeded random points on the sphere and inside the ball;
 2. all starts climb together by projected L-BFGS (see BatchedAscent): every iteration is one

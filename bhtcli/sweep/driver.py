@@ -15,7 +15,7 @@ import time
 from dataclasses import asdict, dataclass, field
 
 from bhtcli import __version__
-from bhtcli.errors import BhtError, InputError
+from bhtcli.errors import BhtError, InputError, parameter_name
 from bhtcli.io.load import check_output_path, save_npy_atomic
 from bhtcli.sweep.journal import Journal, check_export_path, export_rows
 from bhtcli.sweep.manifest import COLUMNS, Task, is_label, read_manifest
@@ -83,69 +83,20 @@ def sweep(manifest, out, scheduler: str | None = None, workers: int | None = Non
     """
     t_start = time.perf_counter()
     _check_paths(manifest, out, export)
-    if workers is not None and (isinstance(workers, bool) or int(workers) != workers or workers < 1):
-        raise InputError(f"--workers must be a whole number >= 1, got {workers!r}")
-    if workers is not None and scheduler:
-        raise InputError("--workers sizes the local cluster; with --scheduler the cluster's own workers run the tasks")
-    if scheduler and not re.fullmatch(r"(?:[a-z]+://)?[^\s/]+:\d+", scheduler):
-        raise InputError(f"--scheduler {scheduler}: expected an address such as tcp://10.0.0.5:8786")
+    _check_engine_options(scheduler, workers)
     plan = read_manifest(manifest)
-    notes = []
-
-    def note(message: str) -> None:
-        notes.append(message)
-        if notice:
-            notice(message)
-
+    notes = _Notes(notice)
     for message in plan.notes:
-        note(message)
+        notes(message)
     queries = out + ".queries"
     with _journal(out, queries) as journal:
         _check_versions(journal, out)
-        if journal.torn:
-            note(f"{out}: discarded a torn last line (an interrupted write); its task runs again")
-        distinct = plan.distinct
-        if retry_failed:
-            gone = journal.rewrite(lambda r: not (r["task"] in distinct and r.get("status") == "failed"))
-            if gone:
-                note(f"{out}: removed {_rows(gone)} of failed tasks to run them again")
-        stale = sum(1 for key in journal.rows if key not in distinct)
-        if stale:
-            note(f"{out} holds {_rows(stale)} of tasks no longer in the manifest; "
-                 "they stay there and are left out of --export")
+        distinct, stale = _reconcile(journal, plan, out, retry_failed, notes)
         done = [k for k in distinct if k in journal.rows]
         pending = [t for k, t in distinct.items() if k not in journal.rows]
         failed_before = sum(1 for k in done if journal.rows[k].get("status") != "ok")
-        counts = {"done": len(done), "failed": failed_before, "ran": 0, "failed_now": 0}
-
-        def on_done(task: Task, outcome: dict) -> None:
-            if task.key in journal.rows:      # an engine that delivers twice changes nothing
-                return
-            try:
-                journal.append(_journal_row(task, outcome, out, queries))
-            except OSError as exc:            # disk full, folder removed: stop, keep what is saved
-                raise BhtError(f"cannot write the results to {out} ({exc.strerror or exc}); the rows "
-                               "written so far are kept: free space and rerun the same command") from None
-            row = journal.rows[task.key]
-            counts["done"] += 1
-            counts["ran"] += 1
-            if row["status"] != "ok":
-                counts["failed"] += 1
-                counts["failed_now"] += 1
-            if progress:
-                progress(counts["done"], len(distinct), counts["failed"])
-
-        if progress:
-            progress(counts["done"], len(distinct), counts["failed"])
-        runnable = [t for t in pending if not t.problem]
-        for task in pending:          # rows already known to be bad need no worker
-            if task.problem:
-                on_done(task, {"row": failed_fields(task.problem, 0.0), "query": None})
-        info = {"engine": "none", "workers": None, "startup_seconds": 0.0, "run_seconds": 0.0}
-        if runnable:
-            if engine is None:
-                from bhtcli.sweep.on_dask import run_on_dask as engine
-            info = engine(runnable, on_done, scheduler=scheduler, workers=workers)
+        recorder = _Recorder(journal, out, queries, len(distinct), len(done), failed_before, progress)
+        runnable, info = _run_pending(pending, recorder, engine, scheduler, workers)
         rows = journal.rows
         missing = [k for k in distinct if k not in rows]
         if missing:
@@ -157,12 +108,94 @@ def sweep(manifest, out, scheduler: str | None = None, workers: int | None = Non
     ran, run_seconds = len(runnable), info["run_seconds"]
     return SweepResult(
         manifest=manifest, results=out, tasks=len(distinct), manifest_rows=len(plan.tasks),
-        ok=len(distinct) - len(failures), failed=len(failures), ran=counts["ran"],
-        failed_now=counts["failed_now"], already_done=len(done), stale_rows=stale,
+        ok=len(distinct) - len(failures), failed=len(failures), ran=recorder.ran,
+        failed_now=recorder.failed_now, already_done=len(done), stale_rows=stale,
         engine=info["engine"], workers=info["workers"], startup_seconds=info["startup_seconds"],
         run_seconds=run_seconds, seconds=time.perf_counter() - t_start,
         tasks_per_second=ran / run_seconds if ran and run_seconds > 0 else None,
-        export=export, failures=failures[:10], notes=notes)
+        export=export, failures=failures[:10], notes=notes.messages)
+
+
+def _check_engine_options(scheduler, workers) -> None:
+    if workers is not None and (isinstance(workers, bool) or int(workers) != workers or workers < 1):
+        raise InputError(f"{parameter_name('workers')} must be a whole number >= 1, got {workers!r}")
+    if workers is not None and scheduler:
+        raise InputError(f"{parameter_name('workers')} sizes the local cluster; with {parameter_name('scheduler')} the cluster's own workers run the tasks")
+    if scheduler and not re.fullmatch(r"(?:[a-z]+://)?[^\s/]+:\d+", scheduler):
+        raise InputError(f"{parameter_name('scheduler')} {scheduler}: expected an address such as tcp://10.0.0.5:8786")
+
+
+class _Notes:
+    """Collects notes for the result and passes each one on as it arises."""
+
+    def __init__(self, notice=None):
+        self.messages, self.notice = [], notice
+
+    def __call__(self, message: str) -> None:
+        self.messages.append(message)
+        if self.notice:
+            self.notice(message)
+
+
+def _reconcile(journal, plan, out: str, retry_failed: bool, note):
+    """(the manifest's distinct tasks, rows of tasks no longer in it), after dropping a torn
+    line and, with retry_failed, the rows of failed tasks."""
+    if journal.torn:
+        note(f"{out}: discarded a torn last line (an interrupted write); its task runs again")
+    distinct = plan.distinct
+    if retry_failed:
+        gone = journal.rewrite(lambda r: not (r["task"] in distinct and r.get("status") == "failed"))
+        if gone:
+            note(f"{out}: removed {_rows(gone)} of failed tasks to run them again")
+    stale = sum(1 for key in journal.rows if key not in distinct)
+    if stale:
+        note(f"{out} holds {_rows(stale)} of tasks no longer in the manifest; "
+             f"they stay there and are left out of {parameter_name('export')}")
+    return distinct, stale
+
+
+class _Recorder:
+    """Appends each finished task's row to the journal (once) and reports progress."""
+
+    def __init__(self, journal, out, queries, total, done, failed, progress=None):
+        self.journal, self.out, self.queries, self.total = journal, out, queries, total
+        self.done, self.failed, self.ran, self.failed_now = done, failed, 0, 0
+        self.progress = progress
+
+    def __call__(self, task: Task, outcome: dict) -> None:
+        if task.key in self.journal.rows:      # an engine that delivers twice changes nothing
+            return
+        try:
+            self.journal.append(_journal_row(task, outcome, self.out, self.queries))
+        except OSError as exc:            # disk full, folder removed: stop, keep what is saved
+            raise BhtError(f"cannot write the results to {self.out} ({exc.strerror or exc}); the rows "
+                           "written so far are kept: free space and rerun the same command") from None
+        row = self.journal.rows[task.key]
+        self.done += 1
+        self.ran += 1
+        if row["status"] != "ok":
+            self.failed += 1
+            self.failed_now += 1
+        self.report()
+
+    def report(self) -> None:
+        if self.progress:
+            self.progress(self.done, self.total, self.failed)
+
+
+def _run_pending(pending, on_done: _Recorder, engine, scheduler, workers):
+    """Record the tasks already known to be bad, run the others; (runnable tasks, engine info)."""
+    on_done.report()
+    runnable = [t for t in pending if not t.problem]
+    for task in pending:          # rows already known to be bad need no worker
+        if task.problem:
+            on_done(task, {"row": failed_fields(task.problem, 0.0), "query": None})
+    info = {"engine": "none", "workers": None, "startup_seconds": 0.0, "run_seconds": 0.0}
+    if runnable:
+        if engine is None:
+            from bhtcli.sweep.on_dask import run_on_dask as engine
+        info = engine(runnable, on_done, scheduler=scheduler, workers=workers)
+    return runnable, info
 
 
 def _rows(k: int) -> str:
@@ -172,11 +205,11 @@ def _rows(k: int) -> str:
 def _check_paths(manifest, out, export) -> None:
     check_output_path(out)
     if os.path.exists(manifest) and os.path.exists(out) and os.path.samefile(manifest, out):
-        raise InputError(f"--out {out} is the manifest; give the results a file of their own (e.g. results.jsonl)")
+        raise InputError(f"{parameter_name('out')} {out} is the manifest; give the results a file of their own (e.g. results.jsonl)")
     if export:
         check_export_path(export)
         if os.path.abspath(export) == os.path.abspath(out):
-            raise InputError(f"--export {export} is the --out journal; give the export another name")
+            raise InputError(f"{parameter_name('export')} {export} is the {parameter_name('out')} journal; give the export another name")
 
 
 @contextlib.contextmanager
@@ -200,8 +233,8 @@ def _journal(out: str, queries: str):
 def _check_versions(journal: Journal, out: str) -> None:
     other = sorted({str(r.get("bht_version")) for r in journal.rows.values()} - {__version__})
     if other:
-        raise InputError(f"--out {out} holds rows written by bht {', '.join(other)}; this is bht "
-                         f"{__version__}, whose results may differ: give a new --out (or remove the file)")
+        raise InputError(f"{parameter_name('out')} {out} holds rows written by bht {', '.join(other)}; this is bht "
+                         f"{__version__}, whose results may differ: give a new {parameter_name('out')} (or remove the file)")
 
 
 def _journal_row(task: Task, outcome: dict, out: str, queries: str) -> dict:

@@ -11,7 +11,7 @@ import csv
 import json
 import os
 
-from bhtcli.errors import InputError
+from bhtcli.errors import InputError, parameter_name
 
 ROW_START = b'{"task": "'      # every row starts so (the task key is the first field)
 EXPORT_SUFFIXES = (".csv", ".parquet")
@@ -37,7 +37,7 @@ class Journal:
             self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
         except OSError as exc:
             self.close()
-            raise InputError(f"--out {path}: cannot open it ({exc.strerror}); choose a writable file") from None
+            raise InputError(f"{parameter_name('out')} {path}: cannot open it ({exc.strerror}); choose a writable file") from None
         if not existed:
             _fsync_folder(path)
         try:
@@ -56,14 +56,14 @@ class Journal:
                 continue
             row = _parse_row(line)
             if row is None:
-                raise InputError(f"--out {self.path}, line {number} is not a row of a bht sweep; "
-                                 "is this the right file? Give a new --out to start a sweep")
+                raise InputError(f"{parameter_name('out')} {self.path}, line {number} is not a row of a bht sweep; "
+                                 f"is this the right file? Give a new {parameter_name('out')} to start a sweep")
             rows.setdefault(row["task"], row)
         torn = bool(tail.strip())
         if torn:
             if not (tail.startswith(ROW_START) or ROW_START.startswith(tail)):
-                raise InputError(f"--out {self.path} does not end like a bht sweep journal; "
-                                 "is this the right file? Give a new --out to start a sweep")
+                raise InputError(f"{parameter_name('out')} {self.path} does not end like a bht sweep journal; "
+                                 f"is this the right file? Give a new {parameter_name('out')} to start a sweep")
             os.ftruncate(self._fd, len(data) - len(tail))   # the interrupted write of one row
             os.fsync(self._fd)
         elif tail:                                          # stray whitespace after the last row
@@ -122,7 +122,7 @@ def _lock(path: str):
     except OSError:
         os.close(fd)
         raise InputError(f"{path} is locked: another bht sweep is writing these results; "
-                         "wait for it or give another --out") from None
+                         f"wait for it or give another {parameter_name('out')}") from None
     return fd
 
 
@@ -148,15 +148,15 @@ def _write_atomic(path: str, text: str, newline=None) -> None:
 def check_export_path(path: str) -> str:
     """Fail before any work on an export name bht cannot write (.csv, or .parquet without pyarrow)."""
     from bhtcli.io.load import check_output_path
-    check_output_path(path, "--export")
+    check_output_path(path, f"{parameter_name('export')}")
     suffix = os.path.splitext(path)[1].lower()
     if suffix not in EXPORT_SUFFIXES:
-        raise InputError(f"--export {path}: name the file *.csv or *.parquet")
+        raise InputError(f"{parameter_name('export')} {path}: name the file *.csv or *.parquet")
     if suffix == ".parquet":
         try:
             import pyarrow  # noqa: F401
         except ImportError:
-            raise InputError(f"--export {path}: Parquet needs pyarrow; install it with "
+            raise InputError(f"{parameter_name('export')} {path}: Parquet needs pyarrow; install it with "
                              "pip install 'bht[parquet]' (or export to .csv)") from None
     return path
 

@@ -14,7 +14,6 @@ import csv
 import difflib
 import hashlib
 import json
-import math
 import os
 from dataclasses import dataclass, field
 from typing import Callable
@@ -69,10 +68,7 @@ def _energy(raw, column, base):
 
 
 def _floor(raw, column, base):
-    value = _number(raw, column)
-    if not (math.isfinite(value) and value > 0):
-        raise InputError(f"{column} must be a finite number > 0, got {raw!r}")
-    return value
+    return _number(raw, column)          # the box rules are the ModelSpec's
 
 
 def _link(raw, column, base):
@@ -108,7 +104,7 @@ COLUMNS = {
     "a": Column(_path, kwarg="A", required=True, is_path=True),
     "b": Column(_path, kwarg="B", required=True, is_path=True),
     "energy": Column(_energy, kwarg="energy", required=True),
-    "model": Column(_model, default="softmax"),
+    "model": Column(_model, default="softmax", kwarg="model"),
     "floor": Column(_floor, kwarg="floor"),
     "error": Column(lambda raw, c, base: check_error(_number(raw, c), c), default=0.05, kwarg="error"),
     "seed": Column(lambda raw, c, base: check_seed(_whole(raw, c), c), default=0, kwarg="seed"),
@@ -119,28 +115,22 @@ COLUMNS = {
     "bias_b": Column(_path, kwarg="bias_b", is_path=True),
     "dtype": Column(_dtype, kwarg="dtype", implicit="float64"),
 }
-SOFTMAX_ONLY = ("link_a", "link_b", "bias_a", "bias_b", "dtype")
 
 
 def _check_row(values: dict) -> None:
-    """Rules across columns of one row."""
-    if values["model"] == "leverage":
-        given = [name for name in SOFTMAX_ONLY if values[name] not in (None, COLUMNS[name].implicit)]
-        if given:
-            raise InputError(f"{', '.join(given)}: links, biases and dtype apply to softmax models, "
-                             "not to model leverage")
-        if values["floor"] is None:
-            raise InputError("model leverage needs a floor (the box is floor <= s_i^2 <= energy)")
-        if values["energy"] < values["floor"]:
-            raise InputError(f"energy ({values['energy']:g}) must be >= floor ({values['floor']:g})")
-    elif values["floor"] is not None:
-        raise InputError("floor applies to model leverage only; softmax queries are bounded by energy")
-    elif values["starts"] is None:
+    """Rules across columns of one row: the ModelSpec's (column names are its parameter names)."""
+    from bhtcli.errors import parameter_names
+    from bhtcli.models.spec import ModelSpec
+    readout = {name: values[name] for name in ("link_a", "link_b", "bias_a", "bias_b", "dtype")
+               if values[name] is not None}
+    with parameter_names(str):          # messages name the manifest's columns
+        ModelSpec.build(values["model"], values["energy"], values["floor"], **readout)
+    if values["model"] != "leverage" and values["starts"] is None:
         values["starts"] = DEFAULT_STARTS
 
 
 def call_arguments(values: dict) -> dict:
-    """Keyword arguments of design/bound (or their leverage versions) for one task's values."""
+    """Keyword arguments of :func:`bhtcli.design` for one task's values."""
     return {COLUMNS[name].kwarg: value for name, value in values.items()
             if name in COLUMNS and COLUMNS[name].kwarg and value not in (None, COLUMNS[name].implicit)}
 

@@ -17,7 +17,7 @@ import time
 from distributed.diagnostics.plugin import WorkerPlugin
 
 from bhtcli import __version__
-from bhtcli.errors import BhtError, InputError
+from bhtcli.errors import BhtError, InputError, parameter_name
 from bhtcli.sweep.task import failed_fields, run_task
 
 BLAS_ENV = {name: "1" for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
@@ -62,7 +62,7 @@ def run_on_dask(tasks: list, on_done, scheduler: str | None = None, workers: int
                     exc = cancelled
                 if isinstance(exc, KilledWorker):
                     message = ("the workers running this task died repeatedly (out of memory? a crash "
-                               "in native code?); rerun with --retry-failed and fewer workers")
+                               f"in native code?); rerun with {parameter_name('retry_failed')} and fewer workers")
                     on_done(task, {"row": failed_fields(message), "query": None})
                 else:
                     lost.append(f"line {task.line}: {type(exc).__name__}: {exc}")
@@ -83,13 +83,13 @@ def _client(scheduler, workers, n_tasks):
         try:
             client = Client(scheduler, timeout=CONNECT_TIMEOUT, set_as_default=False)
         except (OSError, TimeoutError, ValueError, TypeError) as exc:
-            raise InputError(f"--scheduler {scheduler}: cannot connect ({exc}); start one with "
-                             "`dask scheduler`, or leave --scheduler out to use this machine") from None
+            raise InputError(f"{parameter_name('scheduler')} {scheduler}: cannot connect ({exc}); start one with "
+                             f"`dask scheduler`, or leave {parameter_name('scheduler')} out to use this machine") from None
         with contextlib.closing(client):
             try:
                 client.wait_for_workers(1, timeout=WORKERS_TIMEOUT)
             except TimeoutError:
-                raise InputError(f"--scheduler {scheduler} has no workers after {WORKERS_TIMEOUT} s; "
+                raise InputError(f"{parameter_name('scheduler')} {scheduler} has no workers after {WORKERS_TIMEOUT} s; "
                                  f"start some with `dask worker {scheduler}`") from None
             _check_workers(client, scheduler)
             yield client, f"dask {scheduler}", len(client.scheduler_info()["workers"])
@@ -137,10 +137,10 @@ def _check_workers(client, scheduler: str) -> None:
     from importlib.metadata import version
     for address, found in client.run(version, "bht", on_error="return").items():
         if isinstance(found, BaseException):
-            raise InputError(f"--scheduler {scheduler}: worker {address} has no bht installed; "
+            raise InputError(f"{parameter_name('scheduler')} {scheduler}: worker {address} has no bht installed; "
                              f"install bht {__version__} in the workers' Python")
         if found != __version__:
-            raise InputError(f"--scheduler {scheduler}: worker {address} runs bht {found}, this is "
+            raise InputError(f"{parameter_name('scheduler')} {scheduler}: worker {address} runs bht {found}, this is "
                              f"bht {__version__}; install the same version on the workers")
 
 

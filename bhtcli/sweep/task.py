@@ -12,7 +12,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from bhtcli.errors import BhtError, InputError
+from bhtcli.errors import BhtError, InputError, parameter_names
 from bhtcli.io.load import read_array
 from bhtcli.sweep.manifest import Task, call_arguments, split_npz_key
 from bhtcli.io.validation import check_matrix, check_pair
@@ -88,12 +88,9 @@ def run_task(task: Task, cache: MatrixCache | None = None) -> dict:
         A = cache.load(v["a"], task.shown["a"])
         B = cache.load(v["b"], task.shown["b"])
         check_pair(A, B, task.shown["a"], task.shown["b"])
-        kwargs = dict(call_arguments(v), A=A, B=B)
-        if v["model"] == "leverage":
-            from bhtcli.commands.leverage_design import design_leverage as design_fn
-        else:
-            from bhtcli.commands.design import design as design_fn
-        result = design_fn(**kwargs)
+        from bhtcli.api import design
+        with parameter_names(str):      # messages name the manifest's columns, in any process
+            result = design(**dict(call_arguments(v), A=A, B=B))
     except BhtError as exc:
         return {"row": failed_fields(str(exc), time.perf_counter() - t0), "query": None}
     except MemoryError:

@@ -1,0 +1,203 @@
+"""The public Python API: one function per command, dispatching on the model family.
+
+Every function takes arrays or paths and the options of the CLI command of the same name, and
+returns the result object whose ``to_dict()`` is what ``bht COMMAND --json`` prints. The model
+settings (``model``, ``energy``, ``floor``, ``link_a``, ``link_b``, ``bias_a``, ``bias_b``,
+``dtype``) are checked together once, by :class:`bhtcli.models.spec.ModelSpec`; ``model`` may
+also be a ready ModelSpec, and then the other model settings are left out.
+
+Errors are :class:`bhtcli.errors.InputError` (bad input) and :class:`bhtcli.errors.SolverError`;
+their messages name the parameters of these functions.
+"""
+from __future__ import annotations
+
+from bhtcli.errors import InputError
+from bhtcli.models.spec import ModelSpec
+
+def model_spec(model="softmax", energy=None, floor=None, *, link_a="exp", link_b="exp",
+               bias_a=None, bias_b=None, dtype="float64", need_energy: bool = True) -> ModelSpec:
+    """The ModelSpec for these settings; `model` may already be one (then nothing else is given)."""
+    if isinstance(model, ModelSpec):
+        given = dict(energy=energy is not None, floor=floor is not None,
+                     link_a=str(link_a) != "exp", link_b=str(link_b) != "exp",
+                     bias_a=bias_a is not None, bias_b=bias_b is not None, dtype=str(dtype) != "float64")
+        extra = [name for name, set_ in given.items() if set_]
+        if extra:
+            raise TypeError(f"model is a ModelSpec: give {', '.join(extra)} in the spec, not as well")
+        return model
+    return ModelSpec.build(model, energy, floor, link_a=link_a, link_b=link_b, bias_a=bias_a,
+                           bias_b=bias_b, dtype=dtype, need_energy=need_energy)
+
+
+def design(A, B, energy=None, *, model="softmax", floor=None, error: float = 0.05,
+           starts: int | None = None, seed: int = 0, method: str = "lbfgs", link_a="exp",
+           link_b="exp", bias_a=None, bias_b=None, dtype="float64", candidates=None, names=None,
+           top: int = 10, subspace=None, progress=None):
+    """The query that best separates A from B under the budget, and how many it takes.
+
+    Parameters
+    ----------
+    A, B : array_like or path
+        The two n x d models (paths are read with :func:`bhtcli.load_matrix`).
+    energy : float
+        softmax: the budget E on ||x||_2; leverage: the upper end C of c <= s_i^2 <= C.
+    model : {"softmax", "leverage"} or ModelSpec
+    floor : float, optional
+        leverage only: the lower end c of the box.
+    error : float
+        Target alpha for both error probabilities, 0 < alpha < 0.5.
+    starts : int, optional
+        Starting points of the multi-start search (default 32; leverage: 6, or 3 when
+        n d^2 > 1e7).
+    seed : int
+        Seed of the random starting points; equal seeds give equal results.
+    method : {"lbfgs", "ccp"}
+        softmax only: batched projected L-BFGS (default) or the cvxpy cross-check.
+    link_a, link_b, bias_a, bias_b, dtype
+        softmax family only: see :func:`bhtcli.commands.design.design`.
+    candidates : array_like or path, optional
+        Only these queries (rows of an m x d matrix; leverage: m x n weights s): the report is
+        the best eligible row's, with the top list and the reachable fraction (docs/reachable.md).
+        `energy` is then optional (rows with a larger norm are not eligible).
+    names : path or list of str, optional
+        With `candidates`: one name per row.
+    top : int
+        With `candidates`: how many of the best to list.
+    subspace : array_like or path, optional
+        softmax only: queries x = V z with V (d x r) orthonormalised, ||x|| <= energy.
+    progress : callable, optional
+        Called with short status strings.
+
+    Returns
+    -------
+    bhtcli.commands.design.DesignResult
+    """
+    spec = model_spec(model, energy, floor, link_a=link_a, link_b=link_b, bias_a=bias_a,
+                      bias_b=bias_b, dtype=dtype, need_energy=candidates is None)
+    if spec.leverage and candidates is not None:
+        from bhtcli.commands.candidates import design_candidates
+        from bhtcli.errors import parameter_name
+        if subspace is not None:
+            raise InputError(f"{parameter_name('subspace')} is for softmax models (a leverage query "
+                             "is a weight vector s)")
+        return design_candidates(A, B, candidates, spec.energy, model="leverage", floor=spec.floor,
+                                 error=error, names=names, top=top, starts=starts, seed=seed,
+                                 progress=progress)
+    if spec.leverage:
+        from bhtcli.errors import parameter_name
+        if subspace is not None or names is not None:
+            raise InputError(f"{parameter_name('subspace')} is for softmax models; "
+                             f"{parameter_name('names')} goes with {parameter_name('candidates')}")
+        from bhtcli.commands.leverage_design import design_leverage
+        from bhtcli.errors import parameter_name
+        if method != "lbfgs":
+            raise InputError(f"{parameter_name('method')} ccp is for softmax models; leverage models "
+                             "use L-BFGS-B")
+        return design_leverage(A, B, spec.energy, spec.floor, error=error, starts=starts, seed=seed,
+                               progress=progress)
+    from bhtcli.commands.design import design as design_softmax
+    from bhtcli.search.optimize import DEFAULT_STARTS
+    return design_softmax(A, B, spec.energy, error=error,
+                          starts=DEFAULT_STARTS if starts is None else starts, seed=seed,
+                          method=method, progress=progress, dtype=spec.dtype, candidates=candidates,
+                          names=names, top=top, subspace=subspace, **spec.readout_options())
+
+
+def bound(A, B, energy=None, *, model="softmax", floor=None, error: float = 0.05, link_a="exp",
+          link_b="exp", bias_a=None, bias_b=None):
+    """Closed-form certificate, no optimisation (docs/maths.md §4; leverage: §7).
+
+    Parameters are those of :func:`design`. Returns a
+    :class:`bhtcli.maths.bounds.BoundResult` or, for leverage models, a
+    :class:`bhtcli.commands.leverage_design.LeverageBoundResult`.
+    """
+    spec = model_spec(model, energy, floor, link_a=link_a, link_b=link_b, bias_a=bias_a,
+                      bias_b=bias_b)
+    if spec.leverage:
+        from bhtcli.commands.leverage_design import bound_leverage
+        return bound_leverage(A, B, spec.energy, spec.floor, error=error)
+    from bhtcli.maths.bounds import bound as bound_softmax
+    return bound_softmax(A, B, spec.energy, error=error, **spec.readout_options())
+
+
+def sample(A, query, count: int, *, seed: int = 0, model="softmax", link_a="exp", bias_a=None):
+    """`count` answers of model A to `query`, as 0-based indices (seeded).
+
+    Parameters
+    ----------
+    A : array_like or path
+    query : array_like or path
+        x (length d) for softmax models, s (length n, no zero entry) for leverage models.
+    count : int
+        Number of answers.
+    seed : int
+    model : {"softmax", "leverage"} or ModelSpec
+    link_a, bias_a
+        softmax family only: the link and bias of model A.
+
+    Returns
+    -------
+    numpy.ndarray
+        The answers (int64), what ``bht sample`` prints one per line.
+    """
+    from bhtcli.models.answers import sample as sample_answers
+    spec = model_spec(model, link_a=link_a, bias_a=bias_a, need_energy=False)
+    return sample_answers(A, query, count, seed=seed, model=spec, link=spec.link_a,
+                          bias=spec.bias_a)
+
+
+def decide(A, B, query, answers, *, model="softmax", error: float = 0.05, link_a="exp",
+           link_b="exp", bias_a=None, bias_b=None, stdin=None):
+    """Which model produced `answers` (Wald's SPRT in the order observed, docs/maths.md §8).
+
+    Parameters
+    ----------
+    A, B : array_like or path
+    query : array_like or path
+        The query the answers respond to.
+    answers : array_like of int, path or "-"
+        Observed 0-based answers (a file: one per line or a JSON list; "-": `stdin`).
+    model, error, link_a, link_b, bias_a, bias_b
+        As for :func:`design`.
+
+    Returns
+    -------
+    bhtcli.commands.decide.DecideResult
+    """
+    from bhtcli.commands.decide import decide as decide_answers
+    spec = model_spec(model, link_a=link_a, link_b=link_b, bias_a=bias_a, bias_b=bias_b,
+                      need_energy=False)
+    return decide_answers(A, B, query, answers, error=error, stdin=stdin, model=spec)
+
+
+def simulate(A, B, energy=None, *, model="softmax", floor=None, query=None, error: float = 0.05,
+             trials: int = 10_000, seed: int = 0, policy: str = "all", starts: int | None = None,
+             link_a="exp", link_b="exp", bias_a=None, bias_b=None, dtype="float64",
+             predicted_points: int = 0, progress=None):
+    """Monte Carlo of the fixed-n test, Wald's SPRT and Chernoff's adaptive rule.
+
+    Parameters
+    ----------
+    A, B, energy, model, floor, error, starts, link_a, link_b, bias_a, bias_b, dtype
+        As for :func:`design` (the query is designed first unless `query` is given).
+    query : array_like or path, optional
+        Simulate this query instead of designing one.
+    trials : int
+        Monte Carlo trials per model (>= 100).
+    seed : int
+    policy : {"all", "fixed", "sprt", "adaptive"}
+    predicted_points : int
+        > 0 adds the predicted error curve at that many n (for plots).
+    progress : callable, optional
+        progress(message, step, total).
+
+    Returns
+    -------
+    bhtcli.commands.simulate.SimulateResult
+    """
+    from bhtcli.commands.simulate import simulate as simulate_strategies
+    spec = model_spec(model, energy, floor, link_a=link_a, link_b=link_b, bias_a=bias_a,
+                      bias_b=bias_b, dtype=dtype)
+    return simulate_strategies(A, B, query=query, error=error, trials=trials, seed=seed,
+                               policy=policy, starts=starts, progress=progress, model=spec,
+                               predicted_points=predicted_points)

@@ -1,0 +1,153 @@
+"""The model pair and its budget, built and validated once: which options go with which model.
+
+Every entry point (the Python API, the CLI, sweep manifests, simulate) builds a `ModelSpec`
+from the same settings -- model family, energy, floor, links, biases, dtype -- so the rules
+below exist in one place:
+
+- softmax family (``model="softmax"``): the budget is ||x||_2 <= energy (finite, > 0); a link
+  and an optional bias per model (docs/maths.md §1.2); the search's dtype float64 or float32;
+  no floor;
+- leverage (``model="leverage"``): the box floor <= s_i^2 <= energy (docs/maths.md §1.4) with
+  0 < floor <= energy; no links, no biases, float64 only.
+
+Messages name parameters by their library names ("floor", "link_a"); the CLI shows its flags
+instead (bhtcli.errors.parameter_names).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from bhtcli.errors import InputError, parameter_name
+from bhtcli.models.links import EXP, Link, parse_link
+
+FAMILIES = ("softmax", "leverage")
+READOUT_OPTIONS = ("link_a", "link_b", "bias_a", "bias_b")
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A validated model family with its budget and read-out settings.
+
+    Attributes
+    ----------
+    family : {"softmax", "leverage"}
+    energy : float or None
+        softmax: the budget E on ||x||_2; leverage: the upper end C of c <= s_i^2 <= C. None
+        for commands that take no budget (sample, decide).
+    floor : float or None
+        leverage only: the lower end c of the box.
+    link_a, link_b : Link
+        softmax family only: how each model turns scores into probabilities.
+    bias_a, bias_b : array_like, path or None
+        softmax family only: length-n biases, loaded against the models by :meth:`readout`.
+    dtype : {"float64", "float32"}
+        Precision of the search's products (softmax family only).
+    """
+
+    family: str = "softmax"
+    energy: float | None = None
+    floor: float | None = None
+    link_a: Link = EXP
+    link_b: Link = EXP
+    bias_a: object = None
+    bias_b: object = None
+    dtype: str = "float64"
+
+    @classmethod
+    def build(cls, model="softmax", energy=None, floor=None, *, link_a="exp", link_b="exp",
+              bias_a=None, bias_b=None, dtype="float64", need_energy: bool = True) -> "ModelSpec":
+        """Check the settings together and return the spec.
+
+        Parameters
+        ----------
+        model : {"softmax", "leverage"} or ModelSpec
+            The model family (a ModelSpec is returned as it is).
+        energy, floor : float
+            The budget (see the class docstring); `floor` only with leverage.
+        link_a, link_b : str or Link
+            "exp" (default), "poly:K" or "taylor:K" with K even.
+        bias_a, bias_b : array_like or path, optional
+        dtype : {"float64", "float32"}
+        need_energy : bool
+            False for commands without a budget (sample, decide): energy may be None.
+
+        Raises
+        ------
+        InputError
+            An unknown family, an invalid number, or options that do not go with the family.
+        """
+        if isinstance(model, ModelSpec):
+            return model
+        from bhtcli.io.validation import check_dtype, check_energy
+        family = str(model).strip().lower() if model is not None else "softmax"
+        if family not in FAMILIES:
+            raise InputError(f"{parameter_name('model')} must be one of {', '.join(FAMILIES)}, "
+                             f"got {model!r}")
+        settings = dict(link_a=link_a, link_b=link_b, bias_a=bias_a, bias_b=bias_b)
+        if family == "leverage":
+            given = [name for name, v in settings.items() if not _is_default(v)]
+            if given:
+                raise InputError("links and biases apply to softmax models; leverage models "
+                                 f"take neither (drop {', '.join(map(parameter_name, given))})")
+            if check_dtype(dtype, parameter_name("dtype")) != "float64":
+                raise InputError(f"{parameter_name('dtype')} float32 is for softmax-family models; "
+                                 "leverage models run in float64")
+            if energy is None and floor is None and not need_energy:
+                return cls("leverage")
+            C, c = check_box(energy, floor)
+            return cls("leverage", C, c)
+        if floor is not None:
+            raise InputError(f"{parameter_name('floor')} applies to {parameter_name('model')} leverage "
+                             f"only; softmax queries are bounded by {parameter_name('energy')} on ||x||_2")
+        if energy is not None or need_energy:
+            energy = check_energy(energy, parameter_name("energy"))
+        return cls("softmax", energy, None,
+                   parse_link(link_a, parameter_name("link_a")), parse_link(link_b, parameter_name("link_b")),
+                   bias_a, bias_b, check_dtype(dtype, parameter_name("dtype")))
+
+    @property
+    def leverage(self) -> bool:
+        return self.family == "leverage"
+
+    @property
+    def box(self) -> tuple[float, float]:
+        """(C, c) of a leverage spec."""
+        return self.energy, self.floor
+
+    def readout(self, n: int):
+        """The links with the biases loaded and checked against n rows (softmax family)."""
+        from bhtcli.models.readout import make_readout
+        return make_readout(n, self.link_a, self.link_b, self.bias_a, self.bias_b)
+
+    def readout_options(self) -> dict:
+        """link_a, link_b, bias_a, bias_b as keyword arguments (empty for leverage)."""
+        if self.leverage:
+            return {}
+        return dict(link_a=self.link_a, link_b=self.link_b, bias_a=self.bias_a, bias_b=self.bias_b)
+
+
+def _is_default(value) -> bool:
+    if value is None:
+        return True
+    if isinstance(value, Link):
+        return value.is_exp
+    return isinstance(value, str) and value.strip().lower() == "exp"
+
+
+def check_box(energy, floor) -> tuple[float, float]:
+    """(C, c) for the leverage box c <= s_i^2 <= C (floor = c, energy = C)."""
+    e, f = parameter_name("energy"), parameter_name("floor")
+    if floor is None:
+        example = f"{e} 4 {f} 1" if f.startswith("-") else f"{e}=4, {f}=1"
+        raise InputError(f"{f} is required: model leverage needs a floor (the box is "
+                         f"{f.lstrip('-').upper()} <= s_i^2 <= {e.lstrip('-').upper()}, e.g. {example})")
+    try:
+        C, c = float(energy), float(floor)
+    except (TypeError, ValueError):
+        raise InputError(f"{e} and {f} must be numbers") from None
+    if not (math.isfinite(c) and c > 0):
+        raise InputError(f"{f} must be a finite number > 0, got {floor!r}")
+    if not (math.isfinite(C) and C >= c):
+        raise InputError(f"{e} must be a finite number >= {f} ({c:g}), got {energy!r}")
+    return C, c
