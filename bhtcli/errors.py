@@ -11,3 +11,7 @@ class InputError(BhtError):
 
 class SolverError(BhtError):
     """A numerical method failed at run time (exit 1)."""
+
+
+class OutputError(BhtError):
+    """An output file or stream could not be written (disk full, permission denied): exit 1."""

@@ -111,7 +111,7 @@ def test_sample_cli_pipes_into_decide(capsys, hand_models, monkeypatch):
     (["sample", "{A}", "--query", "{x}", "--count", "0"], "--count must be a whole number >= 1"),
     (["sample", "{A}", "--query", "{x3}", "--count", "5"], "has 3 entries but the models need 1"),
     (["simulate", "{A}", "{B}", "--energy", "1", "--trials", "5"], "--trials must be a whole number >= 100"),
-    (["simulate", "{A}", "{B}", "--energy", "1", "--plot", "{dir}/p.jpg"], "name the file *.png"),
+    (["simulate", "{A}", "{B}", "--energy", "1", "--plot", "{dir}/p.jpg"], "name the file with .png"),
     (["simulate", "{A}", "{B}", "--energy", "1", "--plot", "{dir}/nofolder/p.png"], "does not exist"),
     (["simulate", "{A}", "{B}", "--energy", "1", "--policy", "sprt", "--plot", "{dir}/p.png"], "--policy fixed or all"),
     (["simulate", "{A}", "{B}", "--energy", "1", "--policy", "magic"], "Invalid value for '--policy'"),

@@ -19,6 +19,7 @@ from bhtcli.models.softmax import SoftmaxPair, logits_at
 from bhtcli.io.validation import check_dtype, check_energy, check_error, check_seed, check_starts
 
 METHODS = ("lbfgs", "ccp")
+KKT_WARN = 1e-3      # a relative KKT residual above this is reported as a warning
 
 
 @dataclass(frozen=True)
@@ -114,8 +115,9 @@ def design(A, B, energy: float, error: float = 0.05, starts: int = DEFAULT_START
                   "search_seconds": 0.0}
         return _same_model(ctx, solver)
 
+    extra_passes = 0
     if method == "ccp":
-        x, iterations, local_values, seconds, residual, on_boundary, local = _run_ccp(
+        x, iterations, local_values, seconds, residual, on_boundary, local, extra_passes = _run_ccp(
             A, B, pair, energy, starts, seed)
     else:
         found = maximize(pair, energy, starts=starts, seed=seed, progress=progress)
@@ -127,7 +129,7 @@ def design(A, B, energy: float, error: float = 0.05, starts: int = DEFAULT_START
               "passes": pair.passes, "local_maxima": local,
               "local_maxima_values": [-math.expm1(-v) for v in local_values[:5]],
               "kkt_residual": residual, "search_seconds": seconds}
-    return _report(ctx, x, on_boundary, solver)
+    return _report(ctx, x, on_boundary, solver, extra_passes)
 
 
 def report_for_query(A, B, x, energy: float, error: float = 0.05, *, link_a="exp", link_b="exp",
@@ -169,7 +171,7 @@ def _warnings(readout) -> list:
     return []
 
 
-def _report(ctx: _Context, x, on_boundary, solver):
+def _report(ctx: _Context, x, on_boundary, solver, extra_passes: int = 0):
     pair = ctx.pair
     # The reported numbers come from float64 scores at x: the pair's own product when it is
     # float64, one streamed float64 pass over A and B after a float32 search.
@@ -184,7 +186,12 @@ def _report(ctx: _Context, x, on_boundary, solver):
     if div.bhattacharyya_distance == 0.0:
         note = ("the models differ, but by less than float64 resolves at this budget: "
                 "H^2 underflows to 0 and no finite count can be given")
-    solver = dict(solver, passes=pair.passes, seconds=time.perf_counter() - ctx.t0)
+    solver = dict(solver, passes=pair.passes + extra_passes, seconds=time.perf_counter() - ctx.t0)
+    warnings = _warnings(pair.readout)
+    if solver["method"] != "given" and solver["kkt_residual"] > KKT_WARN:
+        warnings.append(f"the KKT residual at the query is {solver['kkt_residual']:.2g}: the point found "
+                        "is not a verified local maximum (e.g. on a kink of a poly:K link); the "
+                        "certificate's bound still holds, try more --starts")
     return DesignResult(
         "softmax", pair.n, pair.d, ctx.energy, ctx.error, x.tolist(), float(np.linalg.norm(x)),
         on_boundary, div.hellinger, div.hellinger_squared, div.bhattacharyya_distance,
@@ -193,7 +200,7 @@ def _report(ctx: _Context, x, on_boundary, solver):
         samples={"lower": counts.lower, "upper": counts.upper, "predicted": counts.predicted,
                  "method": counts.method},
         certificate=_certificate_dict(ctx, div.hellinger_squared),
-        paper=_paper_dict(ctx, True), solver=solver, warnings=_warnings(pair.readout),
+        paper=_paper_dict(ctx, True), solver=solver, warnings=warnings,
         readout=pair.readout.description, dtype=str(pair.dtype))
 
 
@@ -235,9 +242,14 @@ def _run_ccp(A, B, pair, energy, starts, seed):
     t = time.perf_counter()
     X0 = starting_points(pair, energy, starts, seed)
     A, B = np.asarray(A, dtype=np.float64), np.asarray(B, dtype=np.float64)
-    X, values, solves = ccp_maximize(A, B, X0, energy)
+    X, values, solves, passes = ccp_maximize(A, B, X0, energy)
     best = int(np.argmax(values))
     x = X[:, best]
-    on_boundary, residual = kkt_state(pair, x, energy)
-    order = sorted(set(values.tolist()), reverse=True)
-    return x, solves, order, time.perf_counter() - t, residual, on_boundary, len(order)
+    # The cone solver's tolerance (~1e-8) leaves x just inside the sphere: judge the KKT
+    # conditions on the sphere at that tolerance, not at L-BFGS's 1e-9.
+    on_boundary, residual = kkt_state(pair, x, energy, boundary_rtol=1e-6)
+    order = []                          # values equal to the solver's tolerance: one maximum
+    for v in sorted(values.tolist(), reverse=True):
+        if all(abs(v - u) > 1e-6 * max(abs(u), 1e-300) for u in order):
+            order.append(v)
+    return x, solves, order, time.perf_counter() - t, residual, on_boundary, len(order), passes

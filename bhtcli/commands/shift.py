@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, fields
 import numpy as np
 
 from bhtcli.errors import InputError
-from bhtcli.io.load import check_output_path, load_matrix, open_npz, save_npy_atomic
+from bhtcli.io.load import OUT_SUFFIXES, check_output_path, load_matrix, open_npz, save_array
 from bhtcli.results import json_safe
 from bhtcli.io.validation import check_error, check_matrix, check_positive, check_seed
 
@@ -51,6 +51,7 @@ class ShiftResult:
     out: str | None
     detection: dict | None = None   # with an energy: design(A, B) and the small-perturbation estimate
     seconds: float = 0.0
+    warnings: list = field(default_factory=list)
     updated: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict:
@@ -215,7 +216,7 @@ def check_steps(steps) -> int:
 
 # ---------------------------------------------------------------- the command
 def shift(A, data, lr: float, steps: int = 1, *, out: str | None = None, energy: float | None = None,
-          error: float = 0.05, seed: int = 0, progress=None) -> ShiftResult:
+          error: float = 0.05, seed: int = 0, progress=None, force: bool = False) -> ShiftResult:
     """K full-batch gradient steps of softmax regression from A: B = A - lr grad L, K times.
 
     Parameters
@@ -229,7 +230,8 @@ def shift(A, data, lr: float, steps: int = 1, *, out: str | None = None, energy:
     steps : int
         Number of full-batch gradient steps K >= 1.
     out : str, optional
-        Write B here (.npy, atomically, only after everything else succeeded).
+        Write B here (atomically, only after everything else succeeded), in the format of the
+        extension: .npy, .csv, .txt or .json. An input (A or the data set) is refused.
     energy : float, optional
         If given, also report how many queries with ||x|| <= energy detect the update:
         ``design(A, B, energy)`` and the small-perturbation estimate of SPEC section 5
@@ -240,6 +242,8 @@ def shift(A, data, lr: float, steps: int = 1, *, out: str | None = None, energy:
         Seed of the random starts of both searches.
     progress : callable, optional
         Called with short status strings.
+    force : bool
+        Allow `out` to be one of the inputs.
 
     Returns
     -------
@@ -256,7 +260,7 @@ def shift(A, data, lr: float, steps: int = 1, *, out: str | None = None, energy:
         from bhtcli.io.validation import check_energy
         energy, error, seed = check_energy(energy), check_error(error), check_seed(seed)
     if out is not None:
-        check_output_path(out)
+        check_output_path(out, inputs=(A, data), force=force, suffixes=OUT_SUFFIXES)
     t0 = time.perf_counter()
     A = np.array(load_matrix(A, None if isinstance(A, (str, os.PathLike)) else "A"), dtype=np.float64)
     n, d = A.shape
@@ -285,9 +289,13 @@ def shift(A, data, lr: float, steps: int = 1, *, out: str | None = None, energy:
     if energy is not None:
         detection = detect_update(A, B, energy, error, seed, progress)
     if out is not None:
-        save_npy_atomic(out, B)
+        save_array(out, B)
+    warnings = []
+    if history[-1] > history[0]:
+        warnings.append(f"the loss rose from {history[0]:.6g} to {history[-1]:.6g}: the learning rate "
+                        f"{lr:g} overshoots; the update is not a descent (try a smaller --lr)")
     return ShiftResult(n, d, Q.shape[0], lr, steps, history[0], history[-1], history, grad_norm,
-                       frobenius, norm_2inf, out, detection, time.perf_counter() - t0, B)
+                       frobenius, norm_2inf, out, detection, time.perf_counter() - t0, warnings, B)
 
 
 def _overflow(lr: float, steps: int):

@@ -50,6 +50,9 @@ class SimulateResult:
     adaptive: dict | None
     curve: dict | None            # n grid, empirical error and its standard error (for plots)
     seconds: float
+    distinguishable: bool = True
+    note: str | None = None       # why nothing was simulated, when A and B cannot be told apart
+    floor: float | None = None    # leverage models: the box is floor <= s_i^2 <= energy
 
     def to_dict(self):
         return json_safe(asdict(self))
@@ -291,8 +294,12 @@ def simulate(A, B, energy: float, query=None, error: float = 0.05, trials: int =
     else:
         r, law, x, queries_for_kl = _softmax_setup(A, B, energy, query, error, starts, seed, say,
                                                    readout, dtype)
+    floor_out = floor if model == "leverage" else None
     if not r.distinguishable or r.samples["predicted"] is None:
-        raise InputError("A and B cannot be told apart with this query (H^2 = 0): nothing to simulate")
+        note = (r.note or "H^2 = 0 at this query") + ": no number of queries tells them apart, so nothing is simulated"
+        say("done")
+        return SimulateResult(model, n, d, energy, error, trials, seed, x.tolist(), r.hellinger_squared,
+                              None, None, None, None, time.perf_counter() - t0, False, note, floor_out)
     if r.samples["upper"] > 2_000_000:
         raise InputError(f"this query needs up to {r.samples['upper']:,} answers per trial; "
                          "simulating that is out of reach here (raise --energy)")
@@ -328,7 +335,7 @@ def simulate(A, B, energy: float, query=None, error: float = 0.05, trials: int =
     say("done")
     return SimulateResult(model, n, d, energy, error, trials, seed, x.tolist(),
                           r.hellinger_squared, fixed, sprt, adaptive, curve,
-                          time.perf_counter() - t0)
+                          time.perf_counter() - t0, True, None, floor_out)
 
 
 def _softmax_setup(A, B, energy, query, error, starts, seed, say, readout, dtype):
