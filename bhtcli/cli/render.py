@@ -213,7 +213,7 @@ def render_design_table(result, console: Console) -> None:
         v = r["solver"]
         sol = _table("\nSolver")
         sol.add_row("method", f"L-BFGS-B over log-weights, {v['starts']} starts, {v['iterations']} iterations, "
-                              f"{v['evaluations']} evaluations")
+                              f"{v['passes']} evaluations (one pass over A and B each)")
         if v.get("local_maxima_values"):
             sol.add_row("distinct local maxima", f"{v['local_maxima']}  (best H^2: "
                         + ", ".join(_num(h, 6) for h in v["local_maxima_values"]) + ")")
@@ -222,7 +222,7 @@ def render_design_table(result, console: Console) -> None:
         return
     cer = _table("\nCertificate (no query with ||x|| <= E can do better)")
     cer.add_row("sup H^2 over the ball <=", _num(c["hellinger_squared_max_bound"]))
-    cer.add_row("design's H^2 / bound", _num(1 / c["bound_over_design"]) if c["bound_over_design"] else "-")
+    cer.add_row("design's H^2 / bound", _num(c["design_over_bound"]))
     cer.add_row("fixed-budget queries >=", _num(c["samples_lower_any_strategy"]) + "  (any strategy, adaptive too)")
     cer.add_row("mean sequential queries >=", _lower_mean(c["mean_samples_lower_sequential"]))
     cer.add_row("row diameter of A - B", _num(c["row_diameter"]) + ("" if c["row_diameter_exact"] else "  (upper bound)"))
@@ -259,8 +259,8 @@ def render_bound_table(result, console: Console) -> None:
                f"alpha={_num(r['target_error'])}")
     _readout_rows(t, r)
     t.add_row("distinguishable", "yes" if r["distinguishable"] else "no")
-    if r["same_model_reason"]:
-        t.add_row("why", r["same_model_reason"])
+    if r["note"]:
+        t.add_row("why", r["note"])
     t.add_row("paper's eps = ||A - B||_{2->inf}", _num(r["row_norm_2inf"]))
     t.add_row("row diameter of A - B", _num(r["row_diameter"]) + ("  (exact)" if r["row_diameter_exact"] else "  (upper bound)"))
     if r.get("readout") and not (r["readout"]["link_a"] == r["readout"]["link_b"] == "exp"):
@@ -320,7 +320,7 @@ def render_simulate_table(result, console: Console) -> None:
         if key == "sprt":
             t.add_row("Wald lower bound (A / B)", f"{_num(s['wald_lower_a'], 4)} / {_num(s['wald_lower_b'], 4)}  (this query)")
         else:
-            t.add_row("saving vs SPRT with x", f"{100 * s['saving_vs_fixed']:.1f}%")
+            t.add_row(f"saving vs SPRT with {q}", f"{100 * s['saving_vs_sprt']:.1f}%")
         if s["undecided"]:
             t.add_row("undecided trials", _num(s["undecided"]))
         console.print(t)
@@ -364,8 +364,8 @@ def render_shift_table(result, console: Console) -> None:
     if not det:
         return
     sp = det["small_perturbation"]
-    title = (f"\nQueries that detect the update (||x|| <= {_num(det['energy'])}, both errors <= "
-             f"{_num(det['target_error'])})")
+    title = (f"\nQueries that detect the update (||x|| <= {_num(r['energy'])}, both errors <= "
+             f"{_num(r['target_error'])})")
     if not det["distinguishable"]:
         d = _table(title)
         d.add_row("distinguishable", "no (B = A + 1 w^T: the same softmax model)")
@@ -377,7 +377,7 @@ def render_shift_table(result, console: Console) -> None:
     d.add_column("small-perturbation estimate", no_wrap=True)
     s, e = det["samples"], sp["samples"]
     d.add_row("nu = sup Var_A((B - A) x)", "-", _num(sp["nu"]))
-    d.add_row("Bhattacharyya D", _num(det["bhattacharyya_distance"]), f"{_num(sp['D_estimate'])}  (nu/8)")
+    d.add_row("Bhattacharyya D", _num(det["bhattacharyya_distance"]), f"{_num(sp['bhattacharyya_distance_estimate'])}  (nu/8)")
     d.add_row("H^2", _num(det["hellinger_squared"]), f"{_num(sp['hellinger_squared_estimate'])}  (1 - e^-nu/8)")
     d.add_row("lower (any test)", _num(s["lower"]), _num(e["lower"]))
     d.add_row("predicted", f"{_num(s['predicted'])}  \\[{s['method']}]", f"{_num(e['predicted'])}  (4 z^2 / nu)")

@@ -18,20 +18,20 @@ from __future__ import annotations
 import math
 import os
 import time
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from bhtcli.errors import InputError
 from bhtcli.io.load import OUT_SUFFIXES, check_output_path, load_matrix, open_npz, save_array
-from bhtcli.results import json_safe
+from bhtcli.results import Result
 from bhtcli.io.validation import check_error, check_matrix, check_positive, check_seed
 
 BLOCK_ENTRIES = 1 << 21     # entries of one block of probabilities (16 MB in float64)
 
 
 @dataclass(frozen=True)
-class ShiftResult:
+class ShiftResult(Result):
     """What `bht shift` reports (render with bhtcli.cli.render, or use `to_dict()`).
 
     `updated` is the new model B (not part of `to_dict()`; `--out` writes it).
@@ -52,10 +52,10 @@ class ShiftResult:
     detection: dict | None = None   # with an energy: design(A, B) and the small-perturbation estimate
     seconds: float = 0.0
     warnings: list = field(default_factory=list)
-    updated: np.ndarray | None = field(default=None, repr=False, compare=False)
-
-    def to_dict(self) -> dict:
-        return json_safe({f.name: getattr(self, f.name) for f in fields(self) if f.name != "updated"})
+    updated: np.ndarray | None = field(default=None, repr=False, compare=False, metadata={"json": False})
+    model: str = "softmax"
+    energy: float | None = None           # the budget of the detection (with --energy)
+    target_error: float | None = None     # alpha of the detection counts (with --energy)
 
 
 # ---------------------------------------------------------------- the loss and its gradient
@@ -295,7 +295,8 @@ def shift(A, data, lr: float, steps: int = 1, *, out: str | None = None, energy:
         warnings.append(f"the loss rose from {history[0]:.6g} to {history[-1]:.6g}: the learning rate "
                         f"{lr:g} overshoots; the update is not a descent (try a smaller --lr)")
     return ShiftResult(n, d, Q.shape[0], lr, steps, history[0], history[-1], history, grad_norm,
-                       frobenius, norm_2inf, out, detection, time.perf_counter() - t0, warnings, B)
+                       frobenius, norm_2inf, out, detection, time.perf_counter() - t0, warnings, B,
+                       energy=energy, target_error=error if energy is not None else None)
 
 
 def _overflow(lr: float, steps: int):
@@ -320,13 +321,13 @@ def detect_update(A, B, energy: float, error: float = 0.05, seed: int = 0, progr
     if r.distinguishable:
         est = small_perturbation_estimate(A, B, energy, error=error, seed=seed, query=np.asarray(r.query))
     else:   # B = A + 1 w^T: every variance is rounding noise; report the exact answer, 0
-        est = {"nu": 0.0, "query_norm": 0.0, "D_estimate": 0.0, "hellinger_squared_estimate": 0.0,
+        est = {"nu": 0.0, "query_norm": 0.0, "bhattacharyya_distance_estimate": 0.0, "hellinger_squared_estimate": 0.0,
                "samples": {"lower": None, "upper": None, "predicted": None},
                "paper_order": None, "local_maxima": 0, "starts": 0}
     D = r.bhattacharyya_distance
-    return {"energy": energy, "target_error": error, "distinguishable": r.distinguishable,
+    return {"distinguishable": r.distinguishable,
             "hellinger_squared": r.hellinger_squared, "bhattacharyya_distance": r.bhattacharyya_distance,
             "query_norm": r.query_norm, "samples": r.samples,
             "small_perturbation": est,
             # D ~ nu/8 is the second-order statement (H^2 = 1 - e^-D saturates; D does not)
-            "estimate_over_design": est["D_estimate"] / D if r.distinguishable and D > 0 else None}
+            "estimate_over_design": est["bhattacharyya_distance_estimate"] / D if r.distinguishable and D > 0 else None}

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 
 from bhtcli.models.answers import AnswerLaw, check_no_readout, draw
 from bhtcli.commands.design import design, report_for_query
-from bhtcli.results import json_safe
+from bhtcli.results import Result
 from bhtcli.errors import InputError
 from bhtcli.io.load import load_pair, load_query
 from bhtcli.search.optimize import maximize
@@ -35,7 +35,7 @@ MAX_SEQUENTIAL_STEPS = 10_000_000
 
 
 @dataclass(frozen=True)
-class SimulateResult:
+class SimulateResult(Result):
     model: str
     n: int
     d: int
@@ -53,9 +53,6 @@ class SimulateResult:
     distinguishable: bool = True
     note: str | None = None       # why nothing was simulated, when A and B cannot be told apart
     floor: float | None = None    # leverage models: the box is floor <= s_i^2 <= energy
-
-    def to_dict(self):
-        return json_safe(asdict(self))
 
 
 def empirical_minimax(SA: np.ndarray, SB: np.ndarray):
@@ -320,13 +317,13 @@ def simulate(A, B, energy: float, query=None, error: float = 0.05, trials: int =
         wald = lambda kl: (1 - 2 * error) * a / kl if kl > 0 else None
         sprt["wald_lower_a"] = wald(r.kl_ab)
         sprt["wald_lower_b"] = wald(r.kl_ba)
-        sprt["mean_samples_lower_any_strategy"] = r.certificate["mean_samples_lower_sequential"]
+        sprt["mean_samples_lower_sequential"] = r.certificate["mean_samples_lower_sequential"]
     if "adaptive" in chosen:
         say("adaptive: designing argmax KL(P_A||P_B) and argmax KL(P_B||P_A)")
         x_a, x_b, law_a, law_b = queries_for_kl()
         say(f"adaptive: {trials:,} trials per model")
         adaptive = simulate_adaptive(law_a, law_b, error, trials, rng)
-        adaptive["saving_vs_fixed"] = 0.5 * ((1 - adaptive["mean_samples_a"] / sprt["mean_samples_a"])
+        adaptive["saving_vs_sprt"] = 0.5 * ((1 - adaptive["mean_samples_a"] / sprt["mean_samples_a"])
                                              + (1 - adaptive["mean_samples_b"] / sprt["mean_samples_b"]))
         adaptive["query_a"] = x_a.tolist()
         adaptive["query_b"] = x_b.tolist()

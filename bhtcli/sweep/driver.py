@@ -19,11 +19,11 @@ from bhtcli.errors import BhtError, InputError
 from bhtcli.io.load import check_output_path, save_npy_atomic
 from bhtcli.sweep.journal import Journal, check_export_path, export_rows
 from bhtcli.sweep.manifest import COLUMNS, Task, is_label, read_manifest
-from bhtcli.results import json_safe
+from bhtcli.results import Result, json_safe
 from bhtcli.sweep.task import failed_fields
 
 @dataclass(frozen=True)
-class SweepResult:
+class SweepResult(Result):
     """What `bht sweep` reports: counts, where the results are, and the first failures."""
 
     manifest: str
@@ -45,9 +45,11 @@ class SweepResult:
     export: str | None
     failures: list = field(default_factory=list)   # up to 10: line, task, failure
     notes: list = field(default_factory=list)
-
-    def to_dict(self) -> dict:
-        return json_safe(asdict(self))
+    model: None = None            # the header: per task in the results journal, not one value
+    n: None = None
+    d: None = None
+    energy: None = None
+    target_error: None = None
 
 
 def sweep(manifest, out, scheduler: str | None = None, workers: int | None = None,
