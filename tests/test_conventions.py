@@ -507,3 +507,11 @@ def test_help_lists_formats_columns_and_plurals(capsys, tmp_path):
         assert column in sweep_help
     from bhtcli.cli.render import _plural
     assert _plural(1, "answer") == "1 answer" and _plural(2, "worker") == "2 workers"
+
+
+def test_sweep_export_refuses_the_manifest(capsys, tmp_path):
+    m = tmp_path / "m.csv"
+    m.write_text("a,b,energy\nA.npy,B.npy,1\n")
+    code, _, err = run(capsys, "sweep", str(m), "--out", str(tmp_path / "r.jsonl"), "--export", str(m))
+    assert code == 2 and "--export" in err and "is also an input" in err
+    assert m.read_text() == "a,b,energy\nA.npy,B.npy,1\n"

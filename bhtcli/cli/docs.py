@@ -99,14 +99,17 @@ _BHT_COMPLETE=fish_source bht | source
 
 
 def _help(command: click.Command, name: str, parent: click.Context | None) -> str:
-    ctx = click.Context(command, info_name=name, parent=parent, terminal_width=WIDTH, max_content_width=WIDTH)
+    # make_context applies the command's context_settings (-h), as a real invocation does
+    ctx = command.make_context(name, [], parent=parent, resilient_parsing=True,
+                               terminal_width=WIDTH, max_content_width=WIDTH)
     return command.get_help(ctx).rstrip()
 
 
 def cli_markdown() -> str:
     """docs/cli.md: the conventions, then `--help` of `bht` and of every command."""
     statuses = "\n".join(f"| {code} | {_cell(short)} | {_cell(long)} |" for code, short, long in EXIT_STATUSES)
-    root = click.Context(cli, info_name="bht", terminal_width=WIDTH, max_content_width=WIDTH)
+    root = cli.make_context("bht", [], resilient_parsing=True, terminal_width=WIDTH,
+                            max_content_width=WIDTH)
     parts = [GENERATED, "", "# The bht command line", "",
              "Every command's `--help`, and the conventions they share. "
              "Every key of every `--json` output: [json.md](json.md).",

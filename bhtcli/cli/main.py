@@ -199,7 +199,7 @@ def simulate(a, b, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, 
     from bhtcli.commands.entry import simulate_model
     from bhtcli.io.load import check_output_path
     if plot:
-        check_output_path(plot, "--plot", inputs=(a, b, query), suffixes=(".png",))
+        check_output_path(plot, "--plot", inputs=(a, b, query), force=None, suffixes=(".png",))
         if policy not in ("fixed", "all"):
             raise InputError("--plot draws the fixed-n experiment; use --policy fixed or all")
     with _reporter(quiet, bar=True) as progress:

@@ -30,7 +30,7 @@ class Reporter:
 
     def __enter__(self):
         self._progress.__enter__()
-        self._task = self._progress.add_task("starting", total=None, status="")
+        self._task = self._progress.add_task("preparing", total=None, status="")
         return self
 
     def __exit__(self, *exc):

@@ -326,13 +326,13 @@ def _is_float(cell: str) -> bool:
         return False
 
 
-def check_output_path(path: str, option: str = "--out", inputs=(), force: bool = False,
+def check_output_path(path: str, option: str = "--out", inputs=(), force: bool | None = False,
                       suffixes=None) -> str:
     """Fail early (before any work) on an output path that cannot be right.
 
     The folder must exist; `path` must not be a folder; with `suffixes`, its extension must be
     one of them; and it must not be one of `inputs` (paths, ``FILE.npz:KEY`` and ``-``
-    allowed) unless `force`.
+    allowed) unless `force` (None: the command has no --force to suggest).
     """
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
@@ -347,8 +347,9 @@ def check_output_path(path: str, option: str = "--out", inputs=(), force: bool =
     if not force:
         for spec in inputs:
             if _same_file(path, spec):
+                hint = "" if force is None else " (or add --force)"
                 raise InputError(f"{option} {path} is also an input of this command; writing it would "
-                                 "replace the input: choose another name (or add --force)")
+                                 f"replace the input: choose another name{hint}")
     return path
 
 

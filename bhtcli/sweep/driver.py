@@ -177,6 +177,7 @@ def _check_paths(manifest, out, export) -> None:
         raise InputError(f"--out {out} is the manifest; give the results a file of their own (e.g. results.jsonl)")
     if export:
         check_export_path(export)
+        check_output_path(export, "--export", inputs=(manifest,), force=None)     # never the manifest
         if os.path.abspath(export) == os.path.abspath(out):
             raise InputError(f"--export {export} is the --out journal; give the export another name")
 
