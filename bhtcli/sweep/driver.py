@@ -12,7 +12,7 @@ import os
 import re
 import shutil
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 from bhtcli import __version__
 from bhtcli.errors import BhtError, InputError
