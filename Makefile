@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test install bench audit reach clean
+.PHONY: demo test install bench audit reach clean docs
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -21,6 +21,10 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest
+
+# docs/cli.md (every --help) and docs/json.md (every --json key); tests/test_docs.py fails when stale.
+docs: $(STAMP)
+	$(BIN)/python -m bhtcli.cli.docs
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_design.py

@@ -19,7 +19,7 @@ def main():
         r = design_leverage(A, B, 4.0, 1.0)
         wall = time.perf_counter() - t
         s = r.solver
-        print(f"| {n:,} x {d} | {wall:.1f} | {s['starts']} | {s['iterations']} | {s['evaluations']} | "
+        print(f"| {n:,} x {d} | {wall:.1f} | {s['starts']} | {s['iterations']} | {s['passes']} | "
               f"{r.hellinger_squared:.4g} | {r.samples['predicted']:,} |", flush=True)
 
 

@@ -38,3 +38,5 @@ def parameter_names(namer: Callable[[str], str]):
         yield
     finally:
         _NAMER.reset(token)
+class OutputError(BhtError):
+    """An output file or stream could not be written (disk full, permission denied): exit 1."""

@@ -48,7 +48,7 @@ def main():
                             f"{s['wald_lower_a']:.1f} / {s['wald_lower_b']:.1f} | "
                             f"{s['error_a']:.3f} / {s['error_b']:.3f} | "
                             f"{a['mean_samples_a']:.1f} / {a['mean_samples_b']:.1f} | "
-                            f"{a['saving_vs_fixed']:+.1%} | {secs:.1f} |")
+                            f"{a['saving_vs_sprt']:+.1%} | {secs:.1f} |")
             if args.plot and not plotted and name.startswith("200x16") and energy == 1.0:
                 plot_fixed(r, args.plot)
                 plotted = True

@@ -111,7 +111,7 @@ def test_sample_cli_pipes_into_decide(capsys, hand_models, monkeypatch):
     (["sample", "{A}", "--query", "{x}", "--count", "0"], "--count must be a whole number >= 1"),
     (["sample", "{A}", "--query", "{x3}", "--count", "5"], "has 3 entries but the models need 1"),
     (["simulate", "{A}", "{B}", "--energy", "1", "--trials", "5"], "--trials must be a whole number >= 100"),
-    (["simulate", "{A}", "{B}", "--energy", "1", "--plot", "{dir}/p.jpg"], "name the file *.png"),
+    (["simulate", "{A}", "{B}", "--energy", "1", "--plot", "{dir}/p.jpg"], "name the file with .png"),
     (["simulate", "{A}", "{B}", "--energy", "1", "--plot", "{dir}/nofolder/p.png"], "does not exist"),
     (["simulate", "{A}", "{B}", "--energy", "1", "--policy", "sprt", "--plot", "{dir}/p.png"], "--policy fixed or all"),
     (["simulate", "{A}", "{B}", "--energy", "1", "--policy", "magic"], "Invalid value for '--policy'"),
@@ -146,7 +146,7 @@ def test_sprt_and_adaptive_errors_respect_wald(sim):
         assert policy["p95_samples_a"] >= policy["mean_samples_a"]
     # Wald's lower bound holds for the SPRT's means up to Monte Carlo noise
     assert r.sprt["mean_samples_a"] >= 0.9 * r.sprt["wald_lower_a"]
-    assert -1 < r.adaptive["saving_vs_fixed"] < 1
+    assert -1 < r.adaptive["saving_vs_sprt"] < 1
 
 
 def test_fixed_empirical_within_bounds_and_near_predicted(sim):
@@ -181,7 +181,7 @@ def test_simulate_cli_json_and_png(capsys, sim, tmp_path):
     assert {"empirical", "interval", "predicted", "lower", "upper"} <= set(r["fixed"])
     assert {"mean_samples_a", "mean_samples_b", "p95_samples_a", "p95_samples_b", "error_a",
             "error_b"} <= set(r["sprt"])
-    assert "saving_vs_fixed" in r["adaptive"]
+    assert "saving_vs_sprt" in r["adaptive"]
     data = png.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10000
     import matplotlib.image

@@ -93,7 +93,7 @@ def test_counts_follow_the_formulas():
     rng = np.random.default_rng(7)
     A = rng.standard_normal((10, 3))
     est = small_perturbation_estimate(A, A + 0.05 * rng.standard_normal((10, 3)), 1.0, error=0.05)
-    D, nu = est["D_estimate"], est["nu"]
+    D, nu = est["bhattacharyya_distance_estimate"], est["nu"]
     assert D == nu / 8
     assert est["samples"]["upper"] == int(np.ceil(np.log(20) / D))
     assert est["samples"]["lower"] == int(np.ceil(np.log(1 / (4 * 0.05 * 0.95)) / (2 * D)))

@@ -1,37 +1,65 @@
-"""Command-line interface: parse, call one library function, render. Nothing else."""
+"""Command-line interface: parse, call one library function, emit. Nothing else.
+
+Options shared by commands are declared once in bhtcli/cli/options.py; results reach stdout
+only through bhtcli.cli.render.emit; `main` turns every expected failure into one `Error:`
+line and the exit status of EXIT_STATUSES (docs/cli.md).
+"""
 from __future__ import annotations
 
+import errno
 import os
 import sys
 
 import click
-from rich.console import Console
 
 from bhtcli import __version__
-from bhtcli.api import bound as bound_fn, design as design_fn
+from bhtcli.cli.options import (CONTEXT, INPUTS_HELP, LINK_HELP, dtype_option, error_option,
+                                force_option, json_option, model_option, model_pair_options,
+                                out_option, query_option, quiet_option, readout_options,
+                                seed_option, starts_option)
 from bhtcli.commands.design import METHODS
-from bhtcli.errors import BhtError, InputError, parameter_names
+from bhtcli.errors import BhtError, InputError, OutputError, parameter_names
 from bhtcli.models.spec import ModelSpec
-from bhtcli.io.load import check_output_path, save_npy_atomic
-from bhtcli.search.optimize import DEFAULT_STARTS
-from bhtcli.cli.render import render_bound_table, render_design_table, render_json
 
-CONTEXT = {"help_option_names": ["-h", "--help"]}
+EXIT_STATUSES = (   # (status, short meaning for --help, what it covers for docs/cli.md)
+    (0, "success, the result is on stdout",
+     "also when A and B cannot be told apart (`distinguishable: false`), and whichever way "
+     "`decide` decides (A, B or undecided: the decision is in the output)"),
+    (1, "failure at run time",
+     "a solver failed, an output could not be written (disk full, permission denied), tasks of "
+     "a `sweep` failed, out of memory"),
+    (2, "bad invocation or bad input",
+     "unknown option, unreadable or invalid matrix, invalid value, `--out` naming an input or "
+     "an unknown format"),
+    (130, "interrupted (Ctrl-C)",
+     "one `Error: interrupted` line; no output file is left half-written"),
+    (141, "stdout closed early (| head)",
+     "quiet, as coreutils (128 + SIGPIPE): the reader wanted no more"),
+)
+EPILOG = ("\b\nExit statuses:\n" + "\n".join(f"  {code:<4} {short}" for code, short, _ in EXIT_STATUSES)
+          + "\n\nConventions and completion: docs/cli.md; every --json key: docs/json.md.")
 
 
-def _stdout() -> Console:
-    return Console(no_color="NO_COLOR" in os.environ, soft_wrap=False)
+class Interrupted(BhtError):
+    """Ctrl-C: the run stopped (exit 130)."""
 
 
-def _stderr() -> Console:
-    return Console(stderr=True, no_color="NO_COLOR" in os.environ)
+class BhtGroup(click.Group):
+    """A click group whose commands' KeyboardInterrupt ends as one line and exit 130
+    (click itself would print a blank line and "Aborted!")."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            raise Interrupted("interrupted") from None
 
 
-@click.group(context_settings=CONTEXT)
-@click.version_option(__version__, "--version", prog_name="bht")
+@click.group(cls=BhtGroup, context_settings=CONTEXT, epilog=EPILOG)
+@click.version_option(__version__, "--version", "-V", prog_name="bht")
 def cli():
     """Design queries under an energy budget that tell two softmax models apart."""
-    # library messages name parameters ("link_a"); under the CLI they name the flags ("--link-a")
+    # the library's messages name its parameters; here they name the flags
     click.get_current_context().with_resource(parameter_names(_flag))
 
 
@@ -39,74 +67,36 @@ def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-MODEL_OPTION = click.option(
-    "--model", type=click.Choice(["softmax", "leverage"]), default="softmax", show_default=True,
-    help="softmax: answers ~ softmax(Ax), query x; leverage: answers ~ leverage scores of S^-1 A, query s.")
-FLOOR_OPTION = click.option(
-    "--floor", type=float, default=None,
-    help="Leverage models only (required there): the box is FLOOR <= s_i^2 <= ENERGY.")
-
-
-LINK_HELP = ("exp (softmax), poly:K (p_i ∝ s_i^K) or taylor:K (p_i ∝ sum_{j<=K} s_i^j/j!), "
-             "K even; s = A x + bias")
-
-
-def readout_options(fn):
-    """--link-a/--link-b/--bias-a/--bias-b: how each model turns scores into probabilities."""
-    for decorator in reversed([
-        click.option("--link-a", default="exp", show_default=True, metavar="LINK",
-                     help="Link of model A: " + LINK_HELP + "."),
-        click.option("--link-b", default="exp", show_default=True, metavar="LINK",
-                     help="Link of model B (as --link-a)."),
-        click.option("--bias-a", default=None, metavar="FILE",
-                     help="Bias of model A, one entry per row (any matrix format, e.g. F.safetensors:lm_head.bias)."),
-        click.option("--bias-b", default=None, metavar="FILE", help="Bias of model B (as --bias-a)."),
-    ]):
-        fn = decorator(fn)
-    return fn
-
-
-DTYPE_OPTION = click.option(
-    "--dtype", type=click.Choice(["float64", "float32"]), default="float64", show_default=True,
-    help="Precision of the products with A and B during the search (float32: half the memory); "
-         "reported numbers are recomputed in float64.")
-
-
-def model_pair_options(fn):
-    """A, B, --model, --energy, --floor and --error: shared by commands that compare two models."""
-    for decorator in reversed([
-        click.argument("a", metavar="A"),
-        click.argument("b", metavar="B"),
-        MODEL_OPTION,
-        click.option("--energy", "-E", type=float, default=None,
-                     help="softmax: budget on ||x||_2; leverage: upper bound C on every s_i^2 "
-                          "[required; optional with design --candidates and rank]."),
-        FLOOR_OPTION,
-        click.option("--error", "alpha", type=float, default=0.05, show_default=True,
-                     help="Target for both error probabilities (0 < ALPHA < 0.5)."),
-        readout_options,
-    ]):
-        fn = decorator(fn)
-    return fn
-
-
 def _spec(model, energy, floor, link_a, link_b, bias_a, bias_b, dtype="float64",
           need_energy=True) -> ModelSpec:
-    """The model options checked together (bhtcli.models.spec)."""
+    """The model options checked together, once (bhtcli.models.spec)."""
+    if need_energy and energy is None:
+        raise click.UsageError("Missing option '--energy' / '-E'.", ctx=click.get_current_context())
     return ModelSpec.build(model, energy, floor, link_a=link_a, link_b=link_b, bias_a=bias_a,
                            bias_b=bias_b, dtype=dtype, need_energy=need_energy)
 
 
+def _reporter(quiet: bool, bar: bool = False):
+    from bhtcli.cli.progress import Reporter
+    return Reporter(quiet=quiet, bar=bar)
+
+
+def _emit(result, as_json: bool) -> None:
+    from bhtcli.cli.render import emit
+    emit(result, as_json)
+
+
 @cli.command(context_settings=CONTEXT)
 @model_pair_options
-@click.option("--starts", type=int, default=None,
-              help=f"Starting points of the multi-start search [default: {DEFAULT_STARTS}; leverage: 6, or 3 when n*d^2 > 1e7].")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random starts.")
+@starts_option
+@seed_option
 @click.option("--method", type=click.Choice(METHODS), default="lbfgs", show_default=True,
               help="lbfgs: batched projected L-BFGS (scales); ccp: cvxpy cross-check (small models).")
-@click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout instead of tables.")
-@click.option("--out", type=click.Path(dir_okay=False), help="Write the query x to this .npy file.")
-@DTYPE_OPTION
+@json_option
+@out_option("the query (x, or s for leverage)")
+@force_option
+@dtype_option
+@quiet_option
 @click.option("--candidates", default=None, metavar="H",
               help="Only these queries: one per row of H (m x d; leverage: m x n weights s). Reports "
                    "the best eligible row (norm <= E), the top list and how much of the optimum it reaches.")
@@ -115,10 +105,10 @@ def _spec(model, energy, floor, link_a, link_b, bias_a, bias_b, dtype="float64",
 @click.option("--subspace", default=None, metavar="V",
               help="Only queries x = V z (V: d x r, orthonormalised by bht, rank r), ||x|| <= E.")
 def design(a, b, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, starts, seed, method,
-           as_json, out, dtype, candidates, names, top, subspace):
+           as_json, out, force, dtype, quiet, candidates, names, top, subspace):
     """Find the query x (||x|| <= E) that best separates A from B, and how many it takes.
 
-    A and B are n x d matrices: .npy, .npz (FILE.npz:KEY), .csv/.txt, or - for stdin.
+    {inputs}
 
     \b
     Examples:
@@ -129,48 +119,46 @@ def design(a, b, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, st
       bht design A.npy B.npy --candidates H.npy --names prompts.txt --energy 12
       bht design A.npy B.npy --subspace V.npy --energy 1.0
     """
-    if candidates is None:
-        _need_energy(energy)
+    from bhtcli.api import design as design_fn
+    from bhtcli.io.load import OUT_SUFFIXES, check_output_path, save_array
     spec = _spec(model, energy, floor, link_a, link_b, bias_a, bias_b, dtype,
                  need_energy=candidates is None)
     if out:
-        check_output_path(out)
-    err = _stderr()
-    progress = (lambda msg: err.print(f"[dim]{msg}[/dim]")) if not as_json else None
-    result = design_fn(a, b, model=spec, error=alpha, seed=seed, method=method, progress=progress,
-                       starts=starts, candidates=candidates, names=names, top=top, subspace=subspace)
-    for w in result.warnings:
-        err.print(f"Warning: {w}", markup=False, highlight=False)
+        check_output_path(out, inputs=(a, b, bias_a, bias_b, candidates, subspace), force=force,
+                          suffixes=OUT_SUFFIXES)
+    with _reporter(quiet) as progress:
+        result = design_fn(a, b, model=spec, error=alpha, seed=seed, starts=starts, method=method,
+                           progress=progress, candidates=candidates, names=names, top=top,
+                           subspace=subspace)
     if out:
-        import numpy as np
-        save_npy_atomic(out, np.asarray(result.query))
-    _emit(result, as_json, render_design_table)
+        save_array(out, result.query)
+    _emit(result, as_json)
 
 
 @cli.command(context_settings=CONTEXT)
 @model_pair_options
-@click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout instead of a table.")
+@json_option
 def bound(a, b, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, as_json):
     """Closed-form bounds, no optimisation: certified sup H^2 and query lower bounds.
+
+    {inputs}
 
     \b
     Examples:
       bht bound A.npy B.npy --energy 1.0
       bht bound A.npy B.npy --energy 1.0 --json | jq .samples_lower_any_strategy
     """
-    _need_energy(energy)
+    from bhtcli.api import bound as bound_fn
     spec = _spec(model, energy, floor, link_a, link_b, bias_a, bias_b)
-    result = bound_fn(a, b, model=spec, error=alpha)
-    _emit(result, as_json, render_bound_table)
+    _emit(bound_fn(a, b, model=spec, error=alpha), as_json)
 
 
 @cli.command(context_settings=CONTEXT)
 @click.argument("a", metavar="A")
-@MODEL_OPTION
-@click.option("--query", "-x", required=True,
-              help="The query (.npy from `design --out`, or any matrix format): x, or s for leverage.")
+@model_option
+@query_option(required=True)
 @click.option("--count", "-n", type=int, required=True, help="Number of answers to draw.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Random seed.")
+@seed_option
 @click.option("--link-a", "link", default="exp", show_default=True, metavar="LINK",
               help="Link of model A: " + LINK_HELP + ".")
 @click.option("--bias-a", "bias", default=None, metavar="FILE", help="Bias of model A, one entry per row.")
@@ -182,54 +170,55 @@ def sample(a, model, query, count, seed, link, bias):
       bht sample A.npy --query x.npy --count 50
       bht sample A.npy --query x.npy --count 50 | bht decide A.npy B.npy --query x.npy -
     """
+    from bhtcli.cli.render import write_lines
     from bhtcli.models.answers import sample as sample_fn
-    answers = sample_fn(a, query, count, seed=seed, model=model, link=link, bias=bias)
-    out = sys.stdout
-    for start in range(0, len(answers), 65536):
-        out.write("\n".join(map(str, answers[start:start + 65536].tolist())) + "\n")
+    write_lines(sample_fn(a, query, count, seed=seed, model=model, link=link, bias=bias))
 
 
 @cli.command(context_settings=CONTEXT)
 @click.argument("a", metavar="A")
 @click.argument("b", metavar="B")
 @click.argument("answers", metavar="ANSWERS")
-@MODEL_OPTION
-@click.option("--query", "-x", required=True, help="The query the answers respond to (x, or s for leverage).")
-@click.option("--error", "alpha", type=float, default=0.05, show_default=True,
-              help="Target error: SPRT thresholds +-ln((1-ALPHA)/ALPHA).")
+@model_option
+@query_option(required=True, what="The query the answers respond to")
+@error_option
 @readout_options
-@click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout instead of a table.")
+@json_option
 def decide(a, b, answers, model, query, alpha, link_a, link_b, bias_a, bias_b, as_json):
     """Decide from observed answers (a file or -, one index per line or a JSON list) which model answered.
+
+    The SPRT uses the thresholds +-ln((1-ALPHA)/ALPHA). Whatever it decides (A, B or
+    undecided), the exit status is 0: the decision is in the output.
 
     \b
     Examples:
       bht decide A.npy B.npy --query x.npy answers.txt
       bht sample B.npy --query x.npy --count 40 | bht decide A.npy B.npy --query x.npy - --json
     """
-    from bhtcli.commands.decide import decide as decide_fn
-    from bhtcli.cli.render import render_decide_table
+    from bhtcli.api import decide as decide_fn
     if a == "-" or b == "-":
         raise InputError("A and B must be files for decide (standard input carries the answers)")
     spec = _spec(model, None, None, link_a, link_b, bias_a, bias_b, need_energy=False)
-    result = decide_fn(a, b, query, answers, error=alpha, model=spec)
-    _emit(result, as_json, render_decide_table)
+    _emit(decide_fn(a, b, query, answers, model=spec, error=alpha), as_json)
 
 
 @cli.command(context_settings=CONTEXT)
 @model_pair_options
-@click.option("--query", "-x", default=None, help="Simulate this query instead of designing one.")
+@query_option(required=False, what="Simulate this query instead of designing one")
 @click.option("--trials", type=int, default=10_000, show_default=True, help="Monte Carlo trials per model.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Random seed (design and simulation).")
+@seed_option
 @click.option("--policy", type=click.Choice(["fixed", "sprt", "adaptive", "all"]), default="all",
               show_default=True, help="Which strategies to simulate.")
-@click.option("--plot", type=click.Path(dir_okay=False), default=None,
+@click.option("--plot", type=click.Path(dir_okay=False), default=None, metavar="FILE.png",
               help="Write a PNG: max error against n, empirical vs predicted and bounds (needs fixed).")
-@click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout instead of tables.")
-@DTYPE_OPTION
+@json_option
+@dtype_option
+@quiet_option
 def simulate(a, b, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, query, trials, seed,
-             policy, plot, as_json, dtype):
+             policy, plot, as_json, dtype, quiet):
     """Simulate how many queries it really takes: fixed n, Wald's SPRT, Chernoff's adaptive rule.
+
+    When A and B cannot be told apart nothing is simulated: the result says why (exit 0).
 
     \b
     Examples:
@@ -237,34 +226,21 @@ def simulate(a, b, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, 
       bht simulate A.npy B.npy --energy 1.0 --policy fixed --plot errors.png
       bht simulate A.npy B.npy --energy 1.0 --query x.npy --json | jq .sprt
     """
-    from bhtcli.cli.render import render_simulate_table
-    from bhtcli.commands.simulate import simulate as simulate_fn
+    from bhtcli.api import simulate as simulate_fn
+    from bhtcli.io.load import check_output_path
+    spec = _spec(model, energy, floor, link_a, link_b, bias_a, bias_b, dtype)
     if plot:
-        check_output_path(plot, "--plot")
-        if not plot.lower().endswith(".png"):
-            raise InputError(f"--plot {plot}: the plot is a PNG; name the file *.png")
+        check_output_path(plot, "--plot", inputs=(a, b, query), force=None, suffixes=(".png",))
         if policy not in ("fixed", "all"):
             raise InputError("--plot draws the fixed-n experiment; use --policy fixed or all")
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-    bar = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                   TimeElapsedColumn(), console=_stderr(), transient=True,
-                   disable=not _stderr().is_terminal)
-    with bar:
-        task = bar.add_task("simulating", total=None)
-
-        def say(message, step=None, total=None):
-            bar.update(task, description=message, completed=step, total=total)
-
-        _need_energy(energy)
-        spec = _spec(model, energy, floor, link_a, link_b, bias_a, bias_b, dtype)
-        result = simulate_fn(a, b, query=query, error=alpha, trials=trials, seed=seed,
-                             policy=policy, progress=say, model=spec,
-                             predicted_points=80 if plot else 0)
-        if plot:
-            say("plotting")
+    with _reporter(quiet, bar=True) as progress:
+        result = simulate_fn(a, b, model=spec, query=query, error=alpha, trials=trials, seed=seed,
+                             policy=policy, progress=progress, predicted_points=80 if plot else 0)
+        if plot and result.fixed:
+            progress("plotting")
             from bhtcli.cli.plot import plot_fixed
             plot_fixed(result, plot)
-    _emit(result, as_json, render_simulate_table)
+    _emit(result, as_json)
 
 
 @cli.command(context_settings=CONTEXT)
@@ -273,12 +249,13 @@ def simulate(a, b, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, 
 @click.option("--names", default=None, metavar="FILE", help="One name per row of H (e.g. the prompts).")
 @click.option("--top", type=int, default=10, show_default=True,
               help="How many of the best to list (with exact predicted counts).")
-@click.option("--out", type=click.Path(dir_okay=False), default=None,
+@click.option("--out", type=click.Path(dir_okay=False), default=None, metavar="FILE",
               help="Write every candidate's scores to FILE.jsonl or FILE.csv (in the order of H).")
-@click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout instead of a table.")
-@DTYPE_OPTION
+@json_option
+@dtype_option
+@quiet_option
 def rank(a, b, h, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, names, top, out,
-         as_json, dtype):
+         as_json, dtype, quiet):
     """Score every candidate query (one per row of H) and rank them; no search.
 
     H is m x d (leverage: m x n weight vectors s), any matrix format, streamed in blocks.
@@ -291,14 +268,12 @@ def rank(a, b, h, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, n
       bht rank A.npy B.npy H.safetensors:hidden --names prompts.txt --top 5 --json | jq .top
     """
     from bhtcli.commands.candidates import rank as rank_fn
-    from bhtcli.cli.render import render_rank_table
     spec = _spec(model, energy, floor, link_a, link_b, bias_a, bias_b, dtype, need_energy=False)
-    err = _stderr()
-    progress = (lambda msg: err.print(f"[dim]{msg}[/dim]")) if not as_json else None
-    result = rank_fn(a, b, h, spec.energy, model=spec.family, floor=spec.floor, error=alpha,
-                     names=names, top=top, out=out, dtype=spec.dtype, progress=progress,
-                     **spec.readout_options())
-    _emit(result, as_json, render_rank_table)
+    with _reporter(quiet) as progress:
+        result = rank_fn(a, b, h, spec.energy, model=spec.family, floor=spec.floor, error=alpha,
+                         names=names, top=top, out=out, dtype=spec.dtype, progress=progress,
+                         **spec.readout_options())
+    _emit(result, as_json)
 
 
 @cli.command(context_settings=CONTEXT)
@@ -311,12 +286,12 @@ def rank(a, b, h, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, n
 @click.option("--export", type=click.Path(dir_okay=False), default=None,
               help="At the end, write the manifest's rows with their results to FILE.csv or FILE.parquet.")
 @click.option("--retry-failed", is_flag=True, help="Run the tasks whose rows say failed again.")
-@click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout instead of a table.")
-def sweep(manifest, results, scheduler, workers, export, retry_failed, as_json):
+@json_option
+@quiet_option
+def sweep(manifest, results, scheduler, workers, export, retry_failed, as_json, quiet):
     """Run design for every row of a manifest (a, b, energy, ...) on Dask, resumably.
 
-    MANIFEST is a CSV or JSONL file, one task per row: a, b (matrix paths relative to it),
-    energy, and optionally model, floor, error, seed, starts, name and label_* columns.
+    {columns}
 
     \b
     Examples:
@@ -324,25 +299,18 @@ def sweep(manifest, results, scheduler, workers, export, retry_failed, as_json):
       bht sweep pairs.csv --out results.jsonl --workers 2 --export results.parquet
       bht sweep pairs.jsonl --out results.jsonl --scheduler tcp://10.0.0.5:8786 --json
     """
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-    from bhtcli.cli.render import render_sweep_table
     from bhtcli.sweep.driver import sweep as sweep_fn
-    err = _stderr()
-    bar = Progress(TextColumn("sweep"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[failed]} failed"),
-                   TimeRemainingColumn(), console=err, transient=True, disable=not err.is_terminal)
-    with bar:
-        task = bar.add_task("sweep", total=None, failed=0)
+    with _reporter(quiet, bar=True) as progress:
         try:
             result = sweep_fn(manifest, results, scheduler=scheduler, workers=workers, export=export,
                               retry_failed=retry_failed,
-                              progress=lambda done, total, failed: bar.update(task, completed=done, total=total,
-                                                                              failed=failed),
+                              progress=lambda done, total, failed: progress(
+                                  f"sweep ({failed:,} failed)", done, total),
                               notice=lambda message: click.echo(f"Note: {message}", err=True))
         except KeyboardInterrupt:
-            click.echo(f"Error: interrupted; finished tasks are saved in {results}: rerun the same "
-                       "command to run the rest", err=True)
-            sys.exit(130)
-    _emit(result, as_json, render_sweep_table)
+            raise Interrupted(f"interrupted; finished tasks are saved in {results}: rerun the same "
+                              "command to run the rest") from None
+    _emit(result, as_json)
     if result.failed:
         raise BhtError(f"{result.failed} of {result.tasks} tasks failed; their rows in {results} have "
                        'status "failed" and say why in the column failure')
@@ -354,14 +322,15 @@ def sweep(manifest, results, scheduler, workers, export, retry_failed, as_json):
               help="A .npz archive: Q (m x d queries) and Y (m x n target distributions, or m integer labels).")
 @click.option("--lr", type=float, required=True, help="Learning rate eta of the gradient steps (> 0).")
 @click.option("--steps", type=int, default=1, show_default=True, help="Number of full-batch gradient steps.")
-@click.option("--out", type=click.Path(dir_okay=False), required=True, help="Write the updated model B here (.npy).")
+@out_option("the updated model B", required=True)
+@force_option
 @click.option("--energy", "-E", type=float, default=None,
               help="Also report how many queries with ||x|| <= ENERGY detect the update (design + small-perturbation estimate).")
-@click.option("--error", "alpha", type=float, default=0.05, show_default=True,
-              help="Target for both error probabilities of those counts (0 < ALPHA < 0.5).")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random starts (with --energy).")
-@click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout instead of a table.")
-def shift(a, data, lr, steps, out, energy, alpha, seed, as_json):
+@error_option
+@seed_option
+@json_option
+@quiet_option
+def shift(a, data, lr, steps, out, force, energy, alpha, seed, as_json, quiet):
     """Gradient steps of softmax regression move A to B: write B, report the loss and the shift.
 
     The loss is L(A) = (1/2m) sum_j ||softmax(A q_j) - y_j||^2 over the data set.
@@ -371,56 +340,112 @@ def shift(a, data, lr, steps, out, energy, alpha, seed, as_json):
       bht shift A.npy --data D.npz --lr 10 --steps 10 --out B.npy
       bht shift A.npy --data D.npz --lr 10 --out B.npy --energy 1.0 --json | jq .detection.samples
     """
-    from bhtcli.cli.render import render_shift_table
     from bhtcli.commands.shift import shift as shift_fn
-    err = _stderr()
-    progress = (lambda msg: err.print(f"[dim]{msg}[/dim]")) if not as_json else None
-    result = shift_fn(a, data, lr, steps, out=out, energy=energy, error=alpha, seed=seed, progress=progress)
-    _emit(result, as_json, render_shift_table)
+    with _reporter(quiet) as progress:
+        result = shift_fn(a, data, lr, steps, out=out, energy=energy, error=alpha, seed=seed,
+                          progress=progress, force=force)
+    _emit(result, as_json)
 
 
-def _emit(result, as_json: bool, render_table) -> None:
-    """The one place a result reaches stdout: one JSON object, or tables."""
-    if as_json:
-        click.echo(render_json(result))
-    else:
-        render_table(result, _stdout())
+def _fill_docstrings() -> None:
+    from bhtcli.sweep.manifest import COLUMNS
+    required = [name for name, c in COLUMNS.items() if c.required]
+    optional = [name for name, c in COLUMNS.items() if not c.required]
+    columns = (f"MANIFEST is a CSV or JSONL file, one task per row: {', '.join(required)} (matrix "
+               f"paths relative to it), and optionally {', '.join(optional)}, name and label_* columns.")
+    for command in cli.commands.values():
+        if command.help:
+            command.help = command.help.replace("{inputs}", INPUTS_HELP).replace("{columns}", columns)
 
 
-def _need_energy(energy):
-    if energy is None:
-        raise click.UsageError("Missing option '--energy' / '-E'.", ctx=click.get_current_context())
+_fill_docstrings()
 
 
 def main(argv=None) -> None:
-    """Console entry point: every expected failure is one 'Error: ...' line on stderr."""
+    """Console entry point: every expected failure is one 'Error: ...' line on stderr and an
+    exit status of EXIT_STATUSES; with --json also one JSON object on stdout."""
     args = sys.argv[1:] if argv is None else list(argv)
-    if not args:                      # plain `bht`: the overview, as help, successfully
+    if not args and not os.environ.get("_BHT_COMPLETE"):   # plain `bht`: the overview
         click.echo(cli.get_help(click.Context(cli, info_name="bht")))
         sys.exit(0)
+    options = args[:args.index("--")] if "--" in args else args
+    sys.exit(_run(args, as_json="--json" in options))
+
+
+def _run(args, as_json: bool) -> int:
+    from bhtcli.cli.render import ClosedPipe, _State
+    _State.stdout_used = False
     try:
-        cli.main(args=args, prog_name="bht", standalone_mode=False)
-    except click.exceptions.Exit as exc:
-        sys.exit(exc.exit_code)
-    except click.exceptions.Abort:
-        click.echo("Error: aborted", err=True)
-        sys.exit(1)
+        try:
+            cli.main(args=args, prog_name="bht", standalone_mode=False)
+            sys.stdout.flush()
+            return 0
+        except click.exceptions.Exit as exc:
+            sys.stdout.flush()
+            return exc.exit_code
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            if not _is_stdout_fault(exc):
+                raise
+            return _stdout_fault(exc)
+    except (BrokenPipeError, ClosedPipe):
+        _silence_stdout()
+        return 141
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        return _fail("interrupted", 130, as_json, newline=True)
+    except Interrupted as exc:
+        return _fail(str(exc), 130, as_json, newline=True)
     except click.UsageError as exc:
-        click.echo(f"Error: {exc.format_message()} (see bht {_command(exc)}--help)", err=True)
-        sys.exit(2)
+        return _fail(f"{exc.format_message()} (see bht {_command(exc)}--help)", 2, as_json)
     except InputError as exc:
-        click.echo(f"Error: {exc}", err=True)
-        sys.exit(2)
+        return _fail(str(exc), 2, as_json)
+    except OutputError as exc:
+        if "standard output" in str(exc):
+            _silence_stdout()
+            as_json = False
+        return _fail(str(exc), 1, as_json)
     except BhtError as exc:
-        click.echo(f"Error: {exc}", err=True)
-        sys.exit(1)
+        return _fail(str(exc), 1, as_json)
     except MemoryError:
-        click.echo("Error: out of memory; the matrices are too large for this machine", err=True)
-        sys.exit(1)
-    except KeyboardInterrupt:
-        click.echo("Error: interrupted", err=True)
-        sys.exit(130)
-    sys.exit(0)
+        return _fail("out of memory; the matrices are too large for this machine", 1, as_json)
+    except OSError as exc:
+        where = f"{exc.filename}: " if exc.filename else ""
+        return _fail(f"{where}{exc.strerror or exc}", 1, as_json)
+
+
+def _is_stdout_fault(exc: OSError) -> bool:
+    return exc.filename is None and exc.errno in (errno.ENOSPC, errno.EIO, errno.EDQUOT, errno.EFBIG)
+
+
+def _stdout_fault(exc: OSError) -> int:
+    _silence_stdout()
+    return _fail(f"standard output: cannot write it ({exc.strerror or exc}); "
+                 "free some space or redirect it elsewhere", 1, False)
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so that Python's final flush cannot fail again (the
+    Python documentation's advice for SIGPIPE)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
+def _fail(message: str, status: int, as_json: bool, newline: bool = False) -> int:
+    """One 'Error:' line on stderr (and with --json one JSON object on stdout)."""
+    lead = "\n" if newline and sys.stderr.isatty() else ""    # after the terminal's ^C
+    try:
+        sys.stderr.write(f"{lead}Error: {message}\n")
+        sys.stderr.flush()
+        if as_json:
+            from bhtcli.cli.render import json_error
+            json_error(message, status)
+    except OSError:
+        _silence_stdout()
+    return status
 
 
 def _command(exc) -> str:

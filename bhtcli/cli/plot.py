@@ -1,10 +1,9 @@
 """`simulate --plot`: max error against n, empirical with its band, predicted curve, bounds."""
 from __future__ import annotations
 
-import os
-import tempfile
-
 import numpy as np
+
+from bhtcli.io.load import atomic_file
 
 
 def plot_fixed(result, path: str) -> None:
@@ -37,15 +36,8 @@ def plot_fixed(result, path: str) -> None:
     ax.legend(fontsize=8, loc="upper right")
     ax.grid(alpha=0.3, which="both")
     fig.tight_layout()
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".bht-", suffix=".png.tmp", dir=folder)
     try:
-        with os.fdopen(fd, "wb") as fh:
+        with atomic_file(path, "wb", option="--plot") as fh:
             fig.savefig(fh, format="png")
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
     finally:
         plt.close(fig)

@@ -1,15 +1,127 @@
-"""The only code that prints results: one table renderer and one JSON renderer per result."""
+"""The only code that prints results: `emit(result)` picks the table renderer by the result's
+type, or writes one JSON object; `stderr()` is the console for progress and warnings.
+
+Streams: stdout carries the result only (a table or one JSON object); warnings, notes and
+progress go to stderr. When stdout is not a terminal the tables are plain lines: no colour or
+other escape codes, no wrapping, nothing cut, no trailing spaces. NO_COLOR (set and not empty)
+removes every style escape on a terminal too.
+"""
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import os
+import sys
 
 from rich.console import Console
 from rich.table import Table
+
+from bhtcli.commands.decide import DecideResult
+from bhtcli.commands.design import DesignResult
+from bhtcli.commands.leverage_design import LeverageBoundResult
+from bhtcli.commands.shift import ShiftResult
+from bhtcli.commands.candidates import RankResult
+from bhtcli.commands.simulate import SimulateResult
+from bhtcli.maths.bounds import BoundResult
+from bhtcli.sweep.driver import SweepResult
+
+PLAIN_WIDTH = 1 << 20        # "no wrapping" for plain output: wider than any line
+
+
+class ClosedPipe(Exception):
+    """The reader of stdout went away (| head): not an error (click would exit 1 on EPIPE)."""
+
+
+class _State:
+    stdout_used = False      # a result reached stdout (main adds no JSON error object then)
+
+
+def no_color() -> bool:
+    """NO_COLOR is set to a non-empty value (https://no-color.org)."""
+    return bool(os.environ.get("NO_COLOR"))
+
+
+def stderr() -> Console:
+    """Progress, warnings and notes: styled on a terminal (no styles under NO_COLOR)."""
+    return Console(stderr=True, color_system=None if no_color() else "auto", highlight=False)
 
 
 def render_json(result) -> str:
     """Exactly one JSON object (no NaN/Infinity: non-finite numbers become null)."""
     return json.dumps(result.to_dict(), allow_nan=False)
+
+
+def warn(messages) -> None:
+    """Each message as one 'Warning: ...' line on stderr."""
+    for message in messages:
+        sys.stderr.write(f"Warning: {message}\n")
+    sys.stderr.flush()
+
+
+def emit(result, as_json: bool = False) -> None:
+    """The one place a result reaches stdout: one JSON object, or its tables.
+
+    The result's warnings (if any) go to stderr first.
+    """
+    warn(getattr(result, "warnings", None) or [])
+    _State.stdout_used = True
+    with _stdout_faults():
+        if as_json:
+            sys.stdout.write(render_json(result) + "\n")
+            sys.stdout.flush()
+            return
+        render = RENDERERS[type(result)]
+        if sys.stdout.isatty():
+            render(result, Console(color_system=None if no_color() else "auto", soft_wrap=False,
+                                   highlight=False))
+            return
+        buffer = io.StringIO()
+        render(result, Console(file=buffer, width=PLAIN_WIDTH, color_system=None, force_terminal=False,
+                               highlight=False, soft_wrap=False))
+        sys.stdout.write("".join(line.rstrip() + "\n" for line in buffer.getvalue().splitlines()))
+        sys.stdout.flush()
+
+
+def write_lines(values, block: int = 65536) -> None:
+    """Integers to stdout, one per line (sample's answers), in blocks."""
+    _State.stdout_used = True
+    with _stdout_faults():
+        for start in range(0, len(values), block):
+            sys.stdout.write("\n".join(map(str, values[start:start + block].tolist())) + "\n")
+        sys.stdout.flush()
+
+
+@contextlib.contextmanager
+def _stdout_faults():
+    """A failed write to stdout (disk full, I/O error) becomes one OutputError; a closed pipe
+    (BrokenPipeError) becomes ClosedPipe, on which the caller ends quietly."""
+    from bhtcli.errors import OutputError
+    try:
+        yield
+    except BrokenPipeError:
+        raise ClosedPipe() from None
+    except OSError as exc:
+        raise OutputError(f"standard output: cannot write it ({exc.strerror or exc}); free some "
+                          "space or redirect it elsewhere") from None
+
+
+def json_error(message: str, status: int) -> None:
+    """With --json, a failure is also one JSON object on stdout (unless a result is there)."""
+    if not _State.stdout_used:
+        sys.stdout.write(json.dumps({"error": message, "exit_status": status}) + "\n")
+        sys.stdout.flush()
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count:,} {word}{'' if count == 1 else 's'}"
+
+
+def _lower_mean(v) -> str:
+    """A lower bound on a mean count; 0 means the bound is below one query."""
+    if v == 0:
+        return "< 1  (the bound is below one query: it rules nothing out)"
+    return _num(v)
 
 
 def _num(v, digits: int = 6) -> str:
@@ -117,7 +229,7 @@ def _render_design(r: dict, console: Console) -> None:
         v = r["solver"]
         sol = _table("\nSolver")
         sol.add_row("method", f"L-BFGS-B over log-weights, {v['starts']} starts, {v['iterations']} iterations, "
-                              f"{v['evaluations']} evaluations")
+                              f"{v['passes']} evaluations (one pass over A and B each)")
         if v.get("local_maxima_values"):
             sol.add_row("distinct local maxima", f"{v['local_maxima']}  (best H^2: "
                         + ", ".join(_num(h, 6) for h in v["local_maxima_values"]) + ")")
@@ -126,9 +238,9 @@ def _render_design(r: dict, console: Console) -> None:
         return
     cer = _table("\nCertificate (no query with ||x|| <= E can do better)")
     cer.add_row("sup H^2 over the ball <=", _num(c["hellinger_squared_max_bound"]))
-    cer.add_row("design's H^2 / bound", _num(1 / c["bound_over_design"]) if c["bound_over_design"] else "-")
+    cer.add_row("design's H^2 / bound", _num(c["design_over_bound"]))
     cer.add_row("fixed-budget queries >=", _num(c["samples_lower_any_strategy"]) + "  (any strategy, adaptive too)")
-    cer.add_row("mean sequential queries >=", _num(c["mean_samples_lower_sequential"]))
+    cer.add_row("mean sequential queries >=", _lower_mean(c["mean_samples_lower_sequential"]))
     cer.add_row("row diameter of A - B", _num(c["row_diameter"]) + ("" if c["row_diameter_exact"] else "  (upper bound)"))
     if c.get("note"):
         cer.add_row("note", c["note"])
@@ -145,7 +257,8 @@ def _render_design(r: dict, console: Console) -> None:
         sol.add_row("time", f"{v['seconds']:.2f} s")
         console.print(sol)
         return
-    sol.add_row("method", f"{v['method']}, {v['starts']} starts, {v['iterations']} iterations, "
+    steps = "convex solves" if v["method"] == "ccp" else "iterations"
+    sol.add_row("method", f"{v['method']}, {v['starts']} starts, {v['iterations']} {steps}, "
                           f"{v['passes']} passes over A and B")
     sol.add_row("distinct local maxima", f"{v['local_maxima']}  (best H^2: "
                 + ", ".join(_num(h, 6) for h in v["local_maxima_values"]) + ")")
@@ -171,15 +284,15 @@ def render_bound_table(result, console: Console) -> None:
                f"alpha={_num(r['target_error'])}")
     _readout_rows(t, r)
     t.add_row("distinguishable", "yes" if r["distinguishable"] else "no")
-    if r["same_model_reason"]:
-        t.add_row("why", r["same_model_reason"])
+    if r["note"]:
+        t.add_row("why", r["note"])
     t.add_row("paper's eps = ||A - B||_{2->inf}", _num(r["row_norm_2inf"]))
     t.add_row("row diameter of A - B", _num(r["row_diameter"]) + ("  (exact)" if r["row_diameter_exact"] else "  (upper bound)"))
     if r.get("readout") and not (r["readout"]["link_a"] == r["readout"]["link_b"] == "exp"):
         t.add_row("spread of log-weight differences <=", _num(r["score_spread_bound"]))
     t.add_row("sup H^2 over the ball <=", _num(r["hellinger_squared_max_bound"]))
     t.add_row("fixed-budget queries >=", _num(r["samples_lower_any_strategy"]) + "  (any strategy, adaptive too)")
-    t.add_row("mean sequential queries >=", _num(r["mean_samples_lower_sequential"]))
+    t.add_row("mean sequential queries >=", _lower_mean(r["mean_samples_lower_sequential"]))
     if r.get("certificate_note"):
         t.add_row("note", r["certificate_note"])
     console.print(t)
@@ -187,7 +300,7 @@ def render_bound_table(result, console: Console) -> None:
 
 def render_decide_table(result, console: Console) -> None:
     r = result.to_dict()
-    t = _table(f"bht decide  {r['samples_total']:,} answers  alpha={_num(r['target_error'])}")
+    t = _table(f"bht decide  {_plural(r['samples_total'], 'answer')}  alpha={_num(r['target_error'])}")
     used = f"after {r['samples_used']:,} of {r['samples_total']:,} answers"
     t.add_row("SPRT decision", f"{r['decision']}  ({used}; thresholds +-{_num(r['threshold'], 4)})")
     t.add_row("log-likelihood ratio", f"{_num(r['llr'])}  (all answers; > 0 favours A)")
@@ -200,21 +313,28 @@ def render_decide_table(result, console: Console) -> None:
 
 def render_simulate_table(result, console: Console) -> None:
     r = result.to_dict()
-    head = _table(f"bht simulate  {r['model']}  n={r['n']:,}  d={r['d']:,}  E={_num(r['energy'])}  "
-                  f"alpha={_num(r['target_error'])}  {r['trials']:,} trials per model")
     q = "s" if r["model"] == "leverage" else "x"
+    box = (f"box {_num(r.get('floor'))} <= s_i^2 <= {_num(r['energy'])}" if q == "s"
+           else f"E={_num(r['energy'])}")
+    head = _table(f"bht simulate  {r['model']}  n={r['n']:,}  d={r['d']:,}  {box}  "
+                  f"alpha={_num(r['target_error'])}  {_plural(r['trials'], 'trial')} per model")
     head.add_row(f"query {q}", _query_text(r["query"]))
     head.add_row(f"H^2 at {q}", _num(r["hellinger_squared"]))
+    if not r["distinguishable"]:
+        head.add_row("distinguishable", "no")
+        head.add_row("why", r["note"])
+        console.print(head)
+        return
     console.print(head)
     f = r["fixed"]
     if f:
-        t = _table("\nFixed n (best threshold test, x repeated)")
+        t = _table(f"\nFixed n (best threshold test, {q} repeated)")
         lo, hi = f["interval"]
         t.add_row("empirical n", f"{_num(f['empirical'])}  (95% interval {_num(lo)}-{_num(hi)})")
         t.add_row("predicted", _num(f["predicted"]))
         t.add_row("lower / upper bound", f"{_num(f['lower'])} / {_num(f['upper'])}")
         console.print(t)
-    for key, title in (("sprt", "Wald's SPRT, x repeated"), ("adaptive", "Adaptive (Chernoff's rule)")):
+    for key, title in (("sprt", f"Wald's SPRT, {q} repeated"), ("adaptive", "Adaptive (Chernoff's rule)")):
         s = r[key]
         if not s:
             continue
@@ -225,7 +345,7 @@ def render_simulate_table(result, console: Console) -> None:
         if key == "sprt":
             t.add_row("Wald lower bound (A / B)", f"{_num(s['wald_lower_a'], 4)} / {_num(s['wald_lower_b'], 4)}  (this query)")
         else:
-            t.add_row("saving vs SPRT with x", f"{100 * s['saving_vs_fixed']:.1f}%")
+            t.add_row(f"saving vs SPRT with {q}", f"{100 * s['saving_vs_sprt']:.1f}%")
         if s["undecided"]:
             t.add_row("undecided trials", _num(s["undecided"]))
         console.print(t)
@@ -240,7 +360,7 @@ def render_sweep_table(result, console: Console) -> None:
     t.add_row("run now", f"{_num(r['ran'])}  ({_num(r['already_done'])} already in the results)")
     if r["workers"]:
         rate = f", {r['tasks_per_second']:.3g} tasks/s" if r["tasks_per_second"] else ""
-        t.add_row("engine", f"{r['engine']}, {r['workers']} workers{rate}")
+        t.add_row("engine", f"{r['engine']}, {_plural(r['workers'], 'worker')}{rate}")
     if r["stale_rows"]:
         t.add_row("rows of no current task", f"{_num(r['stale_rows'])}  (kept in the results, not exported)")
     for f in r["failures"]:
@@ -269,8 +389,8 @@ def render_shift_table(result, console: Console) -> None:
     if not det:
         return
     sp = det["small_perturbation"]
-    title = (f"\nQueries that detect the update (||x|| <= {_num(det['energy'])}, both errors <= "
-             f"{_num(det['target_error'])})")
+    title = (f"\nQueries that detect the update (||x|| <= {_num(r['energy'])}, both errors <= "
+             f"{_num(r['target_error'])})")
     if not det["distinguishable"]:
         d = _table(title)
         d.add_row("distinguishable", "no (B = A + 1 w^T: the same softmax model)")
@@ -282,7 +402,7 @@ def render_shift_table(result, console: Console) -> None:
     d.add_column("small-perturbation estimate", no_wrap=True)
     s, e = det["samples"], sp["samples"]
     d.add_row("nu = sup Var_A((B - A) x)", "-", _num(sp["nu"]))
-    d.add_row("Bhattacharyya D", _num(det["bhattacharyya_distance"]), f"{_num(sp['D_estimate'])}  (nu/8)")
+    d.add_row("Bhattacharyya D", _num(det["bhattacharyya_distance"]), f"{_num(sp['bhattacharyya_distance_estimate'])}  (nu/8)")
     d.add_row("H^2", _num(det["hellinger_squared"]), f"{_num(sp['hellinger_squared_estimate'])}  (1 - e^-nu/8)")
     d.add_row("lower (any test)", _num(s["lower"]), _num(e["lower"]))
     d.add_row("predicted", f"{_num(s['predicted'])}  \\[{s['method']}]", f"{_num(e['predicted'])}  (4 z^2 / nu)")
@@ -358,3 +478,15 @@ def render_rank_table(result, console: Console) -> None:
     t.add_row("time", f"{r['seconds']:.2f} s")
     console.print(t)
     console.print(_top_table(f"\nTop {len(r['top'])} candidates by H^2 (row: 0-based in H)", r["top"]))
+
+
+RENDERERS = {
+    DesignResult: render_design_table,
+    BoundResult: render_bound_table,
+    LeverageBoundResult: render_bound_table,
+    DecideResult: render_decide_table,
+    SimulateResult: render_simulate_table,
+    SweepResult: render_sweep_table,
+    ShiftResult: render_shift_table,
+    RankResult: render_rank_table,
+}

@@ -26,7 +26,7 @@ import json
 import math
 import os
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -35,7 +35,7 @@ from bhtcli.io.load import atomic_file, check_output_path, load_pair, read_array
 from bhtcli.io.validation import check_dtype, check_error, check_seed, check_starts, check_top
 from bhtcli.maths.counts import lower_count, query_counts, upper_count
 from bhtcli.maths.divergences import Tilt
-from bhtcli.results import json_safe
+from bhtcli.results import Result, json_safe
 
 DEFAULT_TOP = 10
 BLOCK_ENTRIES = 2_000_000     # n x k numbers per block of k candidates (~16 MB per array)
@@ -47,7 +47,7 @@ OUT_FORMATS = (".jsonl", ".csv")
 
 
 @dataclass(frozen=True)
-class RankResult:
+class RankResult(Result):
     """What `bht rank` reports (the table, or `to_dict()`); every row goes to `out`."""
 
     model: str
@@ -65,9 +65,6 @@ class RankResult:
     dtype: str
     readout: dict | None
     seconds: float
-
-    def to_dict(self) -> dict:
-        return json_safe(asdict(self))
 
 
 @dataclass

@@ -2,21 +2,21 @@
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 from scipy.special import expit
 
 from bhtcli.models.answers import answer_law, read_answers
 from bhtcli.models.spec import ModelSpec
-from bhtcli.results import json_safe
+from bhtcli.results import Result
 from bhtcli.maths.divergences import divergences_from_tilt
 from bhtcli.io.load import load_pair
 from bhtcli.io.validation import check_error
 
 
 @dataclass(frozen=True)
-class DecideResult:
+class DecideResult(Result):
     decision: str                  # "A", "B" or "undecided" (SPRT, answers in order)
     samples_used: int              # answers up to the first crossing (all of them if undecided)
     samples_total: int
@@ -31,9 +31,10 @@ class DecideResult:
     target_error: float
     kl_ab: float
     kl_ba: float
-
-    def to_dict(self):
-        return json_safe(asdict(self))
+    model: str = "softmax"
+    n: int = 0                     # answers of the models (rows of A and B)
+    d: int = 0
+    energy: float | None = None    # decide has no budget: the query is given
 
 
 def decide(A, B, query, answers, error: float = 0.05, stdin=None, model: str = "softmax", *,
@@ -81,7 +82,7 @@ def decide(A, B, query, answers, error: float = 0.05, stdin=None, model: str = "
     verdict = "A" if total > 0 else ("B" if total < 0 else "tie")
     return DecideResult(decision, used, len(obs), a, total, at, float(expit(total)), verdict,
                         math.exp(-len(obs) * div.bhattacharyya_distance), favoured, expected,
-                        error, div.kl_ab, div.kl_ba)
+                        error, div.kl_ab, div.kl_ba, spec.family, A.shape[0], A.shape[1])
 
 
 def read_answers_array(values, n: int) -> np.ndarray:

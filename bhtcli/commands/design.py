@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from bhtcli.maths.bounds import PairFacts, analyse_pair, certificate_from_spread
-from bhtcli.results import json_safe
+from bhtcli.results import Result
 from bhtcli.maths.divergences import Tilt, divergences_from_tilt
 from bhtcli.errors import InputError, parameter_name
 from bhtcli.io.load import load_pair
@@ -19,10 +19,11 @@ from bhtcli.models.softmax import SoftmaxPair, logits_at
 from bhtcli.io.validation import check_dtype, check_energy, check_error, check_seed, check_starts
 
 METHODS = ("lbfgs", "ccp")
+KKT_WARN = 1e-3      # a relative KKT residual above this is reported as a warning
 
 
 @dataclass(frozen=True)
-class DesignResult:
+class DesignResult(Result):
     """What `bht design` reports (render with bhtcli.cli.render, or use `to_dict()`)."""
 
     model: str
@@ -44,17 +45,15 @@ class DesignResult:
     note: str | None
     samples: dict = field(default_factory=dict)
     certificate: dict = field(default_factory=dict)
-    paper: dict = field(default_factory=dict)
     solver: dict = field(default_factory=dict)
+    row_norm_2inf: float | None = None       # the paper's eps = ||A - B||_{2->inf} (softmax)
+    paper_lower_order: float | None = None   # Thm 3.2's 1 / (eps E)^2, without its constant
     floor: float | None = None           # leverage models: the box is floor <= s_i^2 <= energy
     warnings: list = field(default_factory=list)
     readout: dict | None = None          # softmax family: links and biases
     dtype: str = "float64"               # precision of the large products (the rest: float64)
     candidates: dict | None = None       # design --candidates: the ranking (commands/candidates.py)
     subspace_rank: int | None = None     # design --subspace: queries x = V z, V of this rank
-
-    def to_dict(self) -> dict:
-        return json_safe(asdict(self))
 
 
 def design(A, B, energy: float | None, error: float = 0.05, starts: int = DEFAULT_STARTS,
@@ -141,13 +140,12 @@ def design(A, B, energy: float | None, error: float = 0.05, starts: int = DEFAUL
     ctx = _Context(A, B, pair, energy, error, facts, t0)
 
     if not facts.distinguishable:
-        solver = {"method": method, "starts": 0, "iterations": 0, "passes": pair.passes,
-                  "local_maxima": 0, "local_maxima_values": [], "kkt_residual": 0.0,
-                  "search_seconds": 0.0}
+        solver = solver_dict(method, 0, 0, pair.passes, 0, [], 0.0, 0.0)
         return _same_model(ctx, solver)
 
+    extra_passes = 0
     if method == "ccp":
-        x, iterations, local_values, seconds, residual, on_boundary, local = _run_ccp(
+        x, iterations, local_values, seconds, residual, on_boundary, local, extra_passes = _run_ccp(
             A, B, pair, energy, starts, seed)
     else:
         found = maximize(pair, energy, starts=starts, seed=seed, progress=progress)
@@ -155,11 +153,9 @@ def design(A, B, energy: float | None, error: float = 0.05, starts: int = DEFAUL
         seconds, residual, on_boundary = found.seconds, found.kkt_residual, found.on_boundary
         local = found.local_maxima
 
-    solver = {"method": method, "starts": starts, "iterations": iterations,
-              "passes": pair.passes, "local_maxima": local,
-              "local_maxima_values": [-math.expm1(-v) for v in local_values[:5]],
-              "kkt_residual": residual, "search_seconds": seconds}
-    return _report(ctx, x, on_boundary, solver)
+    solver = solver_dict(method, starts, iterations, pair.passes, local,
+                         [-math.expm1(-v) for v in local_values[:5]], residual, seconds)
+    return _report(ctx, x, on_boundary, solver, extra_passes)
 
 
 def report_for_query(A, B, x, energy: float, error: float = 0.05, *, link_a="exp", link_b="exp",
@@ -174,12 +170,19 @@ def report_for_query(A, B, x, energy: float, error: float = 0.05, *, link_a="exp
     ctx = _Context(A, B, pair, energy, error, facts, t0)
     x = np.asarray(x, dtype=np.float64)
     on_boundary, residual = kkt_state(pair, x, energy)
-    solver = {"method": "given", "starts": 0, "iterations": 0, "passes": pair.passes,
-              "local_maxima": 0, "local_maxima_values": [], "kkt_residual": residual,
-              "search_seconds": 0.0}
+    solver = solver_dict("given", 0, 0, pair.passes, 0, [], residual, 0.0)
     if not facts.distinguishable:
         return _same_model(ctx, solver)
     return _report(ctx, x, on_boundary, solver)
+
+
+def solver_dict(method, starts, iterations, passes, local_maxima, local_values, kkt_residual,
+                search_seconds, fraction_at_box_faces=None, seconds=None) -> dict:
+    """The `solver` object of a design, the same keys for every method and model family."""
+    return {"method": method, "starts": starts, "iterations": iterations, "passes": passes,
+            "local_maxima": local_maxima, "local_maxima_values": local_values,
+            "kkt_residual": kkt_residual, "fraction_at_box_faces": fraction_at_box_faces,
+            "search_seconds": search_seconds, "seconds": seconds}
 
 
 @dataclass(frozen=True)
@@ -201,7 +204,7 @@ def _warnings(readout) -> list:
     return []
 
 
-def _report(ctx: _Context, x, on_boundary, solver):
+def _report(ctx: _Context, x, on_boundary, solver, extra_passes: int = 0):
     pair = ctx.pair
     # The reported numbers come from float64 scores at x: the pair's own product when it is
     # float64, one streamed float64 pass over A and B after a float32 search.
@@ -216,7 +219,12 @@ def _report(ctx: _Context, x, on_boundary, solver):
     if div.bhattacharyya_distance == 0.0:
         note = ("the models differ, but by less than float64 resolves at this budget: "
                 "H^2 underflows to 0 and no finite count can be given")
-    solver = dict(solver, passes=pair.passes, seconds=time.perf_counter() - ctx.t0)
+    solver = dict(solver, passes=pair.passes + extra_passes, seconds=time.perf_counter() - ctx.t0)
+    warnings = _warnings(pair.readout)
+    if solver["method"] not in ("given", "candidates") and solver["kkt_residual"] > KKT_WARN:
+        warnings.append(f"the KKT residual at the query is {solver['kkt_residual']:.2g}: the point found "
+                        "is not a verified local maximum (e.g. on a kink of a poly:K link); the "
+                        "certificate's bound still holds, try more --starts")
     return DesignResult(
         "softmax", pair.n, pair.d, ctx.energy, ctx.error, x.tolist(), float(np.linalg.norm(x)),
         on_boundary, div.hellinger, div.hellinger_squared, div.bhattacharyya_distance,
@@ -225,7 +233,7 @@ def _report(ctx: _Context, x, on_boundary, solver):
         samples={"lower": counts.lower, "upper": counts.upper, "predicted": counts.predicted,
                  "method": counts.method},
         certificate=_certificate_dict(ctx, div.hellinger_squared),
-        paper=_paper_dict(ctx, True), solver=solver, warnings=_warnings(pair.readout),
+        **_paper_dict(ctx, True), solver=solver, warnings=warnings,
         readout=pair.readout.description, dtype=str(pair.dtype))
 
 
@@ -238,7 +246,7 @@ def _same_model(ctx: _Context, solver):
                         **zero, distinguishable=False, note=ctx.facts.reason,
                         samples={"lower": None, "upper": None, "predicted": None, "method": "none"},
                         certificate=_certificate_dict(ctx, 0.0),
-                        paper=_paper_dict(ctx, False), solver=solver,
+                        **_paper_dict(ctx, False), solver=solver,
                         readout=pair.readout.description, dtype=str(pair.dtype))
 
 
@@ -246,20 +254,20 @@ def _certificate_dict(ctx: _Context, h2):
     facts = ctx.facts
     cert = certificate_from_spread(facts.spread, ctx.error, facts.distinguishable)
     bound = cert.hellinger_squared_max_bound
-    gap = bound / h2 if h2 > 0 and bound is not None else None
+    ratio = h2 / bound if bound else None
     return {"hellinger_squared_max_bound": bound,
             "samples_lower_any_strategy": cert.samples_lower_any_strategy,
             "mean_samples_lower_sequential": cert.mean_samples_lower_sequential,
             "row_diameter": facts.diameter.value, "row_diameter_exact": facts.diameter.exact,
-            "bound_over_design": gap, "note": facts.certificate_note}
+            "design_over_bound": ratio, "note": facts.certificate_note}
 
 
 def _paper_dict(ctx: _Context, distinguishable):
     eps = ctx.facts.eps_2inf
     softmax = ctx.pair.readout.exp_links
     return {"row_norm_2inf": eps,
-            "thm32_order_eps2_E2_inverse": (1.0 / (eps * ctx.energy) ** 2
-                                            if softmax and distinguishable and eps > 0 else None)}
+            "paper_lower_order": (1.0 / (eps * ctx.energy) ** 2
+                                  if softmax and distinguishable and eps > 0 else None)}
 
 
 def _run_ccp(A, B, pair, energy, starts, seed):
@@ -267,9 +275,14 @@ def _run_ccp(A, B, pair, energy, starts, seed):
     t = time.perf_counter()
     X0 = starting_points(pair, energy, starts, seed)
     A, B = np.asarray(A, dtype=np.float64), np.asarray(B, dtype=np.float64)
-    X, values, solves = ccp_maximize(A, B, X0, energy)
+    X, values, solves, passes = ccp_maximize(A, B, X0, energy)
     best = int(np.argmax(values))
     x = X[:, best]
-    on_boundary, residual = kkt_state(pair, x, energy)
-    order = sorted(set(values.tolist()), reverse=True)
-    return x, solves, order, time.perf_counter() - t, residual, on_boundary, len(order)
+    # The cone solver's tolerance (~1e-8) leaves x just inside the sphere: judge the KKT
+    # conditions on the sphere at that tolerance, not at L-BFGS's 1e-9.
+    on_boundary, residual = kkt_state(pair, x, energy, boundary_rtol=1e-6)
+    order = []                          # values equal to the solver's tolerance: one maximum
+    for v in sorted(values.tolist(), reverse=True):
+        if all(abs(v - u) > 1e-6 * max(abs(u), 1e-300) for u in order):
+            order.append(v)
+    return x, solves, order, time.perf_counter() - t, residual, on_boundary, len(order), passes

@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 from scipy.optimize import minimize
 
-from bhtcli.commands.design import DesignResult
-from bhtcli.results import json_safe
+from bhtcli.commands.design import DesignResult, solver_dict
+from bhtcli.results import Result
 from bhtcli.maths.divergences import divergences_from_tilt
 from bhtcli.errors import InputError, parameter_name
 from bhtcli.io.load import load_pair
@@ -165,15 +165,15 @@ def design_leverage(A, B, energy, floor, error: float = 0.05, starts: int | None
                             note=("A and B are the same leverage-score model (equal probabilities "
                                   "at every weight tested: B = D A R)"),
                             samples={"lower": None, "upper": None, "predicted": None, "method": "none"},
-                            certificate=cert, paper={"thm42_tv_bound": tau}, solver={
-                                "method": "lbfgsb", "starts": 0, "iterations": 0, "evaluations": pair.evaluations,
-                                "seconds": time.perf_counter() - t0},
+                            certificate=cert, solver=solver_dict(
+                                "lbfgs", 0, 0, pair.evaluations, 0, [], None, None,
+                                seconds=time.perf_counter() - t0),
                             floor=floor, warnings=warnings)
     if progress:
         progress(f"climbing from {starts} starts (L-BFGS-B over {n:,} log-weights)")
     theta, _, values, iters = maximize_leverage(pair, lo, hi, starts, seed)
-    solver = {"method": "lbfgsb", "starts": starts, "iterations": iters,
-              "local_maxima": len(values), "local_maxima_values": [-math.expm1(-v) for v in values[:5]]}
+    solver = solver_dict("lbfgs", starts, iters, None, len(values),
+                         [-math.expm1(-v) for v in values[:5]], None, None)
     return _report(pair, theta, base, cert, lo, hi, note, warnings, solver, floor, t0)
 
 
@@ -206,7 +206,7 @@ def leverage_report_for_query(A, B, s, energy, floor, error: float = 0.05) -> De
             "mean_samples_lower_sequential": None, "tv_max_bound": tau, "lambda_min": delta,
             "sum_op_norm_diff": eps}
     base = dict(model="leverage", n=A.shape[0], d=A.shape[1], energy=ceiling, target_error=error)
-    solver = {"method": "given", "starts": 0, "iterations": 0, "local_maxima": 0, "local_maxima_values": []}
+    solver = solver_dict("given", 0, 0, None, 0, [], None, None)
     return _report(pair, theta, base, cert, -math.log(ceiling), -math.log(floor), None, [], solver, floor, t0)
 
 
@@ -216,7 +216,7 @@ def _report(pair, theta, base, cert, lo, hi, note, warnings, solver, floor, t0):
     counts = query_counts(tilt, div.bhattacharyya_distance, base["target_error"])
     s = np.exp(-0.5 * theta)
     at_face = float(np.mean((theta <= lo + 1e-9) | (theta >= hi - 1e-9)))
-    solver = dict(solver, evaluations=pair.evaluations, fraction_at_box_faces=at_face,
+    solver = dict(solver, passes=pair.evaluations, fraction_at_box_faces=at_face,
                   seconds=time.perf_counter() - t0)
     return DesignResult(**base, query=s.tolist(), query_norm=float(np.linalg.norm(s)),
                         on_boundary=at_face == 1.0, hellinger=div.hellinger,
@@ -227,12 +227,11 @@ def _report(pair, theta, base, cert, lo, hi, note, warnings, solver, floor, t0):
                         distinguishable=div.bhattacharyya_distance > 0, note=note,
                         samples={"lower": counts.lower, "upper": counts.upper,
                                  "predicted": counts.predicted, "method": counts.method},
-                        certificate=cert, paper={"thm42_tv_bound": cert["tv_max_bound"]},
-                        solver=solver, floor=floor, warnings=warnings)
+                        certificate=cert, solver=solver, floor=floor, warnings=warnings)
 
 
 @dataclass(frozen=True)
-class LeverageBoundResult:
+class LeverageBoundResult(Result):
     model: str
     n: int
     d: int
@@ -251,9 +250,7 @@ class LeverageBoundResult:
     row_norm_2inf: None = None        # softmax-only quantities, absent here
     row_diameter: None = None
     row_diameter_exact: None = None
-
-    def to_dict(self):
-        return json_safe(asdict(self))
+    note: str | None = None           # why not distinguishable, when the models are the same
 
 
 def bound_leverage(A, B, energy, floor, error: float = 0.05) -> LeverageBoundResult:
@@ -267,4 +264,6 @@ def bound_leverage(A, B, energy, floor, error: float = 0.05) -> LeverageBoundRes
     same = same_leverage_model(pair, -math.log(ceiling), -math.log(floor))
     return LeverageBoundResult("leverage", A.shape[0], A.shape[1], ceiling, floor, error, pair.a.rank,
                                pair.b.rank, delta, eps, 0.0 if same else tau, not same,
-                               0.0 if same else tau, None if same else lower_from_tv(tau, error), None)
+                               0.0 if same else tau, None if same else lower_from_tv(tau, error), None,
+                               note=("A and B are the same leverage-score model (equal probabilities "
+                                     "at every weight tested: B = D A R)") if same else None)

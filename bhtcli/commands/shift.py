@@ -19,20 +19,20 @@ from __future__ import annotations
 import math
 import os
 import time
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from bhtcli.errors import InputError, parameter_name
-from bhtcli.io.load import check_output_path, load_matrix, open_npz, save_npy_atomic
-from bhtcli.results import json_safe
+from bhtcli.io.load import OUT_SUFFIXES, check_output_path, load_matrix, open_npz, save_array
+from bhtcli.results import Result
 from bhtcli.io.validation import check_error, check_matrix, check_positive, check_seed
 
 BLOCK_ENTRIES = 1 << 21     # entries of one block of probabilities (16 MB in float64)
 
 
 @dataclass(frozen=True)
-class ShiftResult:
+class ShiftResult(Result):
     """What `bht shift` reports (render with bhtcli.cli.render, or use `to_dict()`).
 
     `updated` is the new model B (not part of `to_dict()`; `--out` writes it).
@@ -52,10 +52,11 @@ class ShiftResult:
     out: str | None
     detection: dict | None = None   # with an energy: design(A, B) and the small-perturbation estimate
     seconds: float = 0.0
-    updated: np.ndarray | None = field(default=None, repr=False, compare=False)
-
-    def to_dict(self) -> dict:
-        return json_safe({f.name: getattr(self, f.name) for f in fields(self) if f.name != "updated"})
+    warnings: list = field(default_factory=list)
+    updated: np.ndarray | None = field(default=None, repr=False, compare=False, metadata={"json": False})
+    model: str = "softmax"
+    energy: float | None = None           # the budget of the detection (with --energy)
+    target_error: float | None = None     # alpha of the detection counts (with --energy)
 
 
 # ---------------------------------------------------------------- the loss and its gradient
@@ -216,7 +217,7 @@ def check_steps(steps) -> int:
 
 # ---------------------------------------------------------------- the command
 def shift(A, data, lr: float, steps: int = 1, *, out: str | None = None, energy: float | None = None,
-          error: float = 0.05, seed: int = 0, progress=None) -> ShiftResult:
+          error: float = 0.05, seed: int = 0, progress=None, force: bool = False) -> ShiftResult:
     """K full-batch gradient steps of softmax regression from A: B = A - lr grad L, K times.
 
     Parameters
@@ -230,7 +231,8 @@ def shift(A, data, lr: float, steps: int = 1, *, out: str | None = None, energy:
     steps : int
         Number of full-batch gradient steps K >= 1.
     out : str, optional
-        Write B here (.npy, atomically, only after everything else succeeded).
+        Write B here (atomically, only after everything else succeeded), in the format of the
+        extension: .npy, .csv, .txt or .json. An input (A or the data set) is refused.
     energy : float, optional
         If given, also report how many queries with ||x|| <= energy detect the update:
         ``design(A, B, energy)`` and the small-perturbation estimate of docs/maths.md §5.2
@@ -241,6 +243,8 @@ def shift(A, data, lr: float, steps: int = 1, *, out: str | None = None, energy:
         Seed of the random starts of both searches.
     progress : callable, optional
         Called with short status strings.
+    force : bool
+        Allow `out` to be one of the inputs.
 
     Returns
     -------
@@ -257,7 +261,7 @@ def shift(A, data, lr: float, steps: int = 1, *, out: str | None = None, energy:
         from bhtcli.io.validation import check_energy
         energy, error, seed = check_energy(energy), check_error(error), check_seed(seed)
     if out is not None:
-        check_output_path(out)
+        check_output_path(out, inputs=(A, data), force=force, suffixes=OUT_SUFFIXES)
     t0 = time.perf_counter()
     A = np.array(load_matrix(A, None if isinstance(A, (str, os.PathLike)) else "A"), dtype=np.float64)
     n, d = A.shape
@@ -286,9 +290,14 @@ def shift(A, data, lr: float, steps: int = 1, *, out: str | None = None, energy:
     if energy is not None:
         detection = detect_update(A, B, energy, error, seed, progress)
     if out is not None:
-        save_npy_atomic(out, B)
+        save_array(out, B)
+    warnings = []
+    if history[-1] > history[0]:
+        warnings.append(f"the loss rose from {history[0]:.6g} to {history[-1]:.6g}: the learning rate "
+                        f"{lr:g} overshoots; the update is not a descent (try a smaller --lr)")
     return ShiftResult(n, d, Q.shape[0], lr, steps, history[0], history[-1], history, grad_norm,
-                       frobenius, norm_2inf, out, detection, time.perf_counter() - t0, B)
+                       frobenius, norm_2inf, out, detection, time.perf_counter() - t0, warnings, B,
+                       energy=energy, target_error=error if energy is not None else None)
 
 
 def _overflow(lr: float, steps: int):
@@ -313,13 +322,13 @@ def detect_update(A, B, energy: float, error: float = 0.05, seed: int = 0, progr
     if r.distinguishable:
         est = small_perturbation_estimate(A, B, energy, error=error, seed=seed, query=np.asarray(r.query))
     else:   # B = A + 1 w^T: every variance is rounding noise; report the exact answer, 0
-        est = {"nu": 0.0, "query_norm": 0.0, "D_estimate": 0.0, "hellinger_squared_estimate": 0.0,
+        est = {"nu": 0.0, "query_norm": 0.0, "bhattacharyya_distance_estimate": 0.0, "hellinger_squared_estimate": 0.0,
                "samples": {"lower": None, "upper": None, "predicted": None},
                "paper_order": None, "local_maxima": 0, "starts": 0}
     D = r.bhattacharyya_distance
-    return {"energy": energy, "target_error": error, "distinguishable": r.distinguishable,
+    return {"distinguishable": r.distinguishable,
             "hellinger_squared": r.hellinger_squared, "bhattacharyya_distance": r.bhattacharyya_distance,
             "query_norm": r.query_norm, "samples": r.samples,
             "small_perturbation": est,
             # D ~ nu/8 is the second-order statement (H^2 = 1 - e^-D saturates; D does not)
-            "estimate_over_design": est["D_estimate"] / D if r.distinguishable and D > 0 else None}
+            "estimate_over_design": est["bhattacharyya_distance_estimate"] / D if r.distinguishable and D > 0 else None}

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 
 from bhtcli.models.answers import AnswerLaw, draw
 from bhtcli.commands.design import design, report_for_query
-from bhtcli.results import json_safe
+from bhtcli.results import Result
 from bhtcli.errors import InputError, parameter_name
 from bhtcli.io.load import load_pair, load_query
 from bhtcli.search.optimize import maximize
@@ -35,7 +35,7 @@ MAX_SEQUENTIAL_STEPS = 10_000_000
 
 
 @dataclass(frozen=True)
-class SimulateResult:
+class SimulateResult(Result):
     model: str
     n: int
     d: int
@@ -50,9 +50,9 @@ class SimulateResult:
     adaptive: dict | None
     curve: dict | None            # n grid, empirical error and its standard error (for plots)
     seconds: float
-
-    def to_dict(self):
-        return json_safe(asdict(self))
+    distinguishable: bool = True
+    note: str | None = None       # why nothing was simulated, when A and B cannot be told apart
+    floor: float | None = None    # leverage models: the box is floor <= s_i^2 <= energy
 
 
 def empirical_minimax(SA: np.ndarray, SB: np.ndarray):
@@ -283,6 +283,12 @@ def simulate(A, B, energy: float | None = None, query=None, error: float = 0.05,
     else:
         r, law, x, queries_for_kl = _softmax_setup(A, B, energy, query, error, starts, seed, say,
                                                    readout, dtype)
+    floor_out = floor if model == "leverage" else None
+    if not r.distinguishable or r.samples["predicted"] is None:
+        note = (r.note or "H^2 = 0 at this query") + ": no number of queries tells them apart, so nothing is simulated"
+        say("done")
+        return SimulateResult(model, n, d, energy, error, trials, seed, x.tolist(), r.hellinger_squared,
+                              None, None, None, None, time.perf_counter() - t0, False, note, floor_out)
     _check_simulable(r)
     rng = np.random.default_rng(seed)
     fixed = sprt = adaptive = curve = None
@@ -302,7 +308,7 @@ def simulate(A, B, energy: float | None = None, query=None, error: float = 0.05,
     say("done")
     return SimulateResult(model, n, d, energy, error, trials, seed, x.tolist(),
                           r.hellinger_squared, fixed, sprt, adaptive, curve,
-                          time.perf_counter() - t0)
+                          time.perf_counter() - t0, True, None, floor_out)
 
 
 def _check_trials(trials) -> int:
@@ -318,9 +324,7 @@ def _check_policy(policy) -> tuple:
 
 
 def _check_simulable(r) -> None:
-    """Refuse queries that cannot separate the models or need too many answers per trial."""
-    if not r.distinguishable or r.samples["predicted"] is None:
-        raise InputError("A and B cannot be told apart with this query (H^2 = 0): nothing to simulate")
+    """Refuse queries that need too many answers per trial."""
     if r.samples["upper"] > 2_000_000:
         raise InputError(f"this query needs up to {r.samples['upper']:,} answers per trial; "
                          f"simulating that is out of reach here (raise {parameter_name('energy')})")
@@ -344,15 +348,15 @@ def _sprt_phase(law, error, r, trials, rng):
     wald = lambda kl: (1 - 2 * error) * a / kl if kl > 0 else None
     sprt["wald_lower_a"] = wald(r.kl_ab)
     sprt["wald_lower_b"] = wald(r.kl_ba)
-    sprt["mean_samples_lower_any_strategy"] = r.certificate["mean_samples_lower_sequential"]
+    sprt["mean_samples_lower_sequential"] = r.certificate["mean_samples_lower_sequential"]
     return sprt
 
 
 def _adaptive_phase(law_a, law_b, x_a, x_b, error, trials, rng, sprt):
     """Chernoff's adaptive rule, compared with the SPRT with one query."""
     adaptive = simulate_adaptive(law_a, law_b, error, trials, rng)
-    adaptive["saving_vs_fixed"] = 0.5 * ((1 - adaptive["mean_samples_a"] / sprt["mean_samples_a"])
-                                         + (1 - adaptive["mean_samples_b"] / sprt["mean_samples_b"]))
+    adaptive["saving_vs_sprt"] = 0.5 * ((1 - adaptive["mean_samples_a"] / sprt["mean_samples_a"])
+                                        + (1 - adaptive["mean_samples_b"] / sprt["mean_samples_b"]))
     adaptive["query_a"] = x_a.tolist()
     adaptive["query_b"] = x_b.tolist()
     return adaptive

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
 import sys
 import tempfile
@@ -25,14 +26,17 @@ from pathlib import Path
 
 import numpy as np
 
-from bhtcli.errors import InputError, parameter_name
-from bhtcli.io.pickles import refuse_pickles
+from bhtcli.errors import InputError, OutputError, parameter_name
+from bhtcli.io.pickles import PICKLE_MAGICS, refuse_pickles
 from bhtcli.io.safetensors_file import read_safetensors, split_tensor_name
 from bhtcli.io.validation import check_matrix, check_pair
 
 NPY_MAGIC = b"\x93NUMPY"
+ZIP_MAGIC = b"PK\x03\x04"
 TEXT_SUFFIXES = {".csv", ".txt", ".tsv", ".dat"}
-FORMATS = ".npy, .npz, .safetensors, .csv or .txt"
+FORMATS = ".npy, .npz, .safetensors, .csv, .txt or .json"
+OUT_SUFFIXES = (".npy", ".csv", ".txt", ".json")
+OUT_FORMATS = ".npy, .csv, .txt or .json"
 
 
 def load_matrix(spec, name: str | None = None, stdin=None, dtype=np.float64) -> np.ndarray:
@@ -113,7 +117,9 @@ def read_array(spec, name: str | None = None, stdin=None) -> np.ndarray:
     if key is not None and suffix not in (".npz", ".safetensors"):
         raise InputError(f"{spec}: ':KEY' selects an array inside a .npz or .safetensors file only")
     try:
-        refuse_pickles(path, suffix, known=TEXT_SUFFIXES | {".npy", ".npz", ".safetensors"})
+        if not suffix:                  # a pipe (<(...)), /dev/stdin or a bare name: sniff
+            return _sniffed(path, key)
+        refuse_pickles(path, suffix, known=TEXT_SUFFIXES | {".npy", ".npz", ".safetensors", ".json"})
         if suffix == ".npy":
             arr = _load_npy(path)
         elif suffix == ".npz":
@@ -123,6 +129,9 @@ def read_array(spec, name: str | None = None, stdin=None) -> np.ndarray:
         elif suffix in TEXT_SUFFIXES:
             with open(path, "rb") as fh:
                 arr = _parse_text(fh.read(), path)
+        elif suffix == ".json":
+            with open(path, "rb") as fh:
+                arr = _parse_json(fh.read(), path)
         else:
             raise InputError(f"{path}: unknown extension {suffix or '(none)'!r}; "
                              f"use {FORMATS} (or - for standard input)")
@@ -131,6 +140,44 @@ def read_array(spec, name: str | None = None, stdin=None) -> np.ndarray:
     except IsADirectoryError:
         raise InputError(f"{path} is a folder, expected a matrix file") from None
     return arr
+
+
+def _sniffed(path: str, key: str | None) -> np.ndarray:
+    """Read a file whose name says nothing (e.g. /dev/fd/63 from a shell's <(...)) by its
+    bytes: the .npy magic, a zip (.npz), a safetensors header, a pickle (refused), else text."""
+    with open(path, "rb") as fh:
+        data = fh.read()
+    if data.startswith(ZIP_MAGIC):
+        try:
+            archive = np.load(io.BytesIO(data), allow_pickle=False)
+        except (ValueError, OSError, zipfile.BadZipFile) as exc:
+            raise InputError(f"{path} is a zip archive but not a valid .npz file ({exc})") from None
+        with archive:
+            keys = list(archive.files)
+            if key is None and len(keys) == 1:
+                key = keys[0]
+            if key not in keys:
+                raise InputError(f"{path} holds the arrays {', '.join(keys) or 'none'}; "
+                                 f"pick one with {path}:KEY")
+            try:
+                return archive[key]
+            except ValueError:
+                raise InputError(f"{path} holds a pickled/object array, which bht refuses to load; "
+                                 "save float arrays with numpy.savez") from None
+    if _looks_like_safetensors(data):
+        from bhtcli.io.safetensors_file import read_safetensors_bytes
+        return read_safetensors_bytes(data, path, key)
+    if data[:2] in PICKLE_MAGICS:
+        raise InputError(f"{path} is a pickle; pickled files are refused because loading one runs "
+                         "code stored in it: save the matrix with numpy.save instead")
+    return _parse_bytes(data, path)
+
+
+def _looks_like_safetensors(data: bytes) -> bool:
+    if len(data) < 10:
+        return False
+    size = int.from_bytes(data[:8], "little")
+    return 2 <= size <= len(data) - 8 and data[8:9] == b"{"
 
 
 def _split_key(spec: str):
@@ -199,7 +246,26 @@ def open_npz(path: str, label: str | None = None):
         raise InputError(f"{label} is not a valid .npz file ({exc}); re-save it with numpy.savez") from None
 
 
+def _parse_json(data: bytes, label: str) -> np.ndarray:
+    """A JSON list of numbers (a vector) or of equal-length lists (a matrix), as --out writes."""
+    try:
+        value = json.loads(data.decode("utf-8-sig"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"{label} is not valid JSON ({exc}); expected a list of numbers or of rows") from None
+    if isinstance(value, dict) and "query" in value:   # a design --json result
+        value = value["query"]
+    try:
+        arr = np.array(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise InputError(f"{label}: expected a JSON list of numbers or of equal-length rows of numbers") from None
+    if arr.ndim not in (1, 2):
+        raise InputError(f"{label}: expected a JSON list of numbers or of rows, got {arr.ndim} levels of lists")
+    return arr
+
+
 def _parse_bytes(data: bytes, label: str) -> np.ndarray:
+    if data.lstrip()[:1] == b"[" or data.lstrip()[:1] == b"{":
+        return _parse_json(data, label)
     if data.startswith(NPY_MAGIC):
         try:
             return np.load(io.BytesIO(data), allow_pickle=False)
@@ -210,32 +276,46 @@ def _parse_bytes(data: bytes, label: str) -> np.ndarray:
 
 
 def _parse_text(data: bytes, label: str) -> np.ndarray:
-    """Comma- or whitespace-separated numbers, one row per line; '#' starts a comment line."""
+    """Numbers separated by commas, semicolons, tabs or spaces (the delimiter is sniffed from the
+    first row), one row per line; '#' starts a comment line; a first row that is not all
+    numbers (a header) is skipped."""
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise InputError(f"{label} is not text (nor .npy bytes); use UTF-8 CSV or a .npy file") from None
+    lines = [(k, raw.strip()) for k, raw in enumerate(text.splitlines(), start=1)]
+    lines = [(k, line) for k, line in lines if line and not line.startswith("#")]
+    if not lines:
+        raise InputError(f"{label} is empty; it needs at least one row of numbers")
+    split = _splitter(lines[0][1])
+    first_cells = split(lines[0][1])
+    if len(lines) > 1 and not all(_is_float(c) for c in first_cells) and \
+            len(first_cells) == len(split(lines[1][1])):
+        lines = lines[1:]               # a header row: names, not numbers
     rows, width, first_line = [], None, None
-    for lineno, raw in enumerate(text.splitlines(), start=1):
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        cells = [c.strip() for c in line.split(",")] if "," in line else line.split()
+    for lineno, line in lines:
+        cells = split(line)
         try:
             values = [float(c) for c in cells]
         except ValueError:
             bad = next(c for c in cells if not _is_float(c))
             raise InputError(f"{label}, line {lineno}: {bad!r} is not a number; "
-                             "cells must be plain numbers (no header row)") from None
+                             "cells must be plain numbers (a header is only allowed on the first row)") from None
         if width is None:
             width, first_line = len(values), lineno
         elif len(values) != width:
             raise InputError(f"{label}, line {lineno}: {len(values)} values but line {first_line} has "
                              f"{width}; every row needs the same number of columns")
         rows.append(values)
-    if not rows:
-        raise InputError(f"{label} is empty; it needs at least one row of numbers")
     return np.array(rows, dtype=np.float64)
+
+
+def _splitter(first: str):
+    """How to cut a row into cells, from the first row: ';', tab, ',' or runs of spaces."""
+    for sep in (";", "\t", ","):
+        if sep in first:
+            return lambda line, sep=sep: [c.strip() for c in line.split(sep)]
+    return str.split
 
 
 def _is_float(cell: str) -> bool:
@@ -246,41 +326,134 @@ def _is_float(cell: str) -> bool:
         return False
 
 
-def check_output_path(path: str, option: str | None = None) -> str:
-    """Fail early (before any work) when the folder of an output file does not exist."""
+def check_output_path(path: str, option: str | None = None, inputs=(), force: bool | None = False,
+                      suffixes=None) -> str:
+    """Fail early (before any work) on an output path that cannot be right.
+
+    The folder must exist; `path` must not be a folder; with `suffixes`, its extension must be
+    one of them; and it must not be one of `inputs` (paths, ``FILE.npz:KEY`` and ``-``
+    allowed) unless `force` (None: the command has no --force to suggest).
+    """
     option = parameter_name("out") if option is None else option
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         raise InputError(f"{option} {path}: folder {folder} does not exist; create it first")
     if os.path.isdir(path):
         raise InputError(f"{option} {path} is a folder; give a file name such as x.npy")
+    if suffixes is not None:
+        suffix = Path(path).suffix.lower()
+        if suffix not in suffixes:
+            raise InputError(f"{option} {path}: unknown extension {suffix or '(none)'!r}; the format is "
+                             f"chosen by it: name the file with {_or(suffixes)}")
+    if not force:
+        for spec in inputs:
+            if _same_file(path, spec):
+                hint = "" if force is None else " (or add --force)"
+                raise InputError(f"{option} {path} is also an input of this command; writing it would "
+                                 f"replace the input: choose another name{hint}")
     return path
 
 
-def save_npy_atomic(path: str, array: np.ndarray) -> None:
+def _or(items) -> str:
+    items = list(items)
+    return ", ".join(items[:-1]) + " or " + items[-1] if len(items) > 1 else items[0]
+
+
+def _same_file(path: str, spec) -> bool:
+    if spec is None or not isinstance(spec, (str, os.PathLike)) or os.fspath(spec) == "-":
+        return False
+    other = _split_key(os.fspath(spec))[0]
+    if not os.path.exists(path) or not os.path.exists(other):
+        return os.path.abspath(path) == os.path.abspath(other)
+    try:
+        return os.path.samefile(path, other)
+    except OSError:
+        return False
+
+
+def save_array(path: str, array, option: str = "--out") -> None:
+    """Write `array` atomically in the format named by the extension of `path`.
+
+    .npy: numpy's binary format; .csv: comma-separated rows (a vector: one value per line);
+    .txt: the same with spaces; .json: a list (a vector) or a list of rows. Numbers are
+    written with 17 significant digits, so every format reads back to the same float64.
+    """
+    arr = np.asarray(array, dtype=np.float64)
+    suffix = Path(path).suffix.lower()
+    if suffix == ".npy":
+        save_npy_atomic(path, arr, option)
+    elif suffix in (".csv", ".txt"):
+        sep = "," if suffix == ".csv" else " "
+        rows = arr.reshape(-1, 1) if arr.ndim == 1 else arr
+        text = "".join(sep.join(repr(float(v)) for v in row) + "\n" for row in rows)
+        with atomic_file(path, "w", option=option, encoding="utf-8", newline="\n") as fh:
+            fh.write(text)
+    elif suffix == ".json":
+        with atomic_file(path, "w", option=option, encoding="utf-8") as fh:
+            fh.write(json.dumps(arr.tolist()) + "\n")
+    else:
+        raise InputError(f"{option} {path}: unknown extension {suffix or '(none)'!r}; "
+                         f"name the file with {OUT_FORMATS}")
+
+
+def save_npy_atomic(path: str, array: np.ndarray, option: str = "--out") -> None:
     """Write `array` to `path` in .npy format via a temporary file and os.replace."""
-    with atomic_file(path, "wb") as fh:
+    with atomic_file(path, "wb", option=option) as fh:
         np.save(fh, np.asarray(array, dtype=np.float64), allow_pickle=False)
 
 
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 @contextlib.contextmanager
-def atomic_file(path: str, mode: str = "w", **kwargs):
+def atomic_file(path: str, mode: str = "w", option: str | None = None, **kwargs):
     """Open a temporary file beside `path`; on success flush, fsync and rename it to `path`.
 
-    On any error the temporary file is removed and `path` is left as it was.
+    The file gets the mode a plain open() would give (0666 less the umask), not mkstemp's
+    0600. On any error the temporary file is removed and `path` is left as it was; an
+    OSError (disk full, permission denied) becomes one OutputError naming `path`.
     """
+    label = f"{option} {path}" if option else path
     folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".bht-", suffix=".tmp", dir=folder)
+    tmp = None
+    if os.path.exists(path) and not os.path.isfile(path):   # /dev/stdout, a FIFO: written in place
+        try:
+            with open(path, mode, **kwargs) as fh:
+                yield fh
+            return
+        except OSError as exc:
+            raise OutputError(f"{label}: cannot write it ({exc.strerror or exc}); {_advice(exc)}") from None
     try:
+        fd, tmp = tempfile.mkstemp(prefix=".bht-", suffix=".tmp", dir=folder)
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, mode, **kwargs) as fh:
             yield fh
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
+    except OSError as exc:
+        _remove(tmp)
+        raise OutputError(f"{label}: cannot write it ({exc.strerror or exc}); {_advice(exc)}") from None
     except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        _remove(tmp)
         raise
+
+
+def _remove(tmp) -> None:
+    if tmp is not None and os.path.exists(tmp):
+        os.unlink(tmp)
+
+
+def _advice(exc: OSError) -> str:
+    import errno
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return "free some space or write elsewhere"
+    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return "choose a folder you can write to"
+    return "check the path and the disk"
 
 
 def load_pair(A, B, name_a: str | None = None, name_b: str | None = None, dtype=np.float64):

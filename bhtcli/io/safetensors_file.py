@@ -141,3 +141,18 @@ def _choose(path: str, infos: dict, tensor: str | None) -> str:
 
 def _one_line(exc: Exception) -> str:
     return " ".join(str(exc).split())
+
+
+def read_safetensors_bytes(data: bytes, label: str, tensor: str | None = None) -> np.ndarray:
+    """One tensor of safetensors bytes (a pipe or process substitution: no file to map),
+    validated by the safetensors package; chosen as :func:`read_safetensors` does."""
+    from safetensors import SafetensorError
+    from safetensors.numpy import load
+
+    try:
+        arrays = load(data)
+    except (SafetensorError, ValueError, TypeError) as exc:
+        raise InputError(f"{label} is not a valid .safetensors stream ({_one_line(exc)}); re-save it "
+                         "with safetensors.numpy.save_file") from None
+    infos = {k: {"shape": list(v.shape), "dtype": str(v.dtype)} for k, v in arrays.items()}
+    return arrays[_choose(label, infos, tensor)]

@@ -139,8 +139,9 @@ def check_query(array, name: str, length: int, what: str = "the query x") -> np.
     if arr.ndim != 1:
         raise InputError(f"{name} has shape {arr.shape}, expected {what} as a vector of {length} numbers")
     if arr.shape[0] != length:
+        per = "one per row of A" if "row" in what else "one per column of A"
         raise InputError(f"{name} has {arr.shape[0]} entries but the models need {length} "
-                         f"(one per column); use the query designed for these models")
+                         f"({per}); use the query designed for these models")
     arr = arr.astype(np.float64)
     if not np.isfinite(arr).all():
         raise InputError(f"{name} contains NaN or Inf")

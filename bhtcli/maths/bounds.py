@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from bhtcli.models.readout import Readout
+from bhtcli.results import Result
 from bhtcli.maths.counts import ceil_count
 from bhtcli.io.validation import check_logit_scale
 
@@ -113,7 +114,7 @@ def certificate_from_spread(spread: float, alpha: float, distinguishable: bool) 
 
 
 @dataclass(frozen=True)
-class BoundResult:
+class BoundResult(Result):
     """What `bht bound` reports: closed-form quantities, no optimisation."""
 
     model: str
@@ -125,7 +126,7 @@ class BoundResult:
     row_diameter: float             # diam of the rows of A - B (upper bound when not exact)
     row_diameter_exact: bool
     distinguishable: bool
-    same_model_reason: str | None
+    note: str | None                # why not distinguishable, when the models are the same
     hellinger_squared_max_bound: float
     bhattacharyya_max_bound: float
     kl_max_bound: float
@@ -135,9 +136,6 @@ class BoundResult:
     score_spread_bound: float | None = None   # L >= max_ij (delta_i - delta_j) over the ball
     certificate_note: str | None = None
     readout: dict | None = None               # links and biases
-
-    def to_dict(self):
-        return asdict(self)
 
 
 @dataclass(frozen=True)

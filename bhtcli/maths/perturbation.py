@@ -178,7 +178,7 @@ def small_perturbation_estimate(A, B, energy: float, error: float = 0.05, starts
     Returns
     -------
     dict
-        ``nu``; ``query_norm`` of the maximiser; ``D_estimate`` = nu/8 (D ~ H^2 ~ nu/8);
+        ``nu``; ``query_norm`` of the maximiser; ``bhattacharyya_distance_estimate`` = nu/8 (D ~ H^2 ~ nu/8);
         ``hellinger_squared_estimate`` = 1 - exp(-nu/8); ``samples`` with ``lower`` and
         ``upper`` (docs/maths.md §3 with D = nu/8) and ``predicted`` = ceil(4 z^2 / nu), the
         Gaussian limit of the minimax likelihood-ratio test; ``paper_order`` = 1/nu (the
@@ -193,7 +193,7 @@ def small_perturbation_estimate(A, B, energy: float, error: float = 0.05, starts
     x, nu, seen = maximize_variance(objective, energy, starts, seed, query)
     D = nu / 8.0
     z = float(ndtri(1.0 - error))
-    return {"nu": nu, "query_norm": float(np.linalg.norm(x)), "D_estimate": D,
+    return {"nu": nu, "query_norm": float(np.linalg.norm(x)), "bhattacharyya_distance_estimate": D,
             "hellinger_squared_estimate": -math.expm1(-D),
             "samples": {"lower": lower_count(D, error), "upper": upper_count(D, error),
                         "predicted": ceil_count(4.0 * z * z / nu) if nu > 0 else None},

@@ -19,7 +19,16 @@ CCP_MAX_SIZE = 200_000   # n * d
 
 def ccp_maximize(A: np.ndarray, B: np.ndarray, X0: np.ndarray, energy: float,
                  max_steps: int = 100, rtol: float = 1e-10):
-    """Run CCP from each column of X0; return (X, D values, total convex solves)."""
+    """Run CCP from each column of X0; return (X, D values, total convex solves, passes over
+    A and B). cvxpy's own warnings are kept off the user's terminal."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")      # e.g. a UserWarning about solution accuracy
+        return _ccp(A, B, X0, energy, max_steps, rtol)
+
+
+def _ccp(A, B, X0, energy, max_steps, rtol):
     import cvxpy as cp
 
     n, d = A.shape
@@ -32,7 +41,10 @@ def ccp_maximize(A: np.ndarray, B: np.ndarray, X0: np.ndarray, energy: float,
     g = cp.Parameter(d)
     problem = cp.Problem(cp.Minimize(cp.log_sum_exp(C @ x) - g @ x), [cp.norm(x, 2) <= energy])
 
+    passes = [0]
+
     def D_and_linear(xv):
+        passes[0] += 1
         a, b, c = A @ xv, B @ xv, C @ xv
         lse = lambda z: z.max() + np.log(np.exp(z - z.max()).sum())
         pa, pb = np.exp(a - lse(a)), np.exp(b - lse(b))
@@ -64,4 +76,4 @@ def ccp_maximize(A: np.ndarray, B: np.ndarray, X0: np.ndarray, energy: float,
                 break
         ends.append(xv)
         values.append(D)
-    return np.stack(ends, axis=1), np.array(values), solves
+    return np.stack(ends, axis=1), np.array(values), solves, passes[0]

@@ -172,6 +172,7 @@ class BatchedAscent:
         self.ls = np.ones(k)                               # line-search factor
         self.active = gn > 0
         self.iterations = 0
+        self.tick = None            # progress hook: tick(iterations, best value, passes)
 
     def _lagrangian_gradient(self, X, g):
         on_sphere = np.linalg.norm(X, axis=0) >= self.energy * (1 - 1e-12)
@@ -244,6 +245,8 @@ class BatchedAscent:
             stuck = np.linalg.norm(move[:, ~ok], axis=0) <= self.min_step * E
             self.active[rej[stuck]] = False
             self.slot = (slot + 1) % self.m
+            if self.tick is not None:
+                self.tick(self.iterations, float(self.f.max()), getattr(self.pair, "passes", None))
 
     def keep(self, cols) -> None:
         """Continue with the columns `cols` only (the best few, for polishing)."""
@@ -289,6 +292,7 @@ def climb(objective, X0: np.ndarray, energy: float, *, explore_gtol: float, poli
     `objective` is anything BatchedAscent climbs (evaluate/pullback/value), e.g. SoftmaxPair.
     """
     run = BatchedAscent(objective, X0, energy)
+    run.tick = getattr(progress, "tick", None)
     run.run(500, gtol=explore_gtol)
     explored = run.f.copy()
     finals = distinct(run.X, run.f, energy, tol=1e-3)
@@ -345,8 +349,8 @@ def maximize(pair: SoftmaxPair, energy: float, starts: int = DEFAULT_STARTS, see
                         kkt_residual=residual, seconds=time.perf_counter() - t0)
 
 
-def kkt_state(pair: SoftmaxPair, x: np.ndarray, energy: float):
-    """(on_boundary, relative KKT residual) at x.
+def kkt_state(pair: SoftmaxPair, x: np.ndarray, energy: float, boundary_rtol: float = 1e-9):
+    """(on_boundary, relative KKT residual) at x (on the sphere: ||x|| >= E (1 - boundary_rtol)).
 
     On the sphere the gradient must point outward (g = mu x, mu >= 0); inside it must vanish.
     The residual is the norm of the part of g that violates this, over the norm of g at x or
@@ -355,7 +359,7 @@ def kkt_state(pair: SoftmaxPair, x: np.ndarray, energy: float):
     D, g = pair.value_and_grad(x[:, None])
     D, g = float(D[0]), g[:, 0]
     nx = np.linalg.norm(x)
-    on_boundary = nx >= energy * (1 - 1e-9)
+    on_boundary = nx >= energy * (1 - boundary_rtol)
     scale = max(np.linalg.norm(g), D / energy, 1e-300)
     if on_boundary:
         mu = float(g @ x) / nx ** 2

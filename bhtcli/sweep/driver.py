@@ -12,18 +12,18 @@ import os
 import re
 import shutil
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 from bhtcli import __version__
 from bhtcli.errors import BhtError, InputError, parameter_name
 from bhtcli.io.load import check_output_path, save_npy_atomic
 from bhtcli.sweep.journal import Journal, check_export_path, export_rows
 from bhtcli.sweep.manifest import COLUMNS, Task, is_label, read_manifest
-from bhtcli.results import json_safe
+from bhtcli.results import Result, json_safe
 from bhtcli.sweep.task import failed_fields
 
 @dataclass(frozen=True)
-class SweepResult:
+class SweepResult(Result):
     """What `bht sweep` reports: counts, where the results are, and the first failures."""
 
     manifest: str
@@ -45,9 +45,11 @@ class SweepResult:
     export: str | None
     failures: list = field(default_factory=list)   # up to 10: line, task, failure
     notes: list = field(default_factory=list)
-
-    def to_dict(self) -> dict:
-        return json_safe(asdict(self))
+    model: None = None            # the header: per task in the results journal, not one value
+    n: None = None
+    d: None = None
+    energy: None = None
+    target_error: None = None
 
 
 def sweep(manifest, out, scheduler: str | None = None, workers: int | None = None,
@@ -208,6 +210,7 @@ def _check_paths(manifest, out, export) -> None:
         raise InputError(f"{parameter_name('out')} {out} is the manifest; give the results a file of their own (e.g. results.jsonl)")
     if export:
         check_export_path(export)
+        check_output_path(export, "--export", inputs=(manifest,), force=None)     # never the manifest
         if os.path.abspath(export) == os.path.abspath(out):
             raise InputError(f"{parameter_name('export')} {export} is the {parameter_name('out')} journal; give the export another name")
 

@@ -1,0 +1,98 @@
+"""Options shared by several commands, each declared once (sqlite-utils' output_options habit).
+
+A decorator here is the only declaration of its option: the name, the type, the default and
+the help text are the same in every command that takes it.
+"""
+from __future__ import annotations
+
+import click
+
+from bhtcli.io.load import FORMATS, OUT_FORMATS
+from bhtcli.search.optimize import DEFAULT_STARTS
+
+CONTEXT = {"help_option_names": ["-h", "--help"]}
+
+LINK_HELP = ("exp (softmax), poly:K (p_i ∝ s_i^K) or taylor:K (p_i ∝ sum_{j<=K} s_i^j/j!), "
+             "K even; s = A x + bias")
+INPUTS_HELP = (f"A and B are n x d matrices: {FORMATS.replace(' or ', ', ')} (FILE.npz:KEY, "
+               "FILE.safetensors:TENSOR), or - for standard input.")
+
+
+def _stack(*decorators):
+    """One decorator applying `decorators` in the order they are listed (top to bottom)."""
+    def apply(fn):
+        for decorator in reversed(decorators):
+            fn = decorator(fn)
+        return fn
+    return apply
+
+
+json_option = click.option(
+    "--json", "as_json", is_flag=True,
+    help="One JSON object on stdout instead of tables; on failure a JSON object with error and "
+         "exit_status (docs/json.md).")
+seed_option = click.option(
+    "--seed", type=int, default=0, show_default=True,
+    help="Seed of every random choice (starting points, drawn answers); equal seeds, equal results.")
+error_option = click.option(
+    "--error", "alpha", type=float, default=0.05, show_default=True,
+    help="Target for both error probabilities alpha (0 < ALPHA < 0.5).")
+quiet_option = click.option(
+    "--quiet", "-q", is_flag=True,
+    help="No progress display on stderr (it only appears when stderr is a terminal).")
+force_option = click.option(
+    "--force", is_flag=True, help="Allow --out to replace one of the command's input files.")
+model_option = click.option(
+    "--model", type=click.Choice(["softmax", "leverage"]), default="softmax", show_default=True,
+    help="softmax: answers ~ softmax(Ax), query x; leverage: answers ~ leverage scores of S^-1 A, query s.")
+floor_option = click.option(
+    "--floor", type=float, default=None,
+    help="Leverage models only (required there): the box is FLOOR <= s_i^2 <= ENERGY.")
+energy_option = click.option(
+    "--energy", "-E", type=float, default=None,
+    help="softmax: budget on ||x||_2; leverage: upper bound C on every s_i^2 "
+         "[required; optional with design --candidates and rank].")
+dtype_option = click.option(
+    "--dtype", type=click.Choice(["float64", "float32"]), default="float64", show_default=True,
+    help="Precision of the products with A and B during the search (float32: half the memory); "
+         "reported numbers are recomputed in float64.")
+
+
+def query_option(required: bool, what: str = "The query"):
+    """-x/--query: a query vector x (softmax) or s (leverage) in any matrix format."""
+    return click.option(
+        "--query", "-x", required=required, default=None, metavar="FILE",
+        help=f"{what}: x (softmax) or s (leverage), in any input format (e.g. the file of "
+             "design --out).")
+
+
+def out_option(what: str, required: bool = False):
+    """--out FILE, its format chosen by the extension (the same four for every command)."""
+    return click.option(
+        "--out", type=click.Path(dir_okay=False), required=required, metavar="FILE",
+        help=f"Write {what} to FILE, in the format its extension names: {OUT_FORMATS}.")
+
+
+readout_options = _stack(
+    click.option("--link-a", default="exp", show_default=True, metavar="LINK",
+                 help="Link of model A: " + LINK_HELP + "."),
+    click.option("--link-b", default="exp", show_default=True, metavar="LINK",
+                 help="Link of model B (as --link-a)."),
+    click.option("--bias-a", default=None, metavar="FILE",
+                 help="Bias of model A, one entry per row (any input format, e.g. F.safetensors:lm_head.bias)."),
+    click.option("--bias-b", default=None, metavar="FILE", help="Bias of model B (as --bias-a)."),
+)
+
+model_pair_options = _stack(
+    click.argument("a", metavar="A"),
+    click.argument("b", metavar="B"),
+    model_option,
+    energy_option,
+    floor_option,
+    error_option,
+    readout_options,
+)
+
+starts_option = click.option(
+    "--starts", type=int, default=None,
+    help=f"Starting points of the multi-start search [default: {DEFAULT_STARTS}; leverage: 6, or 3 when n*d^2 > 1e7].")

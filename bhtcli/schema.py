@@ -1,0 +1,352 @@
+"""The declared JSON schema of every command: each key of each `--json` output, its type and
+its meaning. docs/json.md is generated from it (`python -m bhtcli.cli.docs`), and
+tests/test_docs.py checks real outputs against it both ways (an undeclared key, a declared key
+never produced, or a value of another type fails).
+
+A key path is dotted for nested objects (`samples.lower`), with `[]` for the items of a list
+of objects (`failures[].line`). Types: string, integer, number, boolean, object, array
+(of numbers, or as said), each possibly "or null". A note in brackets at the start of a
+meaning says which model family has the key ("[softmax]", "[leverage]"); the other family
+has null there.
+"""
+from __future__ import annotations
+
+HEADER = {
+    "model": ("string or null", "Model family: \"softmax\" (softmax and its links) or \"leverage\"."),
+    "n": ("integer or null", "Rows of A and B: the number of possible answers."),
+    "d": ("integer or null", "Columns of A and B: the size of a softmax query x."),
+    "energy": ("number or null", "The budget E: ||x||_2 <= E (softmax), s_i^2 <= E (leverage)."),
+    "target_error": ("number or null", "alpha, the target for both error probabilities (--error)."),
+}
+
+SAMPLES = {
+    "lower": ("integer or null", "Queries any test needs at this query (x repeated): a lower bound."),
+    "upper": ("integer or null", "Queries the likelihood-ratio test needs by Chernoff's bound: an upper bound."),
+    "predicted": ("integer or null", "Queries the minimax likelihood-ratio test needs (exact lattice or saddlepoint)."),
+    "method": ("string", "How `predicted` was computed: lattice, saddlepoint, or none."),
+}
+
+READOUT = {
+    "readout": ("object or null", "[softmax] How each model turns scores into probabilities."),
+    "readout.link_a": ("string", "Link of model A: exp, poly:K or taylor:K."),
+    "readout.link_b": ("string", "Link of model B."),
+    "readout.bias_a": ("boolean", "Whether model A has a bias."),
+    "readout.bias_b": ("boolean", "Whether model B has a bias."),
+}
+
+
+def _nested(prefix: str, keys: dict) -> dict:
+    return {f"{prefix}.{k}": v for k, v in keys.items()}
+
+
+CANDIDATE = {
+    "index": ("integer", "0-based row of H."),
+    "name": ("string or null", "Its line of --names, if given."),
+    "hellinger_squared": ("number", "H^2 at this candidate."),
+    "bhattacharyya_distance": ("number", "D at this candidate."),
+    "predicted": ("integer or null", "Queries the minimax likelihood-ratio test needs with it (null: cannot tell apart)."),
+    "lower": ("integer or null", "Lower bound on the queries any test needs with it."),
+    "upper": ("integer or null", "Queries the likelihood-ratio test needs by Chernoff's bound."),
+    "norm": ("number", "||x|| of the candidate (leverage: ||s||)."),
+}
+
+CANDIDATES = {
+    "candidates": ("object or null", "design --candidates only: the ranking of the given queries."),
+    "candidates.count": ("integer", "Rows of H."),
+    "candidates.eligible": ("integer", "Rows inside the budget (and, leverage: no zero entry)."),
+    "candidates.ineligible": ("integer", "Rows left out."),
+    "candidates.why_ineligible": ("string or null", "Why rows were left out."),
+    "candidates.best_index": ("integer", "0-based row of the best eligible candidate (its report is the design's)."),
+    "candidates.best_name": ("string or null", "Its name (--names)."),
+    "candidates.top": ("array", "The best candidates by H^2 (--top of them), best first."),
+    **_nested("candidates.top[]", CANDIDATE),
+    "candidates.radius": ("number", "The budget of the comparison optimum: E, or the largest eligible norm (leverage: the box's C)."),
+    "candidates.floor": ("number or null", "[leverage] The box's floor of the comparison."),
+    "candidates.radius_from": ("string", "Where radius comes from (energy, or the candidates' norms)."),
+    "candidates.reachable_fraction": ("number or null", "The best candidate's H^2 over the designed optimum's H^2 at radius."),
+    "candidates.optimum": ("object", "The designed optimum over the ball of that radius (the usual search)."),
+    "candidates.optimum.hellinger_squared": ("number", "Its H^2."),
+    "candidates.optimum.predicted": ("integer or null", "Its predicted query count."),
+    "candidates.optimum.lower": ("integer or null", "Its lower count."),
+    "candidates.optimum.upper": ("integer or null", "Its upper count."),
+    "candidates.optimum.query_norm": ("number", "||x|| of the optimum."),
+    "candidates.optimum.on_boundary": ("boolean", "Whether it is on the sphere (box faces)."),
+    "candidates.optimum.starts": ("integer or null", "Starts of its search."),
+    "candidates.optimum.iterations": ("integer or null", "Iterations of its search."),
+    "candidates.optimum.query": ("array", "The optimum query."),
+    "subspace_rank": ("integer or null", "design --subspace only: rank r of V (queries x = V z)."),
+}
+
+RANK = {
+    **HEADER,
+    "floor": ("number or null", "[leverage] The box's floor."),
+    "count": ("integer", "Rows of H."),
+    "eligible": ("integer", "Rows inside the budget."),
+    "best_index": ("integer", "0-based row of the best eligible candidate."),
+    "best_name": ("string or null", "Its name (--names)."),
+    "top": ("array", "The best candidates by H^2, best first."),
+    **_nested("top[]", CANDIDATE),
+    "out": ("string or null", "The file every candidate's scores were written to (--out)."),
+    "dtype": ("string", "Precision of the products (float64 or float32)."),
+    **READOUT,
+    "seconds": ("number", "Seconds in all."),
+}
+
+DESIGN = {
+    **HEADER,
+    "query": ("array", "The designed query: x (length d, softmax) or s (length n, leverage)."),
+    "query_norm": ("number", "||query||_2."),
+    "on_boundary": ("boolean", "Whether the query is on the boundary (the sphere; every s_i^2 on a face of the box)."),
+    "hellinger": ("number", "Hellinger distance H between the two answer laws at the query."),
+    "hellinger_squared": ("number", "H^2 = 1 - sum sqrt(p q)."),
+    "bhattacharyya_distance": ("number", "D = -ln sum sqrt(p q)."),
+    "total_variation": ("number", "Total variation distance."),
+    "kl_ab": ("number", "KL(P_A || P_B)."),
+    "kl_ba": ("number", "KL(P_B || P_A)."),
+    "chernoff_information": ("number", "Chernoff information."),
+    "distinguishable": ("boolean", "Whether any query tells A from B (false: the same model)."),
+    "note": ("string or null", "Why not distinguishable, or a remark on the result (e.g. underflow, ranks)."),
+    "samples": ("object", "Queries needed with the query repeated, both errors <= alpha."),
+    **_nested("samples", SAMPLES),
+    "certificate": ("object", "Bounds over every admissible query (no query can do better)."),
+    "certificate.hellinger_squared_max_bound": ("number or null", "Upper bound on sup H^2 over the admissible queries."),
+    "certificate.samples_lower_any_strategy": ("integer or null", "Queries any strategy with a fixed budget needs, adaptive too."),
+    "certificate.mean_samples_lower_sequential": ("integer or null", "[softmax] Lower bound on the mean number of queries of any sequential strategy."),
+    "certificate.row_diameter": ("number", "[softmax] Diameter of the rows of A - B (an upper bound when not exact)."),
+    "certificate.row_diameter_exact": ("boolean", "[softmax] Whether row_diameter is exact."),
+    "certificate.design_over_bound": ("number or null", "[softmax] The design's H^2 over the bound on sup H^2 (1: the design is optimal)."),
+    "certificate.note": ("string or null", "[softmax] Why there is no certificate, or how it was obtained (links)."),
+    "certificate.tv_max_bound": ("number", "[leverage] Upper bound on the total variation over the box (Theorem 4.2)."),
+    "certificate.lambda_min": ("number", "[leverage] The larger of lambda_min(A^T A) and lambda_min(B^T B)."),
+    "certificate.sum_op_norm_diff": ("number", "[leverage] sum_i ||b_i b_i^T - a_i a_i^T||_op."),
+    "solver": ("object", "How the query was found (the same keys for every method)."),
+    "solver.method": ("string", "lbfgs, ccp, given (a query supplied by the caller) or candidates (the best of given queries)."),
+    "solver.starts": ("integer", "Starting points of the multi-start search."),
+    "solver.iterations": ("integer", "Iterations (ccp: convex solves)."),
+    "solver.passes": ("integer or null", "Passes over A and B (leverage: evaluations, one pass each)."),
+    "solver.local_maxima": ("integer", "Distinct local maxima found."),
+    "solver.local_maxima_values": ("array", "H^2 at the best few local maxima, best first."),
+    "solver.kkt_residual": ("number or null", "[softmax] Relative KKT residual at the query (small: a verified local maximum)."),
+    "solver.fraction_at_box_faces": ("number or null", "[leverage] Fraction of the entries of s on a face of the box."),
+    "solver.search_seconds": ("number or null", "[softmax] Seconds in the search."),
+    "solver.seconds": ("number", "Seconds in all."),
+    "row_norm_2inf": ("number or null", "[softmax] The paper's eps = ||A - B||_{2->inf} = max_i ||a_i - b_i||."),
+    "paper_lower_order": ("number or null", "[softmax, exp links] Theorem 3.2's order 1/(eps E)^2, without its constant."),
+    "floor": ("number or null", "[leverage] The box's floor c: c <= s_i^2 <= energy."),
+    "warnings": ("array", "Warnings (strings), also printed on stderr."),
+    **READOUT,
+    "dtype": ("string", "Precision of the search's products (float64 or float32); reports are float64."),
+    **CANDIDATES,
+}
+
+BOUND = {
+    **HEADER,
+    "row_norm_2inf": ("number or null", "[softmax] The paper's eps = ||A - B||_{2->inf}."),
+    "row_diameter": ("number or null", "[softmax] Diameter of the rows of A - B (an upper bound when not exact)."),
+    "row_diameter_exact": ("boolean or null", "[softmax] Whether row_diameter is exact."),
+    "distinguishable": ("boolean", "Whether any query tells A from B."),
+    "note": ("string or null", "Why not distinguishable, when the models are the same."),
+    "hellinger_squared_max_bound": ("number or null", "Upper bound on sup H^2 over the admissible queries."),
+    "bhattacharyya_max_bound": ("number or null", "[softmax] Upper bound on sup D."),
+    "kl_max_bound": ("number or null", "[softmax] Upper bound on sup KL."),
+    "samples_lower_any_strategy": ("integer or null", "Queries any strategy with a fixed budget needs, adaptive too."),
+    "mean_samples_lower_sequential": ("integer or null", "[softmax] Lower bound on the mean queries of any sequential strategy."),
+    "paper_lower_order": ("number or null", "[softmax, exp links] Theorem 3.2's order 1/(eps E)^2, without its constant."),
+    "score_spread_bound": ("number or null", "[softmax] Bound on the spread of log-weight differences over the ball."),
+    "certificate_note": ("string or null", "[softmax] design's certificate.note: why there is no certificate, or how it was obtained."),
+    **READOUT,
+    "floor": ("number", "[leverage] The box's floor c."),
+    "rank_a": ("integer", "[leverage] Rank of A."),
+    "rank_b": ("integer", "[leverage] Rank of B."),
+    "lambda_min": ("number", "[leverage] The larger of lambda_min(A^T A) and lambda_min(B^T B)."),
+    "sum_op_norm_diff": ("number", "[leverage] sum_i ||b_i b_i^T - a_i a_i^T||_op."),
+    "tv_max_bound": ("number", "[leverage] Upper bound on the total variation over the box."),
+}
+
+DECIDE = {
+    **HEADER,
+    "decision": ("string", "The SPRT's decision on the answers in order: A, B or undecided."),
+    "samples_used": ("integer", "Answers up to the SPRT's first crossing (all of them if undecided)."),
+    "samples_total": ("integer", "Answers given."),
+    "threshold": ("number", "The SPRT thresholds +-ln((1 - alpha)/alpha)."),
+    "llr": ("number", "Log-likelihood ratio ln P_A / P_B of all answers (> 0 favours A)."),
+    "llr_at_decision": ("number", "The log-likelihood ratio where the SPRT stopped."),
+    "posterior_a": ("number", "P(A | answers) under equal priors."),
+    "fixed_verdict": ("string", "The sign test on all answers: A, B or tie."),
+    "fixed_error_bound": ("number", "Both errors of that test are at most this (BC^N)."),
+    "favoured": ("string", "The model the answers favour: A or B."),
+    "expected_more": ("number or null", "When undecided: about how many more answers (Wald, if the favoured model is true)."),
+    "kl_ab": ("number", "KL(P_A || P_B) at the query."),
+    "kl_ba": ("number", "KL(P_B || P_A) at the query."),
+}
+
+SEQUENTIAL = {
+    "mean_samples_a": ("number", "Mean queries when A is true."),
+    "mean_samples_b": ("number", "Mean queries when B is true."),
+    "p95_samples_a": ("integer", "95th percentile of the queries when A is true."),
+    "p95_samples_b": ("integer", "95th percentile when B is true."),
+    "error_a": ("number", "Realised error when A is true."),
+    "error_b": ("number", "Realised error when B is true."),
+    "undecided": ("integer", "Trials stopped undecided after the step limit."),
+}
+
+SIMULATE = {
+    **HEADER,
+    "trials": ("integer", "Monte Carlo trials per model."),
+    "seed": ("integer", "The seed."),
+    "query": ("array", "The query simulated (designed, or given with --query)."),
+    "hellinger_squared": ("number", "H^2 at the query."),
+    "fixed": ("object or null", "The fixed-n experiment (null when not run)."),
+    "fixed.empirical": ("integer or null", "Smallest n whose best threshold test has max error <= alpha."),
+    "fixed.interval": ("array", "95% interval of that n: [low, high] (high null when not reached)."),
+    **_nested("fixed", {k: v for k, v in SAMPLES.items() if k != "method"}),
+    "fixed.method": ("string", "paths, or multinomial counts, interpolated (large n)."),
+    "sprt": ("object or null", "Wald's SPRT with the query repeated (null when not run)."),
+    **_nested("sprt", SEQUENTIAL),
+    "sprt.wald_lower_a": ("number or null", "Wald's lower bound on the mean queries at this query, A true."),
+    "sprt.wald_lower_b": ("number or null", "Wald's lower bound, B true."),
+    "sprt.mean_samples_lower_sequential": ("integer or null", "The certificate's lower bound on the mean queries of any sequential strategy."),
+    "adaptive": ("object or null", "Chernoff's adaptive rule (null when not run)."),
+    **_nested("adaptive", SEQUENTIAL),
+    "adaptive.saving_vs_sprt": ("number", "Mean saving of the adaptive rule against the SPRT (0.1: 10% fewer queries)."),
+    "adaptive.query_a": ("array", "The query asked while A is at least as likely (argmax KL(P_A||P_B))."),
+    "adaptive.query_b": ("array", "The query asked otherwise (argmax KL(P_B||P_A))."),
+    "curve": ("object or null", "Empirical max error against n (the fixed experiment's grid)."),
+    "curve.n": ("array", "The n of the grid."),
+    "curve.error": ("array", "Empirical max error at each n."),
+    "curve.standard_error": ("array", "Its standard error."),
+    "curve.predicted_n": ("array", "(with --plot) The n of the predicted curve."),
+    "curve.predicted_error": ("array", "(with --plot) Minimax error of the likelihood-ratio test at each n."),
+    "seconds": ("number", "Seconds in all."),
+    "distinguishable": ("boolean", "Whether anything was simulated (false: A and B cannot be told apart)."),
+    "note": ("string or null", "Why nothing was simulated."),
+    "floor": ("number or null", "[leverage] The box's floor."),
+}
+
+SMALL = {
+    "nu": ("number", "nu = sup Var_A((B - A) x) over the ball."),
+    "query_norm": ("number", "||x|| of the maximiser of the variance."),
+    "bhattacharyya_distance_estimate": ("number", "nu / 8, the second-order estimate of D."),
+    "hellinger_squared_estimate": ("number", "1 - exp(-nu / 8)."),
+    "samples": ("object", "Counts from the estimate."),
+    "samples.lower": ("integer or null", "Lower count with D = nu/8."),
+    "samples.upper": ("integer or null", "Upper count with D = nu/8."),
+    "samples.predicted": ("integer or null", "ceil(4 z^2 / nu), the Gaussian limit of the minimax test."),
+    "paper_order": ("number or null", "1/nu: Theorem 3.5's order, eps absorbed."),
+    "local_maxima": ("integer", "Distinct local maxima of the variance found."),
+    "starts": ("integer", "Starting points of that search."),
+}
+
+SHIFT = {
+    **HEADER,
+    "m": ("integer", "Data points (rows of Q)."),
+    "lr": ("number", "Learning rate."),
+    "steps": ("integer", "Full-batch gradient steps."),
+    "loss_before": ("number", "Loss L(A)."),
+    "loss_after": ("number", "Loss L(B)."),
+    "loss_history": ("array", "L after 0, 1, ..., steps steps."),
+    "grad_norm": ("number", "||grad L(A)||_F at the start."),
+    "delta_frobenius": ("number", "||B - A||_F."),
+    "delta_2inf": ("number", "||B - A||_{2->inf}."),
+    "out": ("string or null", "Where B was written."),
+    "detection": ("object or null", "(with --energy) How many queries detect the update."),
+    "detection.distinguishable": ("boolean", "Whether B differs from A as a softmax model."),
+    "detection.hellinger_squared": ("number", "H^2 at the designed query."),
+    "detection.bhattacharyya_distance": ("number", "D at the designed query."),
+    "detection.query_norm": ("number", "||x|| of the designed query."),
+    "detection.samples": ("object", "Counts at the designed query (as design's samples)."),
+    **_nested("detection.samples", SAMPLES),
+    "detection.small_perturbation": ("object", "The small-perturbation estimate."),
+    **_nested("detection.small_perturbation", SMALL),
+    "detection.estimate_over_design": ("number or null", "(nu/8) / D: 1 for small updates."),
+    "seconds": ("number", "Seconds in all."),
+    "warnings": ("array", "Warnings (strings), also printed on stderr (e.g. the loss rose)."),
+}
+
+SWEEP = {
+    **{k: ("null", "Null: each task has its own, in the results journal.") for k in HEADER},
+    "manifest": ("string", "The manifest."),
+    "results": ("string", "The results journal (JSONL)."),
+    "tasks": ("integer", "Distinct tasks in the manifest."),
+    "manifest_rows": ("integer", "Rows of the manifest."),
+    "ok": ("integer", "Tasks done without failure (this run and earlier ones)."),
+    "failed": ("integer", "Tasks failed (this run and earlier ones)."),
+    "ran": ("integer", "Tasks run by this invocation."),
+    "failed_now": ("integer", "Tasks that failed in this invocation."),
+    "already_done": ("integer", "Tasks found in the journal and skipped."),
+    "stale_rows": ("integer", "Journal rows of tasks no longer in the manifest."),
+    "engine": ("string", "What ran the tasks (e.g. a local Dask cluster)."),
+    "workers": ("integer or null", "Worker processes."),
+    "startup_seconds": ("number", "Seconds to start the engine."),
+    "run_seconds": ("number", "Seconds running tasks."),
+    "seconds": ("number", "Seconds in all."),
+    "tasks_per_second": ("number or null", "Throughput."),
+    "export": ("string or null", "Where the rows were exported (--export)."),
+    "failures": ("array of objects", "Up to 10 failed tasks."),
+    "failures[].line": ("integer", "Its manifest line."),
+    "failures[].task": ("string", "Its task key."),
+    "failures[].failure": ("string or null", "Why it failed."),
+    "notes": ("array", "Notes (strings), also printed on stderr."),
+}
+
+ERROR = {
+    "error": ("string", "The message of the `Error:` line on stderr."),
+    "exit_status": ("integer", "The exit status (2 bad input, 1 run-time failure, 130 interrupted)."),
+}
+
+# command -> (result classes, keys); the classes are named for the reference.
+SCHEMA = {
+    "design": (("DesignResult",), DESIGN),
+    "bound": (("BoundResult", "LeverageBoundResult"), BOUND),
+    "decide": (("DecideResult",), DECIDE),
+    "simulate": (("SimulateResult",), SIMULATE),
+    "shift": (("ShiftResult",), SHIFT),
+    "sweep": (("SweepResult",), SWEEP),
+    "rank": (("RankResult",), RANK),
+}
+
+
+def type_of(value) -> str:
+    """The schema's name for the type of a JSON value."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, dict):
+        return "object"
+    if isinstance(value, list):
+        return "array of objects" if value and isinstance(value[0], dict) else "array"
+    return type(value).__name__
+
+
+def accepts(declared: str, value) -> bool:
+    """Whether `value` has the declared type ("integer" also passes as "number")."""
+    allowed = {t.strip() for t in declared.split(" or ")}
+    actual = type_of(value)
+    if actual == "integer" and "number" in allowed:
+        return True
+    if actual == "array of objects" and "array" in allowed:
+        return True
+    if actual == "array" and "array of objects" in allowed and value == []:
+        return True
+    return actual in allowed
+
+
+def key_paths(obj, prefix: str = "") -> dict:
+    """{key path: value} of every key in a JSON object (nested objects, lists of objects)."""
+    out = {}
+    for key, value in obj.items():
+        path = f"{prefix}{key}"
+        out[path] = value
+        if isinstance(value, dict):
+            out.update(key_paths(value, path + "."))
+        elif isinstance(value, list) and value and isinstance(value[0], dict):
+            for item in value:
+                out.update(key_paths(item, path + "[]."))
+    return out

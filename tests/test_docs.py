@@ -1,0 +1,95 @@
+"""docs/cli.md and docs/json.md are generated (python -m bhtcli.cli.docs, make docs) and must be
+current; the declared JSON schema must match what the commands really write, both ways."""
+import importlib
+import json
+import os
+
+import numpy as np
+import pytest
+
+from bhtcli.cli.docs import stale
+from bhtcli.cli.main import main
+from bhtcli.schema import SCHEMA, accepts, key_paths
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+EX = os.path.join(ROOT, "examples")
+
+
+def test_generated_docs_are_current():
+    assert stale() == [], "run `make docs` (python -m bhtcli.cli.docs) and commit docs/"
+
+
+def run_json(capsys, *args):
+    with pytest.raises(SystemExit) as exc:
+        main([*args, "--json"])
+    out = capsys.readouterr().out
+    assert exc.value.code in (0, 1), out
+    return json.loads(out)
+
+
+def _sweep(capsys, tmp_path):
+    driver = importlib.import_module("bhtcli.sweep.driver")   # bhtcli.sweep is the function
+    from bhtcli.sweep.task import run_task
+    tmp_path.mkdir()
+    np.save(tmp_path / "A.npy", np.load(os.path.join(EX, "A.npy")))
+    np.save(tmp_path / "B.npy", np.load(os.path.join(EX, "B.npy")))
+    manifest = tmp_path / "m.csv"
+    manifest.write_text("a,b,energy\nA.npy,B.npy,1\nA.npy,nope.npy,1\n")
+
+    def engine(tasks, on_done, **kwargs):
+        for t in tasks:
+            on_done(t, run_task(t))
+        return {"engine": "test", "workers": 1, "startup_seconds": 0.0, "run_seconds": 0.0}
+    original = driver.sweep
+    driver.sweep = lambda *a, **k: original(*a, engine=engine, **k)
+    try:
+        return run_json(capsys, "sweep", str(manifest), "--out", str(tmp_path / "r.jsonl"))
+    finally:
+        driver.sweep = original
+
+
+
+
+def test_schema_matches_real_outputs(capsys, tmp_path):
+    A, B, LA, LB = (os.path.join(EX, f) for f in ("A.npy", "B.npy", "leverage_A.npy", "leverage_B.npy"))
+    lev = ["--model", "leverage", "-E", "4", "--floor", "1"]
+    rng = np.random.default_rng(0)
+    H, V, names = str(tmp_path / "H.npy"), str(tmp_path / "V.npy"), str(tmp_path / "names.txt")
+    np.save(H, 0.3 * rng.standard_normal((20, 8)))
+    np.save(V, rng.standard_normal((8, 2)))
+    (tmp_path / "names.txt").write_text("".join(f"prompt {i}\n" for i in range(20)))
+    runs = {
+        "design": [["design", A, B, "-E", "1"], ["design", LA, LB, *lev],
+                   ["design", A, A, "--link-b", "taylor:4", "-E", "0.5"],
+                   ["design", A, B, "--candidates", H, "--names", names, "--top", "3"],
+                   ["design", A, B, "--subspace", V, "-E", "1"]],
+        "rank": [["rank", A, B, H, "-E", "1", "--top", "2"]],
+        "bound": [["bound", A, B, "-E", "1"], ["bound", LA, LB, *lev]],
+        "decide": [["decide", A, B, "-x", os.path.join(EX, "x.npy"), os.path.join(EX, "answers.txt")]],
+        "simulate": [["simulate", A, B, "-E", "1", "--trials", "200", "--plot", str(tmp_path / "p.png")],
+                     ["simulate", LA, LB, *lev, "--trials", "200", "--policy", "sprt"]],
+        "shift": [["shift", os.path.join(EX, "shift_A.npy"), "--data", os.path.join(EX, "shift_data.npz"),
+                   "--lr", "10", "--out", str(tmp_path / "B.npy"), "-E", "1"]],
+    }
+    seen = {command: {} for command in SCHEMA}
+    for command, invocations in runs.items():
+        for args in invocations:
+            seen[command].update({k: v for k, v in key_paths(run_json(capsys, *args)).items()
+                                  if v is not None or k not in seen[command]})
+    seen["sweep"] = key_paths(_sweep(capsys, tmp_path / "sweep"))
+    for command, (_, declared) in SCHEMA.items():
+        produced = seen[command]
+        undeclared = sorted(set(produced) - set(declared))
+        assert not undeclared, f"{command}: keys missing from bhtcli/schema.py: {undeclared}"
+        never = sorted(set(declared) - set(produced))
+        assert not never, f"{command}: declared keys no run produced: {never}"
+        wrong = {k: v for k, v in produced.items() if not accepts(declared[k][0], v)}
+        assert not wrong, f"{command}: values of another type than declared: {wrong}"
+
+
+def test_every_command_has_a_schema_and_the_header_first(capsys):
+    from bhtcli.cli.main import cli
+    from bhtcli.results import HEADER
+    assert set(cli.commands) - {"sample"} == set(SCHEMA)    # sample writes answers, not JSON
+    r = run_json(capsys, "bound", os.path.join(EX, "A.npy"), os.path.join(EX, "B.npy"), "-E", "1")
+    assert tuple(r)[:5] == HEADER
