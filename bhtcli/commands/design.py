@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from bhtcli.maths.bounds import PairFacts, analyse_pair, certificate_from_spread
+from bhtcli.maths.bounds import PairFacts, analyse_pair, certificate_from_variance
 from bhtcli.results import json_safe
 from bhtcli.maths.divergences import Tilt, divergences_from_tilt
 from bhtcli.errors import InputError
@@ -212,14 +212,25 @@ def _same_model(ctx: _Context, solver):
 
 def _certificate_dict(ctx: _Context, h2):
     facts = ctx.facts
-    cert = certificate_from_spread(facts.spread, ctx.error, facts.distinguishable)
+    ceiling = facts.ceiling
+    cert = certificate_from_variance(ceiling.variance if ceiling else None, ctx.error,
+                                     facts.distinguishable)
     bound = cert.hellinger_squared_max_bound
     gap = bound / h2 if h2 > 0 and bound is not None else None
     return {"hellinger_squared_max_bound": bound,
+            "kl_max_bound": cert.kl_max_bound,
             "samples_lower_any_strategy": cert.samples_lower_any_strategy,
             "mean_samples_lower_sequential": cert.mean_samples_lower_sequential,
+            "ceiling_method": ceiling.method if ceiling else None,
+            "ceilings": ceiling.candidates if ceiling else None,
             "row_diameter": facts.diameter.value, "row_diameter_exact": facts.diameter.exact,
-            "bound_over_design": gap, "note": facts.certificate_note}
+            "bound_over_design": gap,
+            "note": _join(facts.certificate_note, ceiling.note if ceiling else None)}
+
+
+def _join(*notes):
+    kept = [n for n in notes if n]
+    return "; ".join(kept) if kept else None
 
 
 def _paper_dict(ctx: _Context, distinguishable):
