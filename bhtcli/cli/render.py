@@ -45,6 +45,19 @@ def _readout_rows(table, r) -> None:
         table.add_row("precision", f"{r['dtype']} products, float64 report")
 
 
+CEILING_NAMES = {"per_row": "per-row bound", "range": "range bound"}
+
+
+def _binds(c) -> str:
+    """'  (per-row bound; range bound 0.0029)': which ceiling binds, and the others."""
+    method, ceilings = c.get("ceiling_method"), c.get("ceilings") or {}
+    if method is None:
+        return ""
+    others = [f"{CEILING_NAMES.get(k, k)} {_num(v, 3)}" for k, v in ceilings.items()
+              if k != method and v is not None]
+    return f"  ({CEILING_NAMES.get(method, method)}" + (f"; {', '.join(others)}" if others else "") + ")"
+
+
 def render_design_table(result, console: Console) -> None:
     r = result.to_dict()
     leverage = r["model"] == "leverage"
@@ -110,7 +123,7 @@ def render_design_table(result, console: Console) -> None:
         console.print(sol)
         return
     cer = _table("\nCertificate (no query with ||x|| <= E can do better)")
-    cer.add_row("sup H^2 over the ball <=", _num(c["hellinger_squared_max_bound"]))
+    cer.add_row("sup H^2 over the ball <=", _num(c["hellinger_squared_max_bound"]) + _binds(c))
     cer.add_row("design's H^2 / bound", _num(1 / c["bound_over_design"]) if c["bound_over_design"] else "-")
     cer.add_row("fixed-budget queries >=", _num(c["samples_lower_any_strategy"]) + "  (any strategy, adaptive too)")
     cer.add_row("mean sequential queries >=", _num(c["mean_samples_lower_sequential"]))
@@ -153,7 +166,7 @@ def render_bound_table(result, console: Console) -> None:
     t.add_row("row diameter of A - B", _num(r["row_diameter"]) + ("  (exact)" if r["row_diameter_exact"] else "  (upper bound)"))
     if r.get("readout") and not (r["readout"]["link_a"] == r["readout"]["link_b"] == "exp"):
         t.add_row("spread of log-weight differences <=", _num(r["score_spread_bound"]))
-    t.add_row("sup H^2 over the ball <=", _num(r["hellinger_squared_max_bound"]))
+    t.add_row("sup H^2 over the ball <=", _num(r["hellinger_squared_max_bound"]) + _binds(r))
     t.add_row("fixed-budget queries >=", _num(r["samples_lower_any_strategy"]) + "  (any strategy, adaptive too)")
     t.add_row("mean sequential queries >=", _num(r["mean_samples_lower_sequential"]))
     if r.get("certificate_note"):
