@@ -228,3 +228,24 @@ def test_stats_pass_matches_numpy():
     assert np.allclose(s.abar, A.mean(0)) and np.allclose(s.bbar, B.mean(0))
     assert s.eps_2inf == pytest.approx(np.linalg.norm(A - B, axis=1).max())
     assert s.norm_a == pytest.approx(np.linalg.norm(A, axis=1).max())
+
+
+@pytest.mark.parametrize("seed,scale,ratio", [(0, 0.003, 2.0), (1, 0.01, 4.0), (2, 0.1, 10.0),
+                                              (3, 0.5, 3.0), (4, 0.05, 1.0)])
+def test_leverage_spectral_tv_bound_is_valid_and_never_looser(seed, scale, ratio):
+    from bhtcli.commands.leverage_design import spectral_tv_bound, thm42_quantities, tv_bound
+    from bhtcli.models.leverage import LeveragePair
+    rng = np.random.default_rng(seed)
+    n, d = 15, 3
+    A = rng.standard_normal((n, d)) * rng.uniform(0.2, 3, d)       # uneven spectrum
+    B = A + scale * rng.standard_normal((n, d))
+    tau = spectral_tv_bound(A, B, ratio, 1.0)
+    assert tau <= tv_bound(ratio, 1.0, *thm42_quantities(A, B), d) * (1 + 1e-12)
+    pair = LeveragePair(A, B)
+    lo, hi = -math.log(ratio), 0.0
+    thetas = [rng.uniform(lo, hi, n) for _ in range(100)] + [rng.choice([lo, hi], n) for _ in range(200)]
+    worst = 0.0
+    for th in thetas:
+        sa, sb = pair.states(th)
+        worst = max(worst, 0.5 * np.abs(sa.h / sa.rank - sb.h / sb.rank).sum())
+    assert worst <= tau + 1e-12

@@ -45,6 +45,11 @@ def _readout_rows(table, r) -> None:
         table.add_row("precision", f"{r['dtype']} products, float64 report")
 
 
+def _tv_method(c) -> str:
+    m = c.get("tv_method")
+    return {"spectral": "  (Thm 4.2 with spectral constants)", "thm42": "  (Thm 4.2)"}.get(m, "")
+
+
 CEILING_NAMES = {"per_row": "per-row bound", "range": "range bound"}
 
 
@@ -107,7 +112,7 @@ def render_design_table(result, console: Console) -> None:
     c = r["certificate"]
     if leverage:
         cer = _table("\nCertificate (Theorem 4.2, explicit constants)")
-        cer.add_row("TV over the box <=", _num(c["tv_max_bound"]) + ("  (vacuous: models too far apart)" if c["tv_max_bound"] >= 1 else ""))
+        cer.add_row("TV over the box <=", _num(c["tv_max_bound"]) + ("  (vacuous: models too far apart)" if c["tv_max_bound"] >= 1 else _tv_method(c)))
         cer.add_row("fixed-budget queries >=", _num(c["samples_lower_any_strategy"]) + "  (any strategy, adaptive too)")
         cer.add_row("lambda_min(A^T A), (B^T B)", _num(c["lambda_min"]) + "  (the larger)")
         cer.add_row("sum_i ||b_i b_i^T - a_i a_i^T||", _num(c["sum_op_norm_diff"]))
@@ -152,7 +157,7 @@ def render_bound_table(result, console: Console) -> None:
         t.add_row("rank of A / B", f"{r['rank_a']} / {r['rank_b']}")
         t.add_row("lambda_min (larger of A^T A, B^T B)", _num(r["lambda_min"]))
         t.add_row("sum_i ||b_i b_i^T - a_i a_i^T||_op", _num(r["sum_op_norm_diff"]))
-        t.add_row("TV over the box <=", _num(r["tv_max_bound"]))
+        t.add_row("TV over the box <=", _num(r["tv_max_bound"]) + _tv_method(r))
         t.add_row("fixed-budget queries >=", _num(r["samples_lower_any_strategy"]) + "  (any strategy, adaptive too)")
         console.print(t)
         return
