@@ -198,7 +198,7 @@ def test_poly_links_keep_no_certificate_and_say_why():
     rng = np.random.default_rng(8)
     A, B = rng.standard_normal((6, 2)), rng.standard_normal((6, 2))
     c = variance_ceiling(A, B, 1.0, math.inf, make_readout(6, "poly:2", "poly:2"))
-    assert c.variance is None and c.method is None and "poly" in c.note
+    assert c.variance is None and c.method is None and "poly:K" in c.note
     b = bound(A, B, 1.0, link_a="poly:2", link_b="poly:2")
     assert b.hellinger_squared_max_bound is None and b.ceiling_method is None
 

@@ -295,7 +295,8 @@ def bound(A, B, energy: float, error: float = 0.05, *, link_a="exp", link_b="exp
                        cert.kl_max_bound, cert.samples_lower_any_strategy,
                        cert.mean_samples_lower_sequential, paper,
                        facts.spread if np.isfinite(facts.spread) else None,
-                       facts.certificate_note, readout.description,
+                       _join_notes(facts.certificate_note, ceiling.note if ceiling else None),
+                       readout.description,
                        ceiling.method if ceiling else None, ceiling.candidates if ceiling else None)
 
 
@@ -407,8 +408,7 @@ def per_row_variance(A, B, energy: float, readout: Readout | None = None, stats=
     readout = Readout() if readout is None else readout
     la, lb = readout.link_a, readout.link_b
     if la.kind == "poly" or lb.kind == "poly":
-        return None, ("per-row ceiling: not for poly:K links (their log-weight K log|s| is "
-                      "unbounded near s = 0, so no weight cap holds)")
+        return None, "no per-row ceiling either (no weight cap holds for poly:K)"
     n, d = A.shape
     E = float(energy)
     stats = pair_stats(A, B, rows) if stats is None else stats
@@ -526,3 +526,8 @@ def _trust_region_max(sigma: np.ndarray, st: np.ndarray, c0: float, E: float) ->
         if hi - lo <= 1e-15 * (top + hi):
             break
     return min(dual(top + hi), dual(top + norm_s / E))
+
+
+def _join_notes(*notes):
+    kept = [n for n in notes if n]
+    return "; ".join(kept) if kept else None
