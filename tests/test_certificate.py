@@ -249,3 +249,18 @@ def test_leverage_spectral_tv_bound_is_valid_and_never_looser(seed, scale, ratio
         sa, sb = pair.states(th)
         worst = max(worst, 0.5 * np.abs(sa.h / sa.rank - sb.h / sb.rank).sum())
     assert worst <= tau + 1e-12
+
+
+def test_pruned_exact_diameter_matches_all_pairs():
+    """The pruned diameter (heavy-tailed row norms, large common part) equals the all-pairs
+    one up to its rounding margin, and falls back to the Gram path when pruning would not pay."""
+    from bhtcli.maths.bounds import _pruned_diameter, row_diameter
+    rng = np.random.default_rng(12)
+    for _ in range(20):
+        n, d = int(rng.integers(3, 300)), int(rng.integers(1, 6))
+        G = rng.standard_normal((n, d)) * rng.exponential(1, (n, 1)) ** 3 + 10 * rng.standard_normal(d)
+        ref = max(np.linalg.norm(G - G[i], axis=1).max() for i in range(n))
+        got = row_diameter(G, exact_max_n=2)            # the pruned path, even beyond exact_max_n
+        assert got.exact and ref <= got.value <= ref * (1 + 1e-12) + 1e-12
+    G = rng.standard_normal((400, 3))
+    assert _pruned_diameter(G, G.mean(0), max_pair_work=10.0) is None

@@ -25,6 +25,7 @@ from bhtcli.maths.counts import ceil_count
 from bhtcli.io.validation import check_logit_scale
 
 EXACT_DIAMETER_MAX_N = 10_000
+PRUNED_PAIR_WORK = 4e9          # pairs x d for the pruned exact diameter (~ a few seconds)
 EPS = np.finfo(np.float64).eps
 
 
@@ -34,14 +35,20 @@ class Diameter:
     exact: bool
 
 
-def row_diameter(G: np.ndarray, exact_max_n: int = EXACT_DIAMETER_MAX_N) -> Diameter:
+def row_diameter(G: np.ndarray, exact_max_n: int = EXACT_DIAMETER_MAX_N,
+                 max_pair_work: float = PRUNED_PAIR_WORK) -> Diameter:
     """Diameter of the rows of G (a row-centred A - B).
 
-    Exact (O(n^2 d), blocked Gram products) up to `exact_max_n` rows, with a rounding margin
-    so that it stays an upper bound; beyond, 2 max_i ||g_i - mean||, a rigorous upper bound.
+    Exact, with a rounding margin so that it stays an upper bound: by pruned pairs when the
+    row norms allow it (a pair can only beat the best distance found if the sum of its norms
+    does; the farthest-point heuristic finds a good one first), else by blocked Gram products
+    up to `exact_max_n` rows (O(n^2 d)); beyond, 2 max_i ||g_i - mean||, a rigorous upper bound.
     """
     n, d = G.shape
     mean = np.asarray(G.mean(axis=0, dtype=np.float64))
+    pruned = _pruned_diameter(G, mean, max_pair_work)
+    if pruned is not None:
+        return Diameter(pruned, True)
     if n > exact_max_n:                 # streamed: no copy of a large (or float32) G
         far = 0.0
         for s in range(0, n, 8192):
@@ -59,6 +66,65 @@ def row_diameter(G: np.ndarray, exact_max_n: int = EXACT_DIAMETER_MAX_N) -> Diam
     # Gram-form rounding: |error| <= ~(d + 2) eps (|g_i|^2 + |g_j|^2) <= 2 (d + 2) eps max|g|^2
     margin = 2.0 * (d + 2) * EPS * float(sq.max())
     return Diameter(math.sqrt(max(best, 0.0) + margin), True)
+
+
+def _pruned_diameter(G, mean, max_pair_work: float, rows: int = 8192) -> float | None:
+    """The exact diameter (plus a rounding margin) from the pairs whose norms about the mean
+    sum to more than the best distance found; None when those pairs cost more than
+    `max_pair_work` (pairs times d) or there are fewer than 3 rows."""
+    n, d = G.shape
+    if n < 3:
+        return None
+    sq = np.empty(n)
+    raw = 0.0                                   # max_i ||G_i|| (absolute rounding scale)
+    for s in range(0, n, rows):
+        blk = np.asarray(G[s:s + rows], dtype=np.float64)
+        raw = max(raw, float(np.sqrt(np.einsum("ij,ij->i", blk, blk).max())))
+        blk = blk - mean
+        sq[s:s + rows] = np.einsum("ij,ij->i", blk, blk)
+    nu = np.sqrt(sq)
+
+    def far_from(i):
+        best_d, best_j = -1.0, i
+        for s in range(0, n, rows):
+            blk = np.asarray(G[s:s + rows], dtype=np.float64) - np.asarray(G[i], dtype=np.float64)
+            dist = np.einsum("ij,ij->i", blk, blk)
+            j = int(np.argmax(dist))
+            if dist[j] > best_d:
+                best_d, best_j = float(dist[j]), s + j
+        return math.sqrt(best_d), best_j
+
+    best, i = 0.0, int(np.argmax(nu))
+    for _ in range(4):                          # farthest-point steps: a lower bound
+        dist, j = far_from(i)
+        if dist <= best:
+            break
+        best, i = dist, j
+    order = np.argsort(-nu, kind="stable")
+    nus = nu[order]
+    slack = 1 - 4 * (d + 4) * EPS               # prune only what rounding cannot rescue
+    # rows k (in norm order) with partners before them: nus[j] + nus[k] > best
+    active = int(np.searchsorted(-(nus + nus[0]), -best * slack, side="left"))
+    partners = np.searchsorted(-nus, -(best * slack - nus[:active]), side="left")
+    work = float(np.minimum(partners, np.arange(active)).sum()) * d
+    if work > max_pair_work:
+        return None
+    act = np.asarray(G[np.sort(order[:active])], dtype=np.float64) if active else np.zeros((0, d))
+    pos = np.empty(n, dtype=np.int64)
+    pos[np.sort(order[:active])] = np.arange(active)
+    act_sorted = act[pos[order[:active]]]       # active rows in norm order
+    for k in range(1, active):
+        if nus[k] + nus[0] <= best * slack:
+            break
+        p = min(k, int(np.searchsorted(-nus[:k], -(best * slack - nus[k]), side="left")))
+        if p == 0:
+            continue
+        diff = act_sorted[:p] - act_sorted[k]
+        top = float(np.sqrt(np.einsum("ij,ij->i", diff, diff).max()))
+        best = max(best, top)
+    # direct differences: relative (d + 2) eps; the centring only enters the pruning (any
+    # centre bounds a distance by the two norms about it)
+    return float(best * (1 + 4 * (d + 4) * EPS) + 4 * EPS * raw)
 
 
 def centred_difference(A: np.ndarray, B: np.ndarray, rows: int = 8192) -> np.ndarray:
@@ -179,6 +245,8 @@ def analyse_pair(A: np.ndarray, B: np.ndarray, pair_G: np.ndarray, energy: float
     norm_a, norm_b = stats.norm_a, stats.norm_b
     max_norm = max(norm_a, norm_b)
     check_logit_scale(energy, max_norm)
+    if np.asarray(pair_G[:1]).dtype != np.float64:    # a float32 search's G is rounded
+        pair_G = centred_difference(A, B)
     diam = row_diameter(pair_G)
     _, dbias = readout.bias_offsets(n)
     bias_range = float(dbias.max() - dbias.min())
