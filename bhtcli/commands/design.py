@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from bhtcli.maths.bounds import PairFacts, _join_notes, analyse_pair, certificate_from_variance
+from bhtcli.maths.bounds import PairFacts, join_notes, analyse_pair, certificate_from_variance
 from bhtcli.results import json_safe
 from bhtcli.maths.divergences import Tilt, divergences_from_tilt
 from bhtcli.errors import InputError
@@ -225,7 +225,7 @@ def _certificate_dict(ctx: _Context, h2):
             "ceilings": ceiling.candidates if ceiling else None,
             "row_diameter": facts.diameter.value, "row_diameter_exact": facts.diameter.exact,
             "bound_over_design": gap,
-            "note": _join_notes(facts.certificate_note, ceiling.note if ceiling else None)}
+            "note": join_notes(facts.certificate_note, ceiling.note if ceiling else None)}
 
 
 def _paper_dict(ctx: _Context, distinguishable):

@@ -363,7 +363,7 @@ def bound(A, B, energy: float, error: float = 0.05, *, link_a="exp", link_b="exp
                        cert.kl_max_bound, cert.samples_lower_any_strategy,
                        cert.mean_samples_lower_sequential, paper,
                        facts.spread if np.isfinite(facts.spread) else None,
-                       _join_notes(facts.certificate_note, ceiling.note if ceiling else None),
+                       join_notes(facts.certificate_note, ceiling.note if ceiling else None),
                        readout.description,
                        ceiling.method if ceiling else None, ceiling.candidates if ceiling else None)
 
@@ -596,6 +596,6 @@ def _trust_region_max(sigma: np.ndarray, st: np.ndarray, c0: float, E: float) ->
     return min(dual(top + hi), dual(top + norm_s / E))
 
 
-def _join_notes(*notes):
+def join_notes(*notes):
     kept = [n for n in notes if n]
     return "; ".join(kept) if kept else None
