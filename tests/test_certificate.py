@@ -264,3 +264,14 @@ def test_pruned_exact_diameter_matches_all_pairs():
         assert got.exact and ref <= got.value <= ref * (1 + 1e-12) + 1e-12
     G = rng.standard_normal((400, 3))
     assert _pruned_diameter(G, G.mean(0), max_pair_work=10.0) is None
+
+
+@pytest.mark.parametrize("links", [("exp", "taylor:2"), ("taylor:6", "exp"), ("taylor:2", "taylor:8")])
+def test_mixed_links(links):
+    rng = np.random.default_rng(13)
+    for d in (1, 2, 4):
+        A = rng.standard_normal((6, d))
+        B = A + 0.3 * rng.standard_normal((6, d))
+        readout = make_readout(6, *links, rng.standard_normal(6), None)
+        for E in (0.05, 1.0, 4.0):
+            check_sound(A, B, E, readout, seed=d)
