@@ -157,6 +157,24 @@ def _readout_rows(table, r) -> None:
         table.add_row("precision", f"{r['dtype']} products, float64 report")
 
 
+def _tv_method(c) -> str:
+    m = c.get("tv_method")
+    return {"spectral": "  (Thm 4.2 with spectral constants)", "thm42": "  (Thm 4.2)"}.get(m, "")
+
+
+CEILING_NAMES = {"per_row": "per-row bound", "range": "range bound"}
+
+
+def _binds(c) -> str:
+    """'  (per-row bound; range bound 0.0029)': which ceiling binds, and the others."""
+    method, ceilings = c.get("ceiling_method"), c.get("ceilings") or {}
+    if method is None:
+        return ""
+    others = [f"{CEILING_NAMES.get(k, k)} {_num(v, 3)}" for k, v in ceilings.items()
+              if k != method and v is not None]
+    return f"  ({CEILING_NAMES.get(method, method)}" + (f"; {', '.join(others)}" if others else "") + ")"
+
+
 def render_design_table(result, console: Console) -> None:
     r = result.to_dict()
     _render_design(r, console)
@@ -221,7 +239,7 @@ def _render_design(r: dict, console: Console) -> None:
     c = r["certificate"]
     if leverage:
         cer = _table("\nCertificate (Theorem 4.2, explicit constants)")
-        cer.add_row("TV over the box <=", _num(c["tv_max_bound"]) + ("  (vacuous: models too far apart)" if c["tv_max_bound"] >= 1 else ""))
+        cer.add_row("TV over the box <=", _num(c["tv_max_bound"]) + ("  (vacuous: models too far apart)" if c["tv_max_bound"] >= 1 else _tv_method(c)))
         cer.add_row("fixed-budget queries >=", _num(c["samples_lower_any_strategy"]) + "  (any strategy, adaptive too)")
         cer.add_row("lambda_min(A^T A), (B^T B)", _num(c["lambda_min"]) + "  (the larger)")
         cer.add_row("sum_i ||b_i b_i^T - a_i a_i^T||", _num(c["sum_op_norm_diff"]))
@@ -237,7 +255,7 @@ def _render_design(r: dict, console: Console) -> None:
         console.print(sol)
         return
     cer = _table("\nCertificate (no query with ||x|| <= E can do better)")
-    cer.add_row("sup H^2 over the ball <=", _num(c["hellinger_squared_max_bound"]))
+    cer.add_row("sup H^2 over the ball <=", _num(c["hellinger_squared_max_bound"]) + _binds(c))
     cer.add_row("design's H^2 / bound", _num(c["design_over_bound"]))
     cer.add_row("fixed-budget queries >=", _num(c["samples_lower_any_strategy"]) + "  (any strategy, adaptive too)")
     cer.add_row("mean sequential queries >=", _lower_mean(c["mean_samples_lower_sequential"]))
@@ -276,7 +294,7 @@ def render_bound_table(result, console: Console) -> None:
         t.add_row("rank of A / B", f"{r['rank_a']} / {r['rank_b']}")
         t.add_row("lambda_min (larger of A^T A, B^T B)", _num(r["lambda_min"]))
         t.add_row("sum_i ||b_i b_i^T - a_i a_i^T||_op", _num(r["sum_op_norm_diff"]))
-        t.add_row("TV over the box <=", _num(r["tv_max_bound"]))
+        t.add_row("TV over the box <=", _num(r["tv_max_bound"]) + _tv_method(r))
         t.add_row("fixed-budget queries >=", _num(r["samples_lower_any_strategy"]) + "  (any strategy, adaptive too)")
         console.print(t)
         return
@@ -290,7 +308,7 @@ def render_bound_table(result, console: Console) -> None:
     t.add_row("row diameter of A - B", _num(r["row_diameter"]) + ("  (exact)" if r["row_diameter_exact"] else "  (upper bound)"))
     if r.get("readout") and not (r["readout"]["link_a"] == r["readout"]["link_b"] == "exp"):
         t.add_row("spread of log-weight differences <=", _num(r["score_spread_bound"]))
-    t.add_row("sup H^2 over the ball <=", _num(r["hellinger_squared_max_bound"]))
+    t.add_row("sup H^2 over the ball <=", _num(r["hellinger_squared_max_bound"]) + _binds(r))
     t.add_row("fixed-budget queries >=", _num(r["samples_lower_any_strategy"]) + "  (any strategy, adaptive too)")
     t.add_row("mean sequential queries >=", _lower_mean(r["mean_samples_lower_sequential"]))
     if r.get("certificate_note"):

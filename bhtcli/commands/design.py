@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from bhtcli.maths.bounds import PairFacts, analyse_pair, certificate_from_spread
+from bhtcli.maths.bounds import PairFacts, join_notes, analyse_pair, certificate_from_variance
 from bhtcli.results import Result
 from bhtcli.maths.divergences import Tilt, divergences_from_tilt
 from bhtcli.errors import InputError, parameter_name
@@ -252,14 +252,20 @@ def _same_model(ctx: _Context, solver):
 
 def _certificate_dict(ctx: _Context, h2):
     facts = ctx.facts
-    cert = certificate_from_spread(facts.spread, ctx.error, facts.distinguishable)
+    ceiling = facts.ceiling
+    cert = certificate_from_variance(ceiling.variance if ceiling else None, ctx.error,
+                                     facts.distinguishable)
     bound = cert.hellinger_squared_max_bound
     ratio = h2 / bound if bound else None
     return {"hellinger_squared_max_bound": bound,
+            "kl_max_bound": cert.kl_max_bound,
             "samples_lower_any_strategy": cert.samples_lower_any_strategy,
             "mean_samples_lower_sequential": cert.mean_samples_lower_sequential,
+            "ceiling_method": ceiling.method if ceiling else None,
+            "ceilings": ceiling.candidates if ceiling else None,
             "row_diameter": facts.diameter.value, "row_diameter_exact": facts.diameter.exact,
-            "design_over_bound": ratio, "note": facts.certificate_note}
+            "design_over_bound": ratio,
+            "note": join_notes(facts.certificate_note, ceiling.note if ceiling else None)}
 
 
 def _paper_dict(ctx: _Context, distinguishable):

@@ -9,7 +9,8 @@ such box problems often sit at corners).
 Certificate (docs/maths.md §7): with delta = max(lambda_min(A^T A), lambda_min(B^T B))
 and eps = sum_i ||b_i b_i^T - a_i a_i^T||_op, every admissible s has
     TV(P_A(s), P_B(s)) <= tau = (C/c) (eps/delta) (d + 2) / (2 d),
-so H^2 <= tau and any strategy with N queries (adaptive or not) needs
+and the same argument with spectral constants (spectral_tv_bound) gives a tau that is never
+larger; bht reports the smaller. So H^2 <= tau and any strategy with N queries (adaptive or not) needs
     N >= max((1 - 2 alpha) / tau, ln(1/(4 alpha (1-alpha))) / (2 ln(1/(1 - tau)))).
 """
 from __future__ import annotations
@@ -57,6 +58,43 @@ def tv_bound(ceiling: float, floor: float, delta: float, eps: float, d: int) -> 
     if delta <= 0:
         return 1.0
     return min(1.0, (ceiling / floor) * (eps / delta) * (d + 2) / (2 * d))
+
+
+def spectral_tv_bound(A: np.ndarray, B: np.ndarray, C: float, c: float) -> float:
+    """Theorem 4.2's argument with spectral constants (docs/maths.md §7 and
+    §12.5): with P_i = (rho_i u_i u_i^T + v_i v_i^T / rho_i) / 2 (u = b - a, v = b + a,
+    rho = |v|/|u|), so that -P_i <= b_i b_i^T - a_i a_i^T <= P_i, S = sum_i P_i and G = A^T A,
+        TV <= (C/c) (tr(G^-1 S) / d + lambda_max(G^-1/2 S G^-1/2)) / 2,
+    and the same with B^T B; the smaller of the two (1 when both Gram matrices are singular).
+    Never above tv_bound: tr(G^-1 S) <= 2 eps / lambda and lambda_max(...) <= eps / lambda."""
+    A = np.asarray(A, dtype=np.float64)
+    B = np.asarray(B, dtype=np.float64)
+    d = A.shape[1]
+    u, v = B - A, B + A
+    nu, nv = np.linalg.norm(u, axis=1), np.linalg.norm(v, axis=1)
+    ok = (nu > 0) & (nv > 0)                      # otherwise b b^T - a a^T = 0: P_i = 0
+    rho = np.where(ok, nv / np.where(ok, nu, 1.0), 0.0)
+    irho = np.where(ok, nu / np.where(ok, nv, 1.0), 0.0)
+    S = 0.5 * ((u * rho[:, None]).T @ u + (v * irho[:, None]).T @ v)
+    best = 1.0
+    for M in (A, B):
+        lam, Q = np.linalg.eigh(M.T @ M)
+        if lam[0] <= 1e-12 * max(lam[-1], 0.0):  # (nearly) singular: no bound from this side
+            continue
+        R = Q / np.sqrt(lam)                      # R R^T = G^-1
+        T = R.T @ S @ R
+        tau = 0.5 * (C / c) * (float(np.trace(T)) / d + float(np.linalg.eigvalsh(T)[-1]))
+        best = min(best, tau * (1 + 64 * (d + 1) * np.finfo(np.float64).eps))
+    return best
+
+
+def leverage_tv(A, B, C: float, c: float):
+    """(tau, method, delta, eps): the smaller of tv_bound ("thm42") and spectral_tv_bound
+    ("spectral"), with Theorem 4.2's delta and eps."""
+    delta, eps = thm42_quantities(np.asarray(A), np.asarray(B))
+    old = tv_bound(C, c, delta, eps, np.asarray(A).shape[1])
+    new = spectral_tv_bound(A, B, C, c)
+    return (new, "spectral", delta, eps) if new < old else (old, "thm42", delta, eps)
 
 
 def lower_from_tv(tau: float, alpha: float) -> int | None:
@@ -148,13 +186,13 @@ def design_leverage(A, B, energy, floor, error: float = 0.05, starts: int | None
     if pair.a.rank != pair.b.rank:
         note = (f"A has rank {pair.a.rank} and B rank {pair.b.rank}: their column spaces differ in "
                 "dimension, so they are different models, told apart by that alone")
-    delta, eps = thm42_quantities(np.asarray(A), np.asarray(B))
-    tau = tv_bound(ceiling, floor, delta, eps, d)
+    tau, method, delta, eps = leverage_tv(A, B, ceiling, floor)
     same = same_leverage_model(pair, lo, hi, seed)
     cert = {"hellinger_squared_max_bound": 0.0 if same else tau,
             "samples_lower_any_strategy": None if same else lower_from_tv(tau, error),
             "mean_samples_lower_sequential": None,
-            "tv_max_bound": 0.0 if same else tau, "lambda_min": delta, "sum_op_norm_diff": eps}
+            "tv_max_bound": 0.0 if same else tau, "tv_method": None if same else method,
+            "lambda_min": delta, "sum_op_norm_diff": eps}
     base = dict(model="leverage", n=n, d=d, energy=ceiling, target_error=error)
     if same:
         zero = dict(bhattacharyya_distance=0.0, hellinger=0.0, hellinger_squared=0.0,
@@ -200,11 +238,10 @@ def leverage_report_for_query(A, B, s, energy, floor, error: float = 0.05) -> De
         if isinstance(s, str) else np.asarray(s, dtype=np.float64)
     theta = check_leverage_query(s, ceiling, floor, A.shape[0])
     pair = LeveragePair(A, B)
-    delta, eps = thm42_quantities(np.asarray(A), np.asarray(B))
-    tau = tv_bound(ceiling, floor, delta, eps, A.shape[1])
+    tau, method, delta, eps = leverage_tv(A, B, ceiling, floor)
     cert = {"hellinger_squared_max_bound": tau, "samples_lower_any_strategy": lower_from_tv(tau, error),
-            "mean_samples_lower_sequential": None, "tv_max_bound": tau, "lambda_min": delta,
-            "sum_op_norm_diff": eps}
+            "mean_samples_lower_sequential": None, "tv_max_bound": tau, "tv_method": method,
+            "lambda_min": delta, "sum_op_norm_diff": eps}
     base = dict(model="leverage", n=A.shape[0], d=A.shape[1], energy=ceiling, target_error=error)
     solver = solver_dict("given", 0, 0, None, 0, [], None, None)
     return _report(pair, theta, base, cert, -math.log(ceiling), -math.log(floor), None, [], solver, floor, t0)
@@ -251,6 +288,7 @@ class LeverageBoundResult(Result):
     row_diameter: None = None
     row_diameter_exact: None = None
     note: str | None = None           # why not distinguishable, when the models are the same
+    tv_method: str | None = None      # the bound that gives tv_max_bound: spectral or thm42
 
 
 def bound_leverage(A, B, energy, floor, error: float = 0.05) -> LeverageBoundResult:
@@ -259,11 +297,11 @@ def bound_leverage(A, B, energy, floor, error: float = 0.05) -> LeverageBoundRes
     error = check_error(error)
     A, B = load_pair(A, B)
     pair = LeveragePair(A, B)
-    delta, eps = thm42_quantities(np.asarray(A), np.asarray(B))
-    tau = tv_bound(ceiling, floor, delta, eps, A.shape[1])
+    tau, method, delta, eps = leverage_tv(A, B, ceiling, floor)
     same = same_leverage_model(pair, -math.log(ceiling), -math.log(floor))
     return LeverageBoundResult("leverage", A.shape[0], A.shape[1], ceiling, floor, error, pair.a.rank,
                                pair.b.rank, delta, eps, 0.0 if same else tau, not same,
                                0.0 if same else tau, None if same else lower_from_tv(tau, error), None,
                                note=("A and B are the same leverage-score model (equal probabilities "
-                                     "at every weight tested: B = D A R)") if same else None)
+                                     "at every weight tested: B = D A R)") if same else None,
+                               tv_method=None if same else method)

@@ -1,12 +1,18 @@
-"""Closed-form quantities (no optimisation): the certificate (docs/maths.md §4) and the paper's eps.
+"""Closed-form quantities (no optimisation): the certificate (docs/maths.md §4, §12) and the
+paper's eps.
 
-For every query x with ||x|| <= E and Delta = (A - B) x:
-    D(x) <= range(Delta)^2 / 32 <= E^2 diam^2 / 32,   KL <= range(Delta)^2 / 8 <= E^2 diam^2 / 8,
-with diam = max_ij ||(A-B)_i - (A-B)_j|| (invariant under B -> B + 1 w^T). Hence
-    H^2_max <= 1 - exp(-E^2 diam^2 / 32),
+Every ceiling bounds V >= sup over ||x|| <= E and |t| <= 1/2 of Var_{pi_t}(delta), with
+pi_t = softmax(c + t delta), c and delta the midpoint log-weights and their difference; then
+for every query D(x) <= V/8 and KL <= V/2 (docs/maths.md §12):
+    range:   V = L^2/4, L >= range(delta) over the ball (L = E diam + bias range for softmax,
+             diam = max_ij ||(A-B)_i - (A-B)_j||, invariant under B -> B + 1 w^T): D <= L^2/32;
+    per_row: V = sup_x sum_i cap_i (h_i x + e_i)^2 with weight caps pi_i <= cap_i from Jensen
+             (about e^{E r_i}/n, r_i = max(||a_i - abar||, ||b_i - bbar||), plus the centred
+             biases): D <= (E^2/8) lambda_max((1/n) sum_i e^{E r_i} h_i h_i^T) without biases.
+The certificate takes the smaller. Hence H^2_max <= 1 - exp(-V/8),
     any strategy with a fixed budget of N queries (adaptive or not) needs
-        N >= ln(1/(4 alpha (1-alpha))) / (2 E^2 diam^2 / 32),
-    any sequential strategy needs E[N] >= (1 - 2 alpha) ln((1-alpha)/alpha) / (E^2 diam^2 / 8).
+        N >= ln(1/(4 alpha (1-alpha))) / (2 V/8),
+    any sequential strategy needs E[N] >= (1 - 2 alpha) ln((1-alpha)/alpha) / (V/2).
 """
 from __future__ import annotations
 
@@ -21,6 +27,7 @@ from bhtcli.maths.counts import ceil_count
 from bhtcli.io.validation import check_logit_scale
 
 EXACT_DIAMETER_MAX_N = 10_000
+PRUNED_PAIR_WORK = 4e9          # pairs x d for the pruned exact diameter (~ a few seconds)
 EPS = np.finfo(np.float64).eps
 
 
@@ -30,14 +37,20 @@ class Diameter:
     exact: bool
 
 
-def row_diameter(G: np.ndarray, exact_max_n: int = EXACT_DIAMETER_MAX_N) -> Diameter:
+def row_diameter(G: np.ndarray, exact_max_n: int = EXACT_DIAMETER_MAX_N,
+                 max_pair_work: float = PRUNED_PAIR_WORK) -> Diameter:
     """Diameter of the rows of G (a row-centred A - B; docs/maths.md §4.2).
 
-    Exact (O(n^2 d), blocked Gram products) up to `exact_max_n` rows, with a rounding margin
-    so that it stays an upper bound; beyond, 2 max_i ||g_i - mean||, a rigorous upper bound.
+    Exact, with a rounding margin so that it stays an upper bound: by pruned pairs when the
+    row norms allow it (a pair can only beat the best distance found if the sum of its norms
+    does; the farthest-point heuristic finds a good one first), else by blocked Gram products
+    up to `exact_max_n` rows (O(n^2 d)); beyond, 2 max_i ||g_i - mean||, a rigorous upper bound.
     """
     n, d = G.shape
     mean = np.asarray(G.mean(axis=0, dtype=np.float64))
+    pruned = _pruned_diameter(G, mean, max_pair_work)
+    if pruned is not None:
+        return Diameter(pruned, True)
     if n > exact_max_n:                 # streamed: no copy of a large (or float32) G
         far = 0.0
         for s in range(0, n, 8192):
@@ -55,6 +68,65 @@ def row_diameter(G: np.ndarray, exact_max_n: int = EXACT_DIAMETER_MAX_N) -> Diam
     # Gram-form rounding: |error| <= ~(d + 2) eps (|g_i|^2 + |g_j|^2) <= 2 (d + 2) eps max|g|^2
     margin = 2.0 * (d + 2) * EPS * float(sq.max())
     return Diameter(math.sqrt(max(best, 0.0) + margin), True)
+
+
+def _pruned_diameter(G, mean, max_pair_work: float, rows: int = 8192) -> float | None:
+    """The exact diameter (plus a rounding margin) from the pairs whose norms about the mean
+    sum to more than the best distance found; None when those pairs cost more than
+    `max_pair_work` (pairs times d) or there are fewer than 3 rows."""
+    n, d = G.shape
+    if n < 3:
+        return None
+    sq = np.empty(n)
+    raw = 0.0                                   # max_i ||G_i|| (absolute rounding scale)
+    for s in range(0, n, rows):
+        blk = np.asarray(G[s:s + rows], dtype=np.float64)
+        raw = max(raw, float(np.sqrt(np.einsum("ij,ij->i", blk, blk).max())))
+        blk = blk - mean
+        sq[s:s + rows] = np.einsum("ij,ij->i", blk, blk)
+    nu = np.sqrt(sq)
+
+    def far_from(i):
+        best_d, best_j = -1.0, i
+        for s in range(0, n, rows):
+            blk = np.asarray(G[s:s + rows], dtype=np.float64) - np.asarray(G[i], dtype=np.float64)
+            dist = np.einsum("ij,ij->i", blk, blk)
+            j = int(np.argmax(dist))
+            if dist[j] > best_d:
+                best_d, best_j = float(dist[j]), s + j
+        return math.sqrt(best_d), best_j
+
+    best, i = 0.0, int(np.argmax(nu))
+    for _ in range(4):                          # farthest-point steps: a lower bound
+        dist, j = far_from(i)
+        if dist <= best:
+            break
+        best, i = dist, j
+    order = np.argsort(-nu, kind="stable")
+    nus = nu[order]
+    slack = 1 - 4 * (d + 4) * EPS               # prune only what rounding cannot rescue
+    # rows k (in norm order) with partners before them: nus[j] + nus[k] > best
+    active = int(np.searchsorted(-(nus + nus[0]), -best * slack, side="left"))
+    partners = np.searchsorted(-nus, -(best * slack - nus[:active]), side="left")
+    work = float(np.minimum(partners, np.arange(active)).sum()) * d
+    if work > max_pair_work:
+        return None
+    act = np.asarray(G[np.sort(order[:active])], dtype=np.float64) if active else np.zeros((0, d))
+    pos = np.empty(n, dtype=np.int64)
+    pos[np.sort(order[:active])] = np.arange(active)
+    act_sorted = act[pos[order[:active]]]       # active rows in norm order
+    for k in range(1, active):
+        if nus[k] + nus[0] <= best * slack:
+            break
+        p = min(k, int(np.searchsorted(-nus[:k], -(best * slack - nus[k]), side="left")))
+        if p == 0:
+            continue
+        diff = act_sorted[:p] - act_sorted[k]
+        top = float(np.sqrt(np.einsum("ij,ij->i", diff, diff).max()))
+        best = max(best, top)
+    # direct differences: relative (d + 2) eps; the centring only enters the pruning (any
+    # centre bounds a distance by the two norms about it)
+    return float(best * (1 + 4 * (d + 4) * EPS) + 4 * EPS * raw)
 
 
 def centred_difference(A: np.ndarray, B: np.ndarray, rows: int = 8192) -> np.ndarray:
@@ -88,7 +160,7 @@ class Certificate:
 
 
 def certificate(energy: float, diameter: float, alpha: float, distinguishable: bool) -> Certificate:
-    """The docs/maths.md §4 bounds for a budget E and a diameter (upper bound)."""
+    """The range bound for a budget E and a diameter (upper bound; docs/maths.md §4)."""
     return certificate_from_spread(energy * diameter, alpha, distinguishable)
 
 
@@ -96,13 +168,20 @@ def certificate_from_spread(spread: float, alpha: float, distinguishable: bool) 
     """The bounds from L >= max_ij (delta_i - delta_j) over the ball: D <= L^2/32, KL <= L^2/8
     (docs/maths.md §4.1).
     An infinite L (no bound known) gives no certificate (None everywhere)."""
+    return certificate_from_variance(spread ** 2 / 4.0 if math.isfinite(spread) else None,
+                                     alpha, distinguishable)
+
+
+def certificate_from_variance(variance: float | None, alpha: float,
+                              distinguishable: bool) -> Certificate:
+    """The bounds from V >= sup over the ball and |t| <= 1/2 of Var_{pi_t}(delta):
+    D <= V/8 and KL <= V/2 (docs/maths.md §12). None: no certificate."""
     if not distinguishable:
         return Certificate(0.0, 0.0, 0.0, None, None)
-    if not math.isfinite(spread):
+    if variance is None or not math.isfinite(variance):
         return Certificate(None, None, None, None, None)
-    r2 = spread ** 2
-    d_max = r2 / 32.0
-    kl_max = r2 / 8.0
+    d_max = variance / 8.0
+    kl_max = variance / 2.0
     h2_max = -math.expm1(-d_max)
     n_any = n_seq = None
     if d_max > 0:
@@ -136,6 +215,8 @@ class BoundResult(Result):
     score_spread_bound: float | None = None   # L >= max_ij (delta_i - delta_j) over the ball
     certificate_note: str | None = None
     readout: dict | None = None               # links and biases
+    ceiling_method: str | None = None         # the bound that gives the ceiling: per_row, range
+    ceilings: dict | None = None              # H^2 ceiling of each bound (None: does not apply)
 
 
 @dataclass(frozen=True)
@@ -148,21 +229,24 @@ class PairFacts:
     reason: str | None              # why not, when the models are the same
     spread: float                   # L >= max_ij (delta_i - delta_j) over the ball (inf: none)
     certificate_note: str | None    # why there is no certificate, or how it was obtained
+    ceiling: Ceiling | None = None  # the variance ceiling behind the certificate
 
 
 def analyse_pair(A: np.ndarray, B: np.ndarray, pair_G: np.ndarray, energy: float,
                  readout: Readout | None = None) -> PairFacts:
-    """The same-model rule and the spread bound behind the certificate (also checks that the
-    budget keeps the logits in float64's useful range; docs/maths.md §1.3, §4.3). pair_G: A - B
-    (centred or not)."""
+    """The same-model rule, the spread bound and the variance ceiling behind the certificate
+    (also checks that the budget keeps the logits in float64's useful range; docs/maths.md §1.3, §4.3, §12). pair_G: A - B
+    (centred or not). Two streamed passes over A and B (:func:`pair_stats`, then the per-row
+    ceiling's accumulator)."""
     readout = Readout() if readout is None else readout
     n = A.shape[0]
-    eps_2inf = max(row_norm_2inf(np.asarray(A[s:s + 8192], dtype=np.float64)
-                                 - np.asarray(B[s:s + 8192], dtype=np.float64))
-                   for s in range(0, n, 8192))
-    norm_a, norm_b = row_norm_2inf(A), row_norm_2inf(B)
+    stats = pair_stats(A, B)
+    eps_2inf = stats.eps_2inf
+    norm_a, norm_b = stats.norm_a, stats.norm_b
     max_norm = max(norm_a, norm_b)
     check_logit_scale(energy, max_norm)
+    if np.asarray(pair_G[:1]).dtype != np.float64:    # a float32 search's G is rounded
+        pair_G = centred_difference(A, B)
     diam = row_diameter(pair_G)
     _, dbias = readout.bias_offsets(n)
     bias_range = float(dbias.max() - dbias.min())
@@ -182,10 +266,11 @@ def analyse_pair(A: np.ndarray, B: np.ndarray, pair_G: np.ndarray, energy: float
             note = ("no certificate: a poly:K link's log-weight K log|s| is unbounded near s = 0, "
                     "so no closed-form bound on the separation holds")
         else:
-            note = ("certificate for taylor links: the spread of log-weight differences is "
-                    f"bounded by E diam + bias range + the oscillation of log T_K(s) - s ({wobble:.3g}); "
-                    "valid but loose")
-    return PairFacts(eps_2inf, diam, True, None, spread, note)
+            note = ("certificate for taylor links: log-weights are the scores plus psi = log T_K(s) - s, "
+                    f"whose oscillation over the ball ({wobble:.3g}) widens both the range and the "
+                    "per-row bounds; valid but looser than for exp links")
+    ceiling = variance_ceiling(A, B, energy, spread, readout, stats)
+    return PairFacts(eps_2inf, diam, True, None, spread, note, ceiling)
 
 
 def _abs_max(v) -> float:
@@ -240,7 +325,7 @@ def _augmented_blocks(A, B, bias_a, bias_b, rows: int = 8192):
 
 def bound(A, B, energy: float, error: float = 0.05, *, link_a="exp", link_b="exp",
           bias_a=None, bias_b=None) -> BoundResult:
-    """Closed-form bounds for two models (docs/maths.md §4 and §5.1).
+    """Closed-form bounds for two models (docs/maths.md §4, §5.1 and §12).
 
     Parameters
     ----------
@@ -266,7 +351,9 @@ def bound(A, B, energy: float, error: float = 0.05, *, link_a="exp", link_b="exp
     A, B = load_pair(A, B, dtype=None)  # as stored: every use converts row blocks
     readout = make_readout(A.shape[0], link_a, link_b, bias_a, bias_b)
     facts = analyse_pair(A, B, centred_difference(A, B), energy, readout)
-    cert = certificate_from_spread(facts.spread, error, facts.distinguishable)
+    ceiling = facts.ceiling
+    cert = certificate_from_variance(ceiling.variance if ceiling else None, error,
+                                     facts.distinguishable)
     eps = facts.eps_2inf
     paper = (1.0 / (eps * energy) ** 2
              if readout.exp_links and facts.distinguishable and eps > 0 else None)
@@ -276,4 +363,239 @@ def bound(A, B, energy: float, error: float = 0.05, *, link_a="exp", link_b="exp
                        cert.kl_max_bound, cert.samples_lower_any_strategy,
                        cert.mean_samples_lower_sequential, paper,
                        facts.spread if np.isfinite(facts.spread) else None,
-                       facts.certificate_note, readout.description)
+                       join_notes(facts.certificate_note, ceiling.note if ceiling else None),
+                       readout.description,
+                       ceiling.method if ceiling else None, ceiling.candidates if ceiling else None)
+
+
+# --- the variance ceiling (docs/maths.md §12) -------------------------
+#
+# Every ceiling here bounds V >= sup over ||x|| <= E and |t| <= 1/2 of Var_{pi_t}(delta),
+# pi_t = softmax(c + t delta) (c, delta the midpoint log-weights and their difference). Then
+#     D(x) <= V / 8   and   KL(P_A || P_B), KL(P_B || P_A) <= V / 2   for every query.
+# "range":   V = L^2 / 4 with L >= range(delta) over the ball (Popoviciu).
+# "per_row": pi_{t,i} <= cap_i (Jensen on the log-partition function) and
+#            V = sup_{||x|| <= E} sum_i cap_i (h_i x + e_i)^2 (second moment about the uniform
+#            mean; h, e the row-centred A - B and bias difference), a trust-region problem
+#            solved through a d x d eigendecomposition.
+
+CEILING_ROWS = 8192
+
+
+@dataclass(frozen=True)
+class Ceiling:
+    """The smallest valid variance ceiling found and the H^2 ceiling of each candidate."""
+
+    variance: float | None          # V (None: no valid ceiling)
+    method: str | None              # the candidate that binds: "per_row" or "range"
+    candidates: dict                # method -> H^2 ceiling 1 - exp(-V/8) (None: not applicable)
+    note: str | None = None         # why a candidate does not apply
+
+
+def variance_ceiling(A, B, energy: float, spread: float, readout: Readout | None = None,
+                     stats: PairStats | None = None, rows: int = CEILING_ROWS) -> Ceiling:
+    """The smallest of the variance ceilings that apply (see the module notes).
+
+    Parameters
+    ----------
+    A, B : (n, d) arrays (any float dtype, memory maps welcome: streamed by row blocks)
+    energy : float
+        The budget E.
+    spread : float
+        L >= the range of delta over the ball (the range ceiling V = L^2 / 4; inf: none).
+    readout : Readout, optional
+        Links and biases. The per-row ceiling holds for exp and taylor links (poly: no).
+    stats : PairStats, optional
+        From :func:`pair_stats` (else one more pass computes it).
+    """
+    readout = Readout() if readout is None else readout
+    cands, values = {}, {}
+    if math.isfinite(spread):
+        values["range"] = spread ** 2 / 4.0
+    note = None
+    per_row, why = per_row_variance(A, B, energy, readout, stats, rows)
+    if per_row is not None:
+        values["per_row"] = per_row
+    else:
+        note = why
+    for m in ("per_row", "range"):
+        cands[m] = _h2(values[m]) if m in values else None
+    if not values:
+        return Ceiling(None, None, cands, note)
+    method = min(values, key=values.get)
+    return Ceiling(values[method], method, cands, note)
+
+
+def _h2(variance: float) -> float:
+    return -math.expm1(-variance / 8.0)
+
+
+@dataclass(frozen=True)
+class PairStats:
+    """What one streamed pass over A and B gives (float64)."""
+
+    abar: np.ndarray            # mean row of A
+    bbar: np.ndarray            # mean row of B
+    mean_abs: np.ndarray        # mean of |A| + |B| + |A - B| by column (rounding margins)
+    norm_a: float               # max_i ||a_i||
+    norm_b: float               # max_i ||b_i||
+    eps_2inf: float             # max_i ||a_i - b_i||, the paper's eps
+
+
+def pair_stats(A, B, rows: int = CEILING_ROWS) -> PairStats:
+    """Row means, largest row norms and ||A - B||_{2->inf} in one streamed pass."""
+    n, d = A.shape
+    sa, sb, sabs = np.zeros(d), np.zeros(d), np.zeros(d)
+    na = nb = ng = 0.0
+    for s in range(0, n, rows):
+        a = np.asarray(A[s:s + rows], dtype=np.float64)
+        b = np.asarray(B[s:s + rows], dtype=np.float64)
+        g = a - b
+        sa += a.sum(axis=0)
+        sb += b.sum(axis=0)
+        sabs += (np.abs(a) + np.abs(b) + np.abs(g)).sum(axis=0)
+        na = max(na, float(np.einsum("ij,ij->i", a, a).max()))
+        nb = max(nb, float(np.einsum("ij,ij->i", b, b).max()))
+        ng = max(ng, float(np.einsum("ij,ij->i", g, g).max()))
+    return PairStats(sa / n, sb / n, sabs / n, math.sqrt(na), math.sqrt(nb), math.sqrt(ng))
+
+
+def _link_oscillation(link, radius: float) -> float:
+    return 0.0 if link.is_exp else link.psi_oscillation(radius)
+
+
+def per_row_variance(A, B, energy: float, readout: Readout | None = None, stats=None,
+                     rows: int = CEILING_ROWS):
+    """(V, None) with V >= sup_{x, t} Var_{pi_t}(delta) from per-row weight caps, or
+    (None, reason) when the proof does not cover the links.
+
+    One streamed pass over A and B (plus :func:`pair_stats` when not given), a d x d
+    accumulator and one d x d eigendecomposition; rounding can only increase the result
+    (float64 throughout, margins from the standard error bounds: docs/maths.md).
+    """
+    readout = Readout() if readout is None else readout
+    la, lb = readout.link_a, readout.link_b
+    if la.kind == "poly" or lb.kind == "poly":
+        return None, "no per-row ceiling either (no weight cap holds for poly:K)"
+    n, d = A.shape
+    E = float(energy)
+    stats = pair_stats(A, B, rows) if stats is None else stats
+    abar, bbar = stats.abar, stats.bbar
+    alpha = np.zeros(n) if readout.bias_a is None else np.asarray(readout.bias_a, dtype=np.float64)
+    beta = np.zeros(n) if readout.bias_b is None else np.asarray(readout.bias_b, dtype=np.float64)
+    at, bt = alpha - alpha.mean(), beta - beta.mean()        # centred biases
+    e = at - bt                                              # centred bias difference
+    osc_a = osc_b = 0.0
+    if not readout.exp_links:
+        # psi = phi - s oscillates by at most osc over the scores' range [-R, R]
+        na, nb = stats.norm_a, stats.norm_b
+        ra_, rb_ = E * na + float(np.max(np.abs(alpha))), E * nb + float(np.max(np.abs(beta)))
+        osc_a, osc_b = _link_oscillation(la, ra_), _link_oscillation(lb, rb_)
+        if not (math.isfinite(osc_a) and math.isfinite(osc_b)):
+            return None, "per-row ceiling: the links' oscillation is unbounded"
+        # the log-weight spread stays below links.LOG_FLOOR, so no weight is floored
+        from bhtcli.models.links import LOG_FLOOR
+        if 2 * ra_ + osc_a > LOG_FLOOR or 2 * rb_ + osc_b > LOG_FLOOR:
+            return None, "per-row ceiling: log-weights span more than the link floor"
+    log_n1 = math.log(n - 1) if n > 1 else -math.inf
+    # rounding of the means: ||computed mean - exact|| <= gamma_{n+2} ||mean |.| || (any order)
+    gam = _gamma(n + 2)
+    mean_err = 1.01 * gam * float(np.linalg.norm(stats.mean_abs))
+    S = np.zeros((d, d))
+    sv, sh = np.zeros(d), np.zeros(d)
+    c0 = se = w = 0.0
+    trace_abs = 0.0        # sum_i cap_i ||h_i||^2 (for the Gram rounding margin)
+    h_err = 0.0            # max_i of a bound on ||computed h_i - exact h_i||
+    gbar = abar - bbar
+    for s in range(0, n, rows):
+        a = np.asarray(A[s:s + rows], dtype=np.float64)
+        b = np.asarray(B[s:s + rows], dtype=np.float64)
+        g = a - b
+        h = g - gbar
+        ac, bc = a - abar, b - bbar
+        na = np.sqrt(np.einsum("ij,ij->i", ac, ac))
+        nb = np.sqrt(np.einsum("ij,ij->i", bc, bc))
+        rho = np.maximum(E * na + at[s:s + rows] + osc_a, E * nb + bt[s:s + rows] + osc_b)
+        # rounding up: norms (relative (d + 4) eps), the means (mean_err), the biases
+        rho = (rho * (1 + 8 * (d + 4) * EPS) + 2 * E * mean_err
+               + 8 * EPS * (E * (na + nb) + np.abs(at[s:s + rows]) + np.abs(bt[s:s + rows]) + 1.0))
+        cap = _weight_cap(rho, n, log_n1) * (1 + 8 * EPS)
+        hh = np.einsum("ij,ij->i", h, h)
+        es = e[s:s + rows]
+        S += (h * cap[:, None]).T @ h
+        sv += (cap * es) @ h
+        sh += cap @ h
+        c0 += float(cap @ (es * es))
+        se += float(cap @ es)
+        w += float(cap.sum())
+        trace_abs += float(cap @ hh) + float(cap @ (es * es))
+        gn = np.sqrt(np.einsum("ij,ij->i", g, g))
+        h_err = max(h_err, float(np.max(2 * EPS * (gn + np.sqrt(hh)))))
+    h_err += 2 * mean_err
+    e_err = 4 * EPS * (float(np.max(np.abs(alpha))) + float(np.max(np.abs(beta)))) * (1 + gam)
+    # centre at the cap-weighted mean (m, mu0) = (sh, se) / w: sum_i cap_i ((h_i - m) x +
+    # e_i - mu0)^2 is still >= Var_pi(delta), and never larger than about the uniform mean
+    m, mu0 = sh / w, se / w
+    S = S - w * np.outer(m, m)
+    sv = sv - w * mu0 * m
+    c0 = max(c0 - w * mu0 * mu0, 0.0)
+    S = 0.5 * (S + S.T)
+    sigma, Q = np.linalg.eigh(S)
+    # exact S <= computed S + delta I: Gram rounding (gamma_{n+2} sum cap |h|^2, Frobenius <=
+    # trace for the PSD |H|^T W |H|) and the eigensolver's backward error
+    top = max(float(np.max(np.abs(sigma))), 0.0)
+    delta = 3 * gam * trace_abs + 16 * (d + 1) * EPS * top
+    st = Q.T @ sv
+    quad = _trust_region_max(sigma + delta, st, c0, E)
+    quad = quad * (1 + 16 * (d + 1) * EPS) + 3 * gam * trace_abs + 16 * (d + 1) * EPS * (c0 + E * float(np.linalg.norm(sv)))
+    # Minkowski: the inexact h and e add at most E h_err + e_err to the root-mean-square
+    root = math.sqrt(max(quad, 0.0)) + E * h_err + e_err + osc_a + osc_b
+    return root * root * (1 + 4 * EPS), None
+
+
+def _gamma(k: int) -> float:
+    return k * EPS / (1 - k * EPS)
+
+
+def _weight_cap(rho: np.ndarray, n: int, log_n1: float) -> np.ndarray:
+    """pi_i <= 1 / (1 + (n-1) exp(-n rho_i / (n-1))) when z_i - mean(z) <= rho_i (Jensen over
+    the other n - 1 rows); about e^rho / n for small rho, never above 1."""
+    if n == 1:
+        return np.ones_like(rho)
+    y = n * rho / (n - 1) - log_n1
+    from scipy.special import expit
+    return expit(y)
+
+
+def _trust_region_max(sigma: np.ndarray, st: np.ndarray, c0: float, E: float) -> float:
+    """An upper bound on sup_{||x|| <= E} x^T S x + 2 s^T x + c0 (S = Q diag(sigma) Q^T,
+    st = Q^T s, S PSD): the Lagrangian dual value lam E^2 + c0 + sum st_k^2 / (lam - sigma_k),
+    valid for every lam > max(sigma); lam is chosen by bisection on the secular equation."""
+    top = max(float(sigma.max()), 0.0)
+    s2 = st * st
+    norm_s = math.sqrt(float(s2.sum()))
+    if norm_s == 0.0:
+        return top * E * E + c0
+
+    def dual(lam):
+        return lam * E * E + c0 + float(np.sum(s2 / (lam - sigma)))
+
+    # the derivative E^2 - sum s2 / (lam - sigma)^2 is increasing and >= 0 at top + |s| / E
+    lo, hi = 0.0, norm_s / E          # offsets above top
+    for _ in range(200):
+        mid = 0.5 * (lo + hi) if lo > 0 else hi * 0.5
+        if mid <= 0 or mid == hi:
+            break
+        grad = E * E - float(np.sum(s2 / (top + mid - sigma) ** 2))
+        if grad > 0:
+            hi = mid
+        else:
+            lo = mid
+        if hi - lo <= 1e-15 * (top + hi):
+            break
+    return min(dual(top + hi), dual(top + norm_s / E))
+
+
+def join_notes(*notes):
+    kept = [n for n in notes if n]
+    return "; ".join(kept) if kept else None
