@@ -12,6 +12,7 @@ from bhtcli.maths.bounds import bound as bound_fn
 from bhtcli.commands.design import METHODS, design as design_fn
 from bhtcli.errors import BhtError, InputError
 from bhtcli.io.load import check_output_path, save_npy_atomic
+from bhtcli.search.ladder import DEFAULT_MAX_STARTS
 from bhtcli.search.optimize import DEFAULT_STARTS
 from bhtcli.cli.render import render_bound_table, render_design_table, render_json
 
@@ -65,14 +66,20 @@ DTYPE_OPTION = click.option(
          "reported numbers are recomputed in float64.")
 
 
-def model_pair_options(fn):
-    """A, B, --model, --energy, --floor and --error: shared by commands that compare two models."""
+def model_pair_options(fn=None, *, energy_list=False):
+    """A, B, --model, --energy, --floor and --error: shared by commands that compare two models
+    (energy_list: --energy also takes a comma list of budgets)."""
+    if fn is None:
+        return lambda f: model_pair_options(f, energy_list=energy_list)
+    energy = click.option(
+        "--energy", "-E", type=str if energy_list else float, required=True,
+        help="softmax: budget on ||x||_2; leverage: upper bound C on every s_i^2"
+             + ("; a comma list (0.5,1,2,4) gives one design per budget." if energy_list else "."))
     for decorator in reversed([
         click.argument("a", metavar="A"),
         click.argument("b", metavar="B"),
         MODEL_OPTION,
-        click.option("--energy", "-E", type=float, required=True,
-                     help="softmax: budget on ||x||_2; leverage: upper bound C on every s_i^2."),
+        energy,
         FLOOR_OPTION,
         click.option("--error", "alpha", type=float, default=0.05, show_default=True,
                      help="Target for both error probabilities (0 < ALPHA < 0.5)."),
@@ -93,17 +100,23 @@ def _readout(model, link_a, link_b, bias_a, bias_b) -> dict:
 
 
 @cli.command(context_settings=CONTEXT)
-@model_pair_options
+@model_pair_options(energy_list=True)
 @click.option("--starts", type=int, default=None,
-              help=f"Starting points of the multi-start search [default: {DEFAULT_STARTS}; leverage: 6, or 3 when n*d^2 > 1e7].")
+              help=f"Exact number of starting points [default: adaptive rounds of {DEFAULT_STARTS} and more, see --max-starts; leverage: 6, or 3 when n*d^2 > 1e7].")
+@click.option("--max-starts", type=int, default=DEFAULT_MAX_STARTS, show_default=True,
+              help="Budget of the adaptive rounds: at most this many starts per budget (raise it when the table warns).")
+@click.option("--queries", default=None, metavar="N",
+              help="Find the smallest budget <= --energy whose designed query needs at most N queries.")
+@click.option("--plot", type=click.Path(dir_okay=False), default=None,
+              help="With a list of budgets: write a PNG of H^2 and predicted queries against the budget.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random starts.")
 @click.option("--method", type=click.Choice(METHODS), default="lbfgs", show_default=True,
               help="lbfgs: batched projected L-BFGS (scales); ccp: cvxpy cross-check (small models).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout instead of tables.")
 @click.option("--out", type=click.Path(dir_okay=False), help="Write the query x to this .npy file.")
 @DTYPE_OPTION
-def design(a, b, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, starts, seed, method,
-           as_json, out, dtype):
+def design(a, b, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, starts, max_starts,
+           queries, plot, seed, method, as_json, out, dtype):
     """Find the query x (||x|| <= E) that best separates A from B, and how many it takes.
 
     A and B are n x d matrices: .npy, .npz (FILE.npz:KEY), .csv/.txt, or - for stdin.
@@ -114,13 +127,41 @@ def design(a, b, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, st
       bht design A.npy B.npy --energy 1.0 --json | jq .samples.predicted
       bht design A.csv B.csv --energy 2 --error 0.01 --out x.npy
       bht design A.npy A.npy --link-b taylor:4 --energy 3     # softmax vs its degree-4 surrogate
+      bht design A.npy B.npy --energy 8 --queries 100         # the smallest budget for 100 queries
+      bht design A.npy B.npy --energy 0.5,1,2,4 --plot curve.png   # the budget curve
     """
     settings = _readout(model, link_a, link_b, bias_a, bias_b)
+    energies = _energy_list(energy)
     if out:
         check_output_path(out)
+    if plot:
+        check_output_path(plot, "--plot")
+        if not plot.lower().endswith(".png"):
+            raise InputError(f"--plot {plot}: the plot is a PNG; name the file *.png")
+        if len(energies) < 2:
+            raise InputError("--plot draws the budget curve: give --energy a comma list (0.5,1,2,4)")
+    if queries is not None:
+        from bhtcli.commands.design import check_queries
+        queries = check_queries(queries)
+        if len(energies) != 1:
+            raise InputError("--queries searches budgets up to one --energy EMAX; give one number")
+    if len(energies) > 1 and out:
+        raise InputError("--out writes one query: use it with a single --energy")
     err = _stderr()
     progress = (lambda msg: err.print(f"[dim]{msg}[/dim]")) if not as_json else None
-    if model == "leverage":
+    if len(energies) > 1 or queries is not None:
+        result = _design_budgets(a, b, model, energies, floor, alpha, settings, starts, max_starts,
+                                 queries, seed, method, dtype, progress)
+        if len(energies) > 1:
+            for w in result.designs[0].warnings:
+                err.print(f"Warning: {w}", markup=False, highlight=False)
+            if plot:
+                from bhtcli.cli.plot import plot_budget_curve
+                plot_budget_curve(result, plot)
+            from bhtcli.cli.render import render_curve_table
+            _emit(result, as_json, render_curve_table)
+            return
+    elif model == "leverage":
         from bhtcli.commands.leverage_design import design_leverage
         if method != "lbfgs":
             raise InputError("--method ccp is for softmax models; leverage models use L-BFGS-B")
@@ -130,8 +171,8 @@ def design(a, b, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, st
                                  starts=starts)
     else:
         _no_floor(floor)
-        result = design_fn(a, b, energy, error=alpha, seed=seed, method=method, progress=progress,
-                           starts=DEFAULT_STARTS if starts is None else starts, dtype=dtype,
+        result = design_fn(a, b, energies[0], error=alpha, seed=seed, method=method,
+                           progress=progress, starts=starts, max_starts=max_starts, dtype=dtype,
                            **settings)
     for w in result.warnings:
         err.print(f"Warning: {w}", markup=False, highlight=False)
@@ -139,6 +180,38 @@ def design(a, b, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, st
         import numpy as np
         save_npy_atomic(out, np.asarray(result.query))
     _emit(result, as_json, render_design_table)
+
+
+def _energy_list(text) -> list:
+    """--energy E or a comma list E1,E2,... (increasing, each > 0)."""
+    from bhtcli.commands.design import check_energies
+    parts = [p.strip() for p in str(text).split(",")]
+    if any(p == "" for p in parts):
+        raise InputError(f"--energy {text}: give a number or a comma list of numbers (0.5,1,2,4)")
+    return check_energies(parts)
+
+
+def _design_budgets(a, b, model, energies, floor, alpha, settings, starts, max_starts, queries,
+                    seed, method, dtype, progress):
+    """--queries N or a list of budgets: one library call each."""
+    if method != "lbfgs":
+        raise InputError("--method ccp designs at one budget; lists and --queries use lbfgs")
+    if model == "leverage":
+        from bhtcli.commands import leverage_design as lev
+        if dtype != "float64":
+            raise InputError("--dtype float32 is for softmax-family models; leverage models run in float64")
+        if queries is not None:
+            return lev.design_leverage_for_queries(a, b, queries, energies[0], floor, error=alpha,
+                                                   seed=seed, progress=progress, starts=starts)
+        return lev.design_leverage_curve(a, b, energies, floor, error=alpha, seed=seed,
+                                         progress=progress, starts=starts)
+    _no_floor(floor)
+    from bhtcli.commands.design import design_curve, design_for_queries
+    kw = dict(error=alpha, seed=seed, progress=progress, starts=starts, max_starts=max_starts,
+              dtype=dtype, **settings)
+    if queries is not None:
+        return design_for_queries(a, b, queries, energies[0], **kw)
+    return design_curve(a, b, energies, **kw)
 
 
 @cli.command(context_settings=CONTEXT)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 from scipy.optimize import minimize
@@ -282,3 +282,66 @@ def bound_leverage(A, B, energy, floor, error: float = 0.05) -> LeverageBoundRes
     return LeverageBoundResult("leverage", A.shape[0], A.shape[1], C, c, error, pair.a.rank,
                                pair.b.rank, delta, eps, 0.0 if same else tau, not same,
                                0.0 if same else tau, None if same else lower_from_tv(tau, error), None)
+
+
+def design_leverage_curve(A, B, energies, floor, error: float = 0.05, starts: int | None = None,
+                          seed: int = 0, progress=None):
+    """One leverage design per upper bound C in `energies` (increasing), floor fixed.
+
+    The boxes nest as C grows, so a design is never reported worse than the previous one's
+    query (which is feasible in the larger box)."""
+    from bhtcli.commands.design import BudgetCurveResult, check_energies
+    energies = check_energies(energies)
+    designs = []
+    for C in energies:
+        r = design_leverage(A, B, C, floor, error=error, starts=starts, seed=seed, progress=progress)
+        if designs and r.hellinger_squared < designs[-1].hellinger_squared:
+            prev = designs[-1]
+            r = leverage_report_for_query(A, B, np.asarray(prev.query), C, floor, error=error)
+            r = replace(r, solver=dict(r.solver, method="lbfgsb (query of the smaller box)"))
+        designs.append(r)
+    return BudgetCurveResult(designs)
+
+
+def design_leverage_for_queries(A, B, queries: int, energy_max, floor, error: float = 0.05,
+                                starts: int | None = None, seed: int = 0, progress=None):
+    """The smallest upper bound C <= energy_max (floor fixed) whose designed leverage query
+    needs at most `queries` queries, to 0.5% relative, by bisection; the design there with
+    ``energy_search`` (see :func:`bhtcli.commands.design.design_for_queries`)."""
+    from bhtcli.commands.design import QUERIES_TOLERANCE, NotReachable, check_queries
+    queries = check_queries(queries)
+    C_max, c = check_box(energy_max, floor)
+    tried = []
+
+    def run(C):
+        if progress:
+            progress(f"--queries {queries}: trying C = {C:.6g}")
+        r = design_leverage(A, B, C, c, error=error, starts=starts, seed=seed)
+        tried.append({"energy": C, "hellinger_squared": r.hellinger_squared,
+                      "predicted": r.samples["predicted"]})
+        return r
+
+    def enough(r):
+        return r.samples["predicted"] is not None and r.samples["predicted"] <= queries
+
+    hi_r = run(C_max)
+    if not enough(hi_r):
+        n = hi_r.samples["predicted"]
+        count = "no finite number of" if n is None else f"{n:,}"
+        raise NotReachable(f"--queries {queries:,}: even --energy {C_max:g} needs {count} queries "
+                           "for the designed query; raise --energy")
+    lo, hi = c, C_max
+    lo_r = run(c) if c < C_max else hi_r
+    if enough(lo_r):
+        hi, hi_r = c, lo_r
+    while hi - lo > QUERIES_TOLERANCE * hi:
+        mid = 0.5 * (lo + hi)
+        r = run(mid)
+        if enough(r):
+            hi, hi_r = mid, r
+        else:
+            lo = mid
+    search = {"queries": queries, "energy_max": C_max,
+              "rungs": sorted(tried, key=lambda t: t["energy"]),
+              "relative_tolerance": QUERIES_TOLERANCE}
+    return replace(hi_r, energy_search=search)
