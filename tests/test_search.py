@@ -202,3 +202,31 @@ def test_leverage_queries_budget_is_the_box_upper_bound():
     r = design_leverage_for_queries(A, B, N, 16.0, 1.0)
     assert r.samples["predicted"] <= N and 1.0 <= r.energy <= 16.0
     assert r.energy_search["energy_max"] == 16.0
+
+
+def test_adaptive_rounds_find_the_maximum_that_32_starts_miss():
+    """A checkpoint-like pair on which the fixed 32 starts end at a lower maximum; 2,048 starts
+    (4 seeded blocks of 512) reach H^2 = 0.28199847520817, and so do the adaptive rounds,
+    with the best maximum reached from several starts."""
+    rng = np.random.default_rng(19)
+    n, d, E = 300, int(rng.choice([8, 12, 16])), float(rng.choice([4, 6, 8]))
+    s = 3 / np.sqrt(d)
+    A = s * rng.standard_normal((n, d))
+    B = A + 0.1 * s * rng.standard_normal((n, d))
+    best_of_2048 = 0.28199847520817
+    fixed = design(A, B, E, starts=32)
+    assert fixed.hellinger_squared < best_of_2048 * 0.95
+    assert fixed.solver["stop_reason"].startswith("fixed")
+    r = design(A, B, E)
+    assert r.hellinger_squared == pytest.approx(best_of_2048, rel=1e-9)
+    assert r.solver["rounds"] >= 2 and r.solver["best_hits"] >= 3
+    assert not r.solver["budget_exhausted"]
+
+
+def test_budget_warning_when_the_rounds_run_out(pair_files):
+    a, b, _, _ = pair_files
+    from bhtcli.search.ladder import BEST_HITS
+    r = design(a, b, 1.5, max_starts=32)       # no room for a second round
+    v = r.solver
+    assert v["starts"] == 32 and v["max_starts"] == 32
+    assert v["budget_exhausted"] == (v["best_hits"] < BEST_HITS)
