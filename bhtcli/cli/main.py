@@ -356,7 +356,8 @@ def sweep(manifest, results, scheduler, workers, export, retry_failed, as_json):
     """Run design for every row of a manifest (a, b, energy, ...) on Dask, resumably.
 
     MANIFEST is a CSV or JSONL file, one task per row: a, b (matrix paths relative to it),
-    energy, and optionally model, floor, error, seed, starts, name and label_* columns.
+    energy, and optionally model, floor, error, seed, starts, queries (the smallest budget <=
+    energy for that many queries), name and label_* columns.
 
     \b
     Examples:

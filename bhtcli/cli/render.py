@@ -132,8 +132,9 @@ def render_design_table(result, console: Console) -> None:
     sol.add_row("distinct local maxima", f"{v['local_maxima']}  (best H^2: "
                 + ", ".join(_num(h, 6) for h in v["local_maxima_values"]) + ")")
     if v.get("stop_reason"):
+        why = "" if v["stop_reason"].startswith("best maximum") else f"; stopped: {v['stop_reason']}"
         sol.add_row("evidence", f"best maximum reached from {v['best_hits']} of {v['starts']} starts "
-                    f"in {v['rounds']} round{'s' if v['rounds'] != 1 else ''}; stopped: {v['stop_reason']}")
+                    f"in {v['rounds']} round{'s' if v['rounds'] != 1 else ''}{why}")
         if v.get("ladder") and len(v["ladder"]) > 1:
             sol.add_row("budget ladder", ", ".join(_num(e, 4) for e in v["ladder"]))
     if v.get("budget_exhausted"):

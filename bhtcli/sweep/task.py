@@ -34,7 +34,7 @@ RESULT_FIELDS = {
     "row_diameter": ("certificate", "row_diameter"), "row_norm_2inf": ("paper", "row_norm_2inf"),
     "tv_max_bound": ("certificate", "tv_max_bound"),
     "solver_starts": ("solver", "starts"), "local_maxima": ("solver", "local_maxima"),
-    "seconds": ("solver", "seconds"), "note": ("note",),
+    "seconds": ("solver", "seconds"), "note": ("note",), "energy_found": ("energy",),
 }
 
 
@@ -89,7 +89,14 @@ def run_task(task: Task, cache: MatrixCache | None = None) -> dict:
         B = cache.load(v["b"], task.shown["b"])
         check_pair(A, B, task.shown["a"], task.shown["b"])
         kwargs = dict(call_arguments(v), A=A, B=B)
-        if v["model"] == "leverage":
+        if kwargs.get("queries") is not None:
+            # the smallest budget <= energy whose design needs at most `queries` queries
+            kwargs["energy_max"] = kwargs.pop("energy")
+            if v["model"] == "leverage":
+                from bhtcli.commands.leverage_design import design_leverage_for_queries as design_fn
+            else:
+                from bhtcli.commands.design import design_for_queries as design_fn
+        elif v["model"] == "leverage":
             from bhtcli.commands.leverage_design import design_leverage as design_fn
         else:
             from bhtcli.commands.design import design as design_fn
