@@ -5,11 +5,12 @@
     >>> result.samples["predicted"]                          # doctest: +SKIP
 """
 from bhtcli.maths.bounds import BoundResult, bound
-from bhtcli.commands.design import DesignResult, design
+from bhtcli.commands.design import BudgetCurveResult, DesignResult, design, design_curve, design_for_queries
 from bhtcli.errors import BhtError, InputError, SolverError
 from bhtcli.io.load import load_matrix
 from bhtcli.commands.shift import ShiftResult, shift
 
 __version__ = "0.1.0"
-__all__ = ["design", "bound", "shift", "load_matrix", "DesignResult", "BoundResult", "ShiftResult",
+__all__ = ["design", "design_curve", "design_for_queries", "bound", "shift", "load_matrix",
+           "DesignResult", "BudgetCurveResult", "BoundResult", "ShiftResult",
            "BhtError", "InputError", "SolverError", "__version__"]

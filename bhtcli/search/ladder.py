@@ -118,8 +118,8 @@ def search_budgets(pair: SoftmaxPair, energies, starts: int | None = None, seed:
             run.run(RUNG_ITERATIONS, gtol=1e-3)
             carried, _ = _best_points(run.X, run.f, energy)
             continue
-        if progress:
-            progress(f"budget {energy:g}: climbing (ladder of {len(climbed)} budgets)")
+        if progress and len(climbed) > 1:
+            progress("budget ladder " + ", ".join(f"{e:.4g}" for e in climbed))
         if extra.shape[1]:
             carried = np.concatenate([carried, project(extra, energy)], axis=1)
         result = _target(pair, energy, carried, starts, seed, max_starts, keep, progress,
@@ -156,7 +156,7 @@ def _target(pair, energy, carried, starts, seed, max_starts, keep, progress,
     while True:
         rounds += 1
         if progress:
-            progress(f"budget {energy:g}: round {rounds}, {X0.shape[1]} starts")
+            progress(f"climbing from {X0.shape[1]} starts (budget {energy:g}, round {rounds})")
         run = BatchedAscent(pair, X0, energy)
         run.run(500, gtol=explore_gtol)
         iterations += run.iterations
