@@ -230,3 +230,24 @@ def test_budget_warning_when_the_rounds_run_out(pair_files):
     v = r.solver
     assert v["starts"] == 32 and v["max_starts"] == 32
     assert v["budget_exhausted"] == (v["best_hits"] < BEST_HITS)
+
+
+def test_table_warns_when_the_budget_of_starts_ran_out(capsys, tmp_path):
+    """Seeded checkpoint-like pair whose rounds end on the budget (every round found a better
+    maximum, never the same one three times): one warning line in the table."""
+    rng = np.random.default_rng(1)
+    n, d, E = 300, int(rng.choice([8, 12, 16])), float(rng.choice([4, 6, 8]))
+    s = 3 / np.sqrt(d)
+    A = s * rng.standard_normal((n, d))
+    np.save(tmp_path / "A.npy", A)
+    np.save(tmp_path / "B.npy", A + 0.1 * s * rng.standard_normal((n, d)))
+    code, out, err = _run(capsys, "design", str(tmp_path / "A.npy"), str(tmp_path / "B.npy"),
+                          "--energy", str(E), "--json")
+    assert code == 0
+    v = json.loads(out)["solver"]
+    assert v["budget_exhausted"] and v["starts"] == 128 and v["stop_reason"].startswith("budget")
+    code, out, err = _run(capsys, "design", str(tmp_path / "A.npy"), str(tmp_path / "B.npy"),
+                          "--energy", str(E))
+    warnings = [line for line in out.splitlines() if line.startswith("warning")]
+    assert len(warnings) == 1 and "starts ran out" in warnings[0]
+    assert "raise --max-starts" in " ".join(out.split())
