@@ -251,3 +251,18 @@ def test_table_warns_when_the_budget_of_starts_ran_out(capsys, tmp_path):
     warnings = [line for line in out.splitlines() if line.startswith("warning")]
     assert len(warnings) == 1 and "starts ran out" in warnings[0]
     assert "raise --max-starts" in " ".join(out.split())
+
+
+@pytest.mark.parametrize("options", [dict(dtype="float32"), dict(link_b="taylor:4"),
+                                     dict(bias_a=np.linspace(-1, 1, 12))])
+def test_queries_works_with_float32_links_and_biases(options):
+    rng = np.random.default_rng(4)
+    A = rng.standard_normal((12, 3))
+    B = A + 0.3 * rng.standard_normal((12, 3))
+    top = design(A, B, 3.0, **options)
+    N = int(3 * top.samples["predicted"])
+    r = design_for_queries(A, B, N, 3.0, **options)
+    assert r.samples["predicted"] <= N and r.energy < 3.0
+    assert r.dtype == options.get("dtype", "float64")
+    below = [t for t in r.energy_search["rungs"] if t["energy"] < r.energy]
+    assert below and all(t["predicted"] is None or t["predicted"] > N for t in below[-1:])
