@@ -13,7 +13,7 @@ __version__ = "0.1.0"
 
 from bhtcli.api import bound, decide, design, sample, simulate  # noqa: E402
 from bhtcli.commands.decide import DecideResult  # noqa: E402
-from bhtcli.commands.design import DesignResult  # noqa: E402
+from bhtcli.commands.design import BudgetCurveResult, DesignResult, NotReachable  # noqa: E402
 from bhtcli.commands.leverage_design import LeverageBoundResult  # noqa: E402
 from bhtcli.commands.candidates import RankResult, rank  # noqa: E402
 from bhtcli.commands.shift import ShiftResult, shift  # noqa: E402
@@ -25,6 +25,6 @@ from bhtcli.models.spec import ModelSpec  # noqa: E402
 from bhtcli.sweep.driver import SweepResult, sweep  # noqa: E402
 
 __all__ = ["design", "bound", "sample", "decide", "simulate", "shift", "sweep", "rank", "load_matrix",
-           "ModelSpec", "DesignResult", "BoundResult", "LeverageBoundResult", "DecideResult",
+           "ModelSpec", "DesignResult", "BudgetCurveResult", "NotReachable", "BoundResult", "LeverageBoundResult", "DecideResult",
            "SimulateResult", "ShiftResult", "RankResult", "SweepResult", "BhtError", "InputError", "SolverError",
            "__version__"]

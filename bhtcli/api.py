@@ -32,23 +32,33 @@ def model_spec(model="softmax", energy=None, floor=None, *, link_a="exp", link_b
 def design(A, B, energy=None, *, model="softmax", floor=None, error: float = 0.05,
            starts: int | None = None, seed: int = 0, method: str = "lbfgs", link_a="exp",
            link_b="exp", bias_a=None, bias_b=None, dtype="float64", candidates=None, names=None,
-           top: int = 10, subspace=None, progress=None):
+           top: int = 10, subspace=None, queries=None, max_starts=None, progress=None):
     """The query that best separates A from B under the budget, and how many it takes.
 
     Parameters
     ----------
     A, B : array_like or path
         The two n x d models (paths are read with :func:`bhtcli.load_matrix`).
-    energy : float
+    energy : float or list of float
         softmax: the budget E on ||x||_2; leverage: the upper end C of c <= s_i^2 <= C.
+        An increasing list (or "0.5,1,2,4") gives the budget curve: one design per budget from
+        one warm-started ladder, as a :class:`bhtcli.commands.design.BudgetCurveResult`.
+        With `queries`, the largest budget to consider.
     model : {"softmax", "leverage"} or ModelSpec
     floor : float, optional
         leverage only: the lower end c of the box.
     error : float
         Target alpha for both error probabilities, 0 < alpha < 0.5.
     starts : int, optional
-        Starting points of the multi-start search (default 32; leverage: 6, or 3 when
+        Exactly this many starting points (default: adaptive rounds of starts until the best
+        maximum is reached from several starts, within `max_starts`; leverage: 6, or 3 when
         n d^2 > 1e7).
+    max_starts : int, optional
+        softmax: budget of the adaptive rounds (default 128).
+    queries : int, optional
+        The smallest budget <= `energy` whose designed query needs at most this many queries
+        (bisection, 0.5% relative); the result carries `energy_search`. Raises
+        :class:`bhtcli.commands.design.NotReachable` when even `energy` needs more.
     seed : int
         Seed of the random starting points; equal seeds give equal results.
     method : {"lbfgs", "ccp"}
@@ -72,8 +82,18 @@ def design(A, B, energy=None, *, model="softmax", floor=None, error: float = 0.0
     -------
     bhtcli.commands.design.DesignResult
     """
+    energies = None
+    if isinstance(energy, str) and "," in energy or isinstance(energy, (list, tuple)):
+        from bhtcli.commands.design import check_energies
+        energies = check_energies([p.strip() for p in energy.split(",")] if isinstance(energy, str)
+                                  else list(energy))
+        energy = energies[-1]
     spec = model_spec(model, energy, floor, link_a=link_a, link_b=link_b, bias_a=bias_a,
                       bias_b=bias_b, dtype=dtype, need_energy=candidates is None)
+    if energies is not None or queries is not None:
+        return _design_budgets(A, B, spec, energies, queries, error=error, starts=starts,
+                               seed=seed, method=method, max_starts=max_starts, progress=progress,
+                               others=dict(candidates=candidates, subspace=subspace, names=names))
     if spec.leverage and candidates is not None:
         from bhtcli.commands.candidates import design_candidates
         from bhtcli.errors import parameter_name
@@ -96,11 +116,40 @@ def design(A, B, energy=None, *, model="softmax", floor=None, error: float = 0.0
         return design_leverage(A, B, spec.energy, spec.floor, error=error, starts=starts, seed=seed,
                                progress=progress)
     from bhtcli.commands.design import design as design_softmax
-    from bhtcli.search.optimize import DEFAULT_STARTS
-    return design_softmax(A, B, spec.energy, error=error,
-                          starts=DEFAULT_STARTS if starts is None else starts, seed=seed,
+    return design_softmax(A, B, spec.energy, error=error, starts=starts, seed=seed,
                           method=method, progress=progress, dtype=spec.dtype, candidates=candidates,
-                          names=names, top=top, subspace=subspace, **spec.readout_options())
+                          names=names, top=top, subspace=subspace, **spec.readout_options(),
+                          **({} if max_starts is None else {"max_starts": max_starts}))
+
+
+def _design_budgets(A, B, spec, energies, queries, *, error, starts, seed, method, max_starts,
+                    progress, others):
+    """design() with a list of budgets (the budget curve) or `queries` (the smallest budget)."""
+    from bhtcli.errors import parameter_name
+    e, q = parameter_name("energy"), parameter_name("queries")
+    given = [parameter_name(k) for k, v in others.items() if v is not None]
+    if given:
+        raise InputError(f"{', '.join(given)} designs at one budget: drop it, or give one {e} "
+                         f"without {q}")
+    if method != "lbfgs":
+        raise InputError(f"{parameter_name('method')} ccp designs at one budget; budget lists and "
+                         f"{q} use lbfgs")
+    if queries is not None and energies is not None:
+        raise InputError(f"{q} searches budgets up to one {e} (the largest to consider); give one number")
+    if spec.leverage:
+        from bhtcli.commands import leverage_design as lev
+        if queries is not None:
+            return lev.design_leverage_for_queries(A, B, queries, spec.energy, spec.floor, error=error,
+                                                   seed=seed, progress=progress, starts=starts)
+        return lev.design_leverage_curve(A, B, energies, spec.floor, error=error, seed=seed,
+                                         progress=progress, starts=starts)
+    from bhtcli.commands.design import DEFAULT_MAX_STARTS, design_curve, design_for_queries
+    kw = dict(error=error, seed=seed, progress=progress, starts=starts,
+              max_starts=DEFAULT_MAX_STARTS if max_starts is None else max_starts, dtype=spec.dtype,
+              **spec.readout_options())
+    if queries is not None:
+        return design_for_queries(A, B, queries, spec.energy, **kw)
+    return design_curve(A, B, energies, **kw)
 
 
 def bound(A, B, energy=None, *, model="softmax", floor=None, error: float = 0.05, link_a="exp",

@@ -75,6 +75,14 @@ CANDIDATES = {
     "candidates.optimum.iterations": ("integer or null", "Iterations of its search."),
     "candidates.optimum.query": ("array", "The optimum query."),
     "subspace_rank": ("integer or null", "design --subspace only: rank r of V (queries x = V z)."),
+    "energy_search": ("object or null", "design --queries only: how the smallest budget was found (energy is that budget)."),
+    "energy_search.queries": ("integer", "N: the design at `energy` needs at most N queries (samples.predicted)."),
+    "energy_search.energy_max": ("number", "The largest budget considered (--energy)."),
+    "energy_search.rungs": ("array", "Every budget tried, in increasing order."),
+    "energy_search.rungs[].energy": ("number", "A budget tried."),
+    "energy_search.rungs[].hellinger_squared": ("number", "H^2 designed there."),
+    "energy_search.rungs[].predicted": ("integer or null", "Its predicted query count."),
+    "energy_search.relative_tolerance": ("number", "Relative width of the final bracket (0.005)."),
 }
 
 RANK = {
@@ -133,6 +141,13 @@ DESIGN = {
     "solver.local_maxima": ("integer", "Distinct local maxima found."),
     "solver.local_maxima_values": ("array", "H^2 at the best few local maxima, best first."),
     "solver.kkt_residual": ("number or null", "[softmax] Relative KKT residual at the query (small: a verified local maximum)."),
+    "solver.best_hits": ("integer", "[softmax lbfgs] Starts that ended at the best maximum (the evidence of the search)."),
+    "solver.rounds": ("integer", "[softmax lbfgs] Rounds of starts run at the budget."),
+    "solver.stop_reason": ("string", "[softmax lbfgs] Why the rounds stopped: the best maximum was reached from enough starts, a round found nothing better, the budget (--max-starts) ran out, or --starts fixed the count."),
+    "solver.budget_exhausted": ("boolean", "[softmax lbfgs] True when --max-starts ran out before the evidence was reached (the table warns)."),
+    "solver.adaptive": ("boolean", "[softmax lbfgs] Whether the number of starts was adaptive (no --starts)."),
+    "solver.max_starts": ("integer or null", "[softmax lbfgs] The budget of the adaptive rounds (null with --starts)."),
+    "solver.ladder": ("array", "[softmax lbfgs] The budgets climbed, smallest first, ending at the energy (docs/search.md)."),
     "solver.fraction_at_box_faces": ("number or null", "[leverage] Fraction of the entries of s on a face of the box."),
     "solver.search_seconds": ("number or null", "[softmax] Seconds in the search."),
     "solver.seconds": ("number", "Seconds in all."),

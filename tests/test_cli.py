@@ -113,7 +113,7 @@ def bad_cases(tmp_path, a, b):
         "energy negative": ([a, b, "--energy", "-1"], "--energy must be a finite number > 0"),
         "energy inf": ([a, b, "--energy", "inf"], "--energy must be a finite number > 0"),
         "energy nan": ([a, b, "--energy", "nan"], "--energy must be a finite number > 0"),
-        "energy text": ([a, b, "--energy", "lots"], "'lots' is not a valid float"),
+        "energy text": ([a, b, "--energy", "lots"], "--energy must be a number, got 'lots'"),
         "error 0": ([a, b, "--error", "0"], "--error must lie strictly between 0 and 0.5"),
         "error 0.5": ([a, b, "--error", "0.5"], "--error must lie strictly between 0 and 0.5"),
         "starts 0": ([a, b, "--starts", "0"], "--starts must be a whole number >= 1"),

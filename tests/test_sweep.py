@@ -459,3 +459,19 @@ def test_a_killed_worker_task_is_retried(tmp_path):
     assert json.loads(out)["ok"] == 8
     rows = read_rows(tmp_path / "r.jsonl")
     assert len(rows) == 8 and len({r["task"] for r in rows}) == 8
+
+
+def test_queries_column_runs_the_smallest_budget_search(tmp_path):
+    from bhtcli.commands.design import design_for_queries
+    write_zoo(tmp_path)
+    write_csv(tmp_path / "m.csv", ["a", "b", "energy", "queries"],
+              [("m0.npy", "m1.npy", 4, 200), ("m0.npy", "m1.npy", 4, 0), ("m0.npy", "m1.npy", 4, "")])
+    tasks = read_manifest(tmp_path / "m.csv").tasks
+    assert tasks[1].problem and "queries must be a whole number >= 1" in tasks[1].problem
+    assert tasks[2].values["queries"] is None and tasks[0].key != tasks[2].key
+    row = run_task(tasks[0], MatrixCache())["row"]
+    expected = design_for_queries(np.load(tmp_path / "m0.npy"), np.load(tmp_path / "m1.npy"), 200,
+                                  4.0, starts=tasks[0].values["starts"])
+    assert row["status"] == "ok", row["failure"]
+    assert row["energy_found"] == expected.energy <= 4.0
+    assert row["samples_predicted"] == expected.samples["predicted"] <= 200

@@ -13,7 +13,7 @@ import sys
 import click
 
 from bhtcli import __version__
-from bhtcli.cli.options import (CONTEXT, INPUTS_HELP, LINK_HELP, dtype_option, error_option,
+from bhtcli.cli.options import (CONTEXT, INPUTS_HELP, LINK_HELP, design_pair_options, dtype_option, error_option,
                                 force_option, json_option, model_option, model_pair_options,
                                 out_option, query_option, quiet_option, readout_options,
                                 seed_option, starts_option)
@@ -87,8 +87,15 @@ def _emit(result, as_json: bool) -> None:
 
 
 @cli.command(context_settings=CONTEXT)
-@model_pair_options
+@design_pair_options
 @starts_option
+@click.option("--max-starts", type=int, default=None, metavar="N",
+              help="Budget of the adaptive rounds: at most N starts per budget [default: 128]; "
+                   "raise it when the table warns.")
+@click.option("--queries", default=None, metavar="N",
+              help="Find the smallest budget <= --energy whose designed query needs at most N queries.")
+@click.option("--plot", type=click.Path(dir_okay=False), default=None, metavar="FILE.png",
+              help="With a list of budgets: write a PNG of H^2 and predicted queries against the budget.")
 @seed_option
 @click.option("--method", type=click.Choice(METHODS), default="lbfgs", show_default=True,
               help="lbfgs: batched projected L-BFGS (scales); ccp: cvxpy cross-check (small models).")
@@ -104,8 +111,9 @@ def _emit(result, as_json: bool) -> None:
 @click.option("--top", type=int, default=10, show_default=True, help="With --candidates: how many of the best to list.")
 @click.option("--subspace", default=None, metavar="V",
               help="Only queries x = V z (V: d x r, orthonormalised by bht, rank r), ||x|| <= E.")
-def design(a, b, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, starts, seed, method,
-           as_json, out, force, dtype, quiet, candidates, names, top, subspace):
+def design(a, b, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, starts, max_starts,
+           queries, plot, seed, method, as_json, out, force, dtype, quiet, candidates, names, top,
+           subspace):
     """Find the query x (||x|| <= E) that best separates A from B, and how many it takes.
 
     {inputs}
@@ -116,20 +124,44 @@ def design(a, b, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, st
       bht design A.npy B.npy --energy 1.0 --json | jq .samples.predicted
       bht design A.csv B.csv --energy 2 --error 0.01 --out x.npy
       bht design A.npy A.npy --link-b taylor:4 --energy 3     # softmax vs its degree-4 surrogate
+      bht design A.npy B.npy --energy 8 --queries 100         # the smallest budget for 100 queries
+      bht design A.npy B.npy --energy 0.5,1,2,4 --plot curve.png   # the budget curve
       bht design A.npy B.npy --candidates H.npy --names prompts.txt --energy 12
       bht design A.npy B.npy --subspace V.npy --energy 1.0
     """
     from bhtcli.api import design as design_fn
+    from bhtcli.commands.design import BudgetCurveResult, check_energies, check_queries
     from bhtcli.io.load import OUT_SUFFIXES, check_output_path, save_array
-    spec = _spec(model, energy, floor, link_a, link_b, bias_a, bias_b, dtype,
-                 need_energy=candidates is None)
+    if energy is None and candidates is None:
+        raise click.UsageError("Missing option '--energy' / '-E'.", ctx=click.get_current_context())
+    energies = None
+    if energy is not None:
+        parts = [p.strip() for p in str(energy).split(",")]
+        if any(p == "" for p in parts):
+            raise InputError(f"--energy {energy}: give a number or an increasing comma list (0.5,1,2,4)")
+        energies = check_energies(parts)
+    curve = energies is not None and len(energies) > 1
+    if queries is not None:
+        queries = check_queries(queries)
+    if plot:
+        check_output_path(plot, "--plot", inputs=(a, b), force=None, suffixes=(".png",))
+        if not curve:
+            raise InputError("--plot draws the budget curve: give --energy a comma list (0.5,1,2,4)")
     if out:
+        if curve:
+            raise InputError("--out writes one query: use it with a single --energy")
         check_output_path(out, inputs=(a, b, bias_a, bias_b, candidates, subspace), force=force,
                           suffixes=OUT_SUFFIXES)
     with _reporter(quiet) as progress:
-        result = design_fn(a, b, model=spec, error=alpha, seed=seed, starts=starts, method=method,
-                           progress=progress, candidates=candidates, names=names, top=top,
-                           subspace=subspace)
+        result = design_fn(a, b, energies if curve else (energies[0] if energies else None),
+                           model=model, floor=floor, link_a=link_a, link_b=link_b, bias_a=bias_a,
+                           bias_b=bias_b, dtype=dtype, error=alpha, seed=seed, starts=starts,
+                           method=method, progress=progress, candidates=candidates, names=names,
+                           top=top, subspace=subspace, queries=queries, max_starts=max_starts)
+        if plot and isinstance(result, BudgetCurveResult):
+            progress("plotting")
+            from bhtcli.cli.plot import plot_budget_curve
+            plot_budget_curve(result, plot)
     if out:
         save_array(out, result.query)
     _emit(result, as_json)

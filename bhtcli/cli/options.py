@@ -93,6 +93,22 @@ model_pair_options = _stack(
     readout_options,
 )
 
+# design's --energy also takes a comma list of budgets (the budget curve)
+energy_list_option = click.option(
+    "--energy", "-E", type=str, default=None, metavar="E[,E2,...]",
+    help="softmax: budget on ||x||_2; leverage: upper bound C on every s_i^2; an increasing comma "
+         "list (0.5,1,2,4) gives one design per budget [required; optional with --candidates].")
+design_pair_options = _stack(
+    click.argument("a", metavar="A"),
+    click.argument("b", metavar="B"),
+    model_option,
+    energy_list_option,
+    floor_option,
+    error_option,
+    readout_options,
+)
+
 starts_option = click.option(
     "--starts", type=int, default=None,
-    help=f"Starting points of the multi-start search [default: {DEFAULT_STARTS}; leverage: 6, or 3 when n*d^2 > 1e7].")
+    help=f"Exactly this many starting points [design's default: adaptive rounds of {DEFAULT_STARTS} and more "
+         "(see --max-starts); simulate's: 32; leverage: 6, or 3 when n*d^2 > 1e7].")

@@ -1,4 +1,4 @@
-"""`simulate --plot`: max error against n, empirical with its band, predicted curve, bounds."""
+"""`simulate --plot` (max error against n) and `design --plot` (the budget curve)."""
 from __future__ import annotations
 
 import numpy as np
@@ -36,6 +36,37 @@ def plot_fixed(result, path: str) -> None:
     ax.legend(fontsize=8, loc="upper right")
     ax.grid(alpha=0.3, which="both")
     fig.tight_layout()
+    _save(fig, path, plt)
+
+
+def plot_budget_curve(result, path: str) -> None:
+    """Write a PNG (atomically): designed H^2 and predicted queries against the budget E, for a
+    BudgetCurveResult (`design --energy E1,E2,... --plot`)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = result.to_dict()
+    E = [r["energy"] for r in rows]
+    fig, ax = plt.subplots(figsize=(7, 4.2), dpi=120)
+    ax.plot(E, [r["hellinger_squared"] for r in rows], "o-", color="tab:blue", label="designed H^2")
+    ax.set_xlabel("budget E (||x||_2 <= E)" if rows[0]["model"] == "softmax" else "budget C (s_i^2 <= C)")
+    ax.set_ylabel("H^2", color="tab:blue")
+    ax.set_xscale("log")
+    ax.grid(alpha=0.3, which="both")
+    right = ax.twinx()
+    pred = [(e, r["samples"]["predicted"]) for e, r in zip(E, rows) if r["samples"]["predicted"]]
+    if pred:
+        right.plot(*zip(*pred), "s--", color="tab:red", label="predicted queries")
+        right.set_yscale("log")
+    right.set_ylabel(f"predicted queries (alpha = {rows[0]['target_error']:g})", color="tab:red")
+    ax.set_title(f"{rows[0]['model']} n={rows[0]['n']}, d={rows[0]['d']}: budget curve")
+    fig.tight_layout()
+    _save(fig, path, plt)
+
+
+def _save(fig, path, plt) -> None:
+    """fig as a PNG at path, atomically, in the umask's mode (bhtcli.io.load.atomic_file)."""
     try:
         with atomic_file(path, "wb", option="--plot") as fh:
             fig.savefig(fh, format="png")

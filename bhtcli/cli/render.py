@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.table import Table
 
 from bhtcli.commands.decide import DecideResult
-from bhtcli.commands.design import DesignResult
+from bhtcli.commands.design import BudgetCurveResult, DesignResult
 from bhtcli.commands.leverage_design import LeverageBoundResult
 from bhtcli.commands.shift import ShiftResult
 from bhtcli.commands.candidates import RankResult
@@ -214,6 +214,12 @@ def _render_design(r: dict, console: Console) -> None:
                                      "certificate: over that subspace")
     _readout_rows(head, r)
     head.add_row("distinguishable", "yes")
+    es = r.get("energy_search")
+    if es:
+        what = "C" if leverage else "E"
+        head.add_row("budget found", f"{what} = {_num(r['energy'])}: the smallest <= {_num(es['energy_max'])} "
+                     f"whose query needs <= {_num(es['queries'])} queries "
+                     f"(bisection to {100 * es['relative_tolerance']:g}%, {len(es['rungs'])} budgets tried)")
     if r["note"]:
         head.add_row("note", r["note"])
     console.print(head)
@@ -280,6 +286,15 @@ def _render_design(r: dict, console: Console) -> None:
                           f"{v['passes']} passes over A and B")
     sol.add_row("distinct local maxima", f"{v['local_maxima']}  (best H^2: "
                 + ", ".join(_num(h, 6) for h in v["local_maxima_values"]) + ")")
+    if v.get("stop_reason"):
+        why = "" if v["stop_reason"].startswith("best maximum") else f"; stopped: {v['stop_reason']}"
+        sol.add_row("evidence", f"best maximum reached from {v['best_hits']} of {v['starts']} starts "
+                    f"in {v['rounds']} round{'s' if v['rounds'] != 1 else ''}{why}")
+        if v.get("ladder") and len(v["ladder"]) > 1:
+            sol.add_row("budget ladder", ", ".join(_num(e, 4) for e in v["ladder"]))
+    if v.get("budget_exhausted"):
+        sol.add_row("warning", f"the budget of {v['max_starts']} starts ran out before the evidence; "
+                    "a better maximum may exist: raise --max-starts")
     sol.add_row("KKT residual", _num(v["kkt_residual"], 2))
     sol.add_row("time", f"{v['seconds']:.2f} s")
     console.print(sol)
@@ -498,6 +513,30 @@ def render_rank_table(result, console: Console) -> None:
     console.print(_top_table(f"\nTop {len(r['top'])} candidates by H^2 (row: 0-based in H)", r["top"]))
 
 
+def render_curve_table(result, console: Console) -> None:
+    """`design --energy E1,E2,...`: one row per budget."""
+    rows = result.to_dict()
+    r0 = rows[0]
+    leverage = r0["model"] == "leverage"
+    t = Table(title=f"bht design  {r0['model']}  n={r0['n']:,}  d={r0['d']:,}  "
+                    f"alpha={_num(r0['target_error'])}  budget curve", title_justify="left",
+              box=None, pad_edge=False, header_style="bold")
+    for name in ("C" if leverage else "E", "H^2", "predicted", "lower", "upper", "starts", "evidence"):
+        t.add_column(name, no_wrap=True, justify="left" if name == "evidence" else "right")
+    warn = False
+    for r in rows:
+        s, v = r["samples"], r["solver"]
+        warn |= bool(v.get("budget_exhausted"))
+        evidence = f"best x{v['best_hits']}" + ("  (budget ran out)" if v.get("budget_exhausted") else "") \
+            if "best_hits" in v else ""
+        t.add_row(_num(r["energy"]), _num(r["hellinger_squared"]), _num(s["predicted"]),
+                  _num(s["lower"]), _num(s["upper"]), _num(v.get("starts")), evidence)
+    console.print(t)
+    if warn:
+        console.print("warning: at some budgets the search budget ran out before the evidence; "
+                      "raise --max-starts", markup=False, highlight=False)
+
+
 RENDERERS = {
     DesignResult: render_design_table,
     BoundResult: render_bound_table,
@@ -507,4 +546,5 @@ RENDERERS = {
     SweepResult: render_sweep_table,
     ShiftResult: render_shift_table,
     RankResult: render_rank_table,
+    BudgetCurveResult: render_curve_table,
 }

@@ -3,16 +3,17 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from bhtcli.maths.bounds import PairFacts, join_notes, analyse_pair, certificate_from_variance
 from bhtcli.results import Result
 from bhtcli.maths.divergences import Tilt, divergences_from_tilt
-from bhtcli.errors import InputError, parameter_name
+from bhtcli.errors import BhtError, InputError, parameter_name
 from bhtcli.io.load import load_pair
-from bhtcli.search.optimize import DEFAULT_STARTS, kkt_state, maximize, starting_points
+from bhtcli.search.ladder import DEFAULT_MAX_STARTS, search_budgets, warm_climb
+from bhtcli.search.optimize import DEFAULT_STARTS, kkt_state, starting_points
 from bhtcli.maths.counts import query_counts
 from bhtcli.models.readout import make_readout
 from bhtcli.models.softmax import SoftmaxPair, logits_at
@@ -20,6 +21,10 @@ from bhtcli.io.validation import check_dtype, check_energy, check_error, check_s
 
 METHODS = ("lbfgs", "ccp")
 KKT_WARN = 1e-3      # a relative KKT residual above this is reported as a warning
+
+
+class NotReachable(BhtError):
+    """queries=N: even the largest budget needs more than N queries (exit 1)."""
 
 
 @dataclass(frozen=True)
@@ -54,12 +59,29 @@ class DesignResult(Result):
     dtype: str = "float64"               # precision of the large products (the rest: float64)
     candidates: dict | None = None       # design --candidates: the ranking (commands/candidates.py)
     subspace_rank: int | None = None     # design --subspace: queries x = V z, V of this rank
+    energy_search: dict | None = None    # design --queries: how the budget was found
 
 
-def design(A, B, energy: float | None, error: float = 0.05, starts: int = DEFAULT_STARTS,
+@dataclass(frozen=True)
+class BudgetCurveResult:
+    """`bht design --energy E1,E2,...`: one design per budget, from one warm-started ladder."""
+
+    designs: list
+
+    @property
+    def warnings(self) -> list:
+        """The designs' warnings, each once (printed on stderr before the table)."""
+        return list(dict.fromkeys(w for d in self.designs for w in d.warnings))
+
+    def to_dict(self) -> list:
+        return [d.to_dict() for d in self.designs]
+
+
+def design(A, B, energy: float | None, error: float = 0.05, starts: int | None = None,
            seed: int = 0, method: str = "lbfgs", progress=None, *, link_a="exp", link_b="exp",
            bias_a=None, bias_b=None, dtype: str = "float64", candidates=None, names=None,
-           top: int = 10, subspace=None) -> DesignResult:
+           top: int = 10, subspace=None,
+           max_starts: int = DEFAULT_MAX_STARTS) -> DesignResult:
     """Find the query x (||x||_2 <= energy) that best separates model A from model B.
 
     Parameters
@@ -125,7 +147,9 @@ def design(A, B, energy: float | None, error: float = 0.05, starts: int = DEFAUL
         return design_in_subspace(A, B, subspace, energy, error=error, starts=starts, seed=seed,
                                   method=method, progress=progress, link_a=link_a, link_b=link_b,
                                   bias_a=bias_a, bias_b=bias_b, dtype=dtype)
-    energy, error, starts = check_energy(energy), check_error(error), check_starts(starts)
+    energy, error = check_energy(energy), check_error(error)
+    starts = None if starts is None else check_starts(starts)
+    max_starts = check_starts(max_starts, parameter_name("max_starts"))
     seed, dtype = check_seed(seed), check_dtype(dtype)
     if method not in METHODS:
         raise InputError(f"{parameter_name('method')} must be one of {', '.join(METHODS)}, got {method!r}")
@@ -143,19 +167,183 @@ def design(A, B, energy: float | None, error: float = 0.05, starts: int = DEFAUL
         solver = solver_dict(method, 0, 0, pair.passes, 0, [], 0.0, 0.0)
         return _same_model(ctx, solver)
 
-    extra_passes = 0
     if method == "ccp":
+        starts = DEFAULT_STARTS if starts is None else starts
         x, iterations, local_values, seconds, residual, on_boundary, local, extra_passes = _run_ccp(
             A, B, pair, energy, starts, seed)
-    else:
-        found = maximize(pair, energy, starts=starts, seed=seed, progress=progress)
-        x, iterations, local_values = found.x, found.iterations, found.values
-        seconds, residual, on_boundary = found.seconds, found.kkt_residual, found.on_boundary
-        local = found.local_maxima
+        solver = solver_dict(method, starts, iterations, pair.passes, local,
+                             [-math.expm1(-v) for v in local_values[:5]], residual, seconds)
+        return _report(ctx, x, on_boundary, solver, extra_passes)
+    found = search_budgets(pair, [energy], starts=starts, seed=seed, max_starts=max_starts,
+                           progress=progress)[0]
+    return _report(ctx, found.x, found.on_boundary, _solver_dict(found, starts, max_starts))
 
-    solver = solver_dict(method, starts, iterations, pair.passes, local,
-                         [-math.expm1(-v) for v in local_values[:5]], residual, seconds)
-    return _report(ctx, x, on_boundary, solver, extra_passes)
+
+def check_energies(energies, option: str | None = None) -> list:
+    """A list of budgets, each finite and > 0, strictly increasing."""
+    option = parameter_name("energy") if option is None else option
+    values = [check_energy(e, option) for e in energies]
+    if not values:
+        raise InputError(f"{option} needs at least one budget")
+    for a, b in zip(values, values[1:]):
+        if b <= a:
+            raise InputError(f"{option} lists budgets in increasing order without repeats; "
+                             f"got {b:g} after {a:g}")
+    return values
+
+
+def _setup(A, B, error, starts, seed, dtype, max_starts, link_a, link_b, bias_a, bias_b):
+    error, seed, dtype = check_error(error), check_seed(seed), check_dtype(dtype)
+    if starts is not None:
+        starts = check_starts(starts)
+    max_starts = check_starts(max_starts, parameter_name("max_starts"))
+    A, B = load_pair(A, B, dtype=None)  # as stored: every use converts row blocks
+    readout = make_readout(A.shape[0], link_a, link_b, bias_a, bias_b)
+    pair = SoftmaxPair(A, B, readout=readout, dtype=dtype)
+    return A, B, pair, error, starts, seed, max_starts
+
+
+def design_curve(A, B, energies, error: float = 0.05, starts: int | None = None, seed: int = 0,
+                 progress=None, *, link_a="exp", link_b="exp", bias_a=None, bias_b=None,
+                 dtype: str = "float64", max_starts: int = DEFAULT_MAX_STARTS) -> BudgetCurveResult:
+    """One design per budget (increasing), from one warm-started ladder: the designed H^2 is
+    non-decreasing along the list (the balls nest). Parameters as :func:`design`."""
+    energies = check_energies(energies)
+    A, B, pair, error, starts, seed, max_starts = _setup(
+        A, B, error, starts, seed, dtype, max_starts, link_a, link_b, bias_a, bias_b)
+    t0 = time.perf_counter()
+    facts = [analyse_pair(A, B, pair.G, e, pair.readout) for e in energies]
+    if not facts[0].distinguishable:
+        solver = solver_dict("lbfgs", 0, 0, pair.passes, 0, [], 0.0, 0.0)
+        return BudgetCurveResult([_same_model(_Context(A, B, pair, e, error, f, t0), solver)
+                                  for e, f in zip(energies, facts)])
+    found = search_budgets(pair, energies, starts=starts, seed=seed, max_starts=max_starts,
+                           progress=progress)
+    designs = []
+    for e, f, r in zip(energies, facts, found):
+        ctx = _Context(A, B, pair, e, error, f, t0)
+        designs.append(_report(ctx, r.x, r.on_boundary, _solver_dict(r, starts, max_starts)))
+        if len(designs) > 1 and designs[-1].hellinger_squared < designs[-2].hellinger_squared:
+            # the smaller ball's query is feasible here: never report less (rounding aside)
+            prev = designs[-2]
+            x = np.asarray(prev.query)
+            designs[-1] = _report(ctx, x, kkt_state(pair, x, e)[0],
+                                  _solver_dict(r, starts, max_starts))
+    return BudgetCurveResult(designs)
+
+
+QUERIES_TOLERANCE = 0.005     # relative width of the final bracket of --queries
+
+
+def design_for_queries(A, B, queries: int, energy_max: float, error: float = 0.05,
+                       starts: int | None = None, seed: int = 0, progress=None, *,
+                       link_a="exp", link_b="exp", bias_a=None, bias_b=None,
+                       dtype: str = "float64", max_starts: int = DEFAULT_MAX_STARTS) -> DesignResult:
+    """The smallest budget E <= energy_max whose designed query needs at most `queries`
+    queries (samples.predicted), to 0.5% relative, and the design there.
+
+    Bisection on the budget curve: every trial budget climbs from the best points of the
+    bracket's ends (the lower end's as they are, the upper end's scaled down: both feasible),
+    so the curve it walks is non-decreasing in E. The result is :func:`design`'s at the budget
+    found, plus ``energy_search = {queries, energy_max, rungs, relative_tolerance}`` (rungs:
+    every budget tried, with its H^2 and predicted count).
+
+    Raises
+    ------
+    InputError
+        Invalid options (queries must be a whole number >= 1).
+    NotReachable
+        Even energy_max needs more than `queries` queries (the message gives the count).
+    """
+    queries = check_queries(queries)
+    energy_max = check_energy(energy_max)
+    A, B, pair, error, starts, seed, max_starts = _setup(
+        A, B, error, starts, seed, dtype, max_starts, link_a, link_b, bias_a, bias_b)
+    t0 = time.perf_counter()
+    facts_max = analyse_pair(A, B, pair.G, energy_max, pair.readout)
+    if not facts_max.distinguishable:
+        raise NotReachable(f"A and B are the same model ({facts_max.reason}): no number of "
+                           "queries tells them apart")
+    top = search_budgets(pair, [energy_max], starts=starts, seed=seed, max_starts=max_starts,
+                         progress=progress)[0]
+    tried = []
+
+    def predicted(e, x):
+        c, delta = _float64_logits(A, B, pair, x)
+        tilt = Tilt.from_logits(c, delta)
+        d = divergences_from_tilt(tilt)
+        n = query_counts(tilt, d.bhattacharyya_distance, error).predicted \
+            if d.bhattacharyya_distance > 0 else None
+        tried.append({"energy": e, "hellinger_squared": d.hellinger_squared, "predicted": n})
+        return n
+
+    n_top = predicted(energy_max, top.x)
+    if n_top is None or n_top > queries:
+        count = "no finite number of" if n_top is None else f"{n_top:,}"
+        raise NotReachable(f"{parameter_name('queries')} {queries:,}: even {parameter_name('energy')} "
+                           f"{energy_max:g} needs {count} "
+                           "queries for the designed query; raise --energy")
+    hi, hi_r = energy_max, top
+    lo, lo_r = 0.0, None
+    # bracket by halving, then bisect; each trial climbs from both ends' best points
+    while True:
+        e = hi / 2 if lo == 0.0 else 0.5 * (lo + hi)
+        if lo > 0 and hi - lo <= QUERIES_TOLERANCE * hi:
+            break
+        if lo == 0.0 and e < energy_max * 1e-9:
+            break
+        points = hi_r.points if lo_r is None else np.concatenate([lo_r.points, hi_r.points], axis=1)
+        if progress:
+            progress(f"{parameter_name('queries')} {queries}: trying budget {e:.6g}")
+        r = warm_climb(pair, e, points, seed=seed)
+        n = predicted(e, r.x)
+        if n is not None and n <= queries:
+            hi, hi_r = e, r
+        else:
+            lo, lo_r = e, r
+    # the full search at the budget found (its H^2 can only be higher)
+    final = search_budgets(pair, [hi], starts=starts, seed=seed, max_starts=max_starts,
+                           carried=hi_r.points)[0] if hi != energy_max else top
+    if final.value < hi_r.value:
+        final = hi_r
+    facts = analyse_pair(A, B, pair.G, hi, pair.readout)
+    ctx = _Context(A, B, pair, hi, error, facts, t0)
+    result = _report(ctx, final.x, final.on_boundary, _solver_dict(final, starts, max_starts))
+    if result.samples["predicted"] is None or result.samples["predicted"] > queries:
+        result = _report(ctx, hi_r.x, hi_r.on_boundary, _solver_dict(hi_r, starts, max_starts))
+    search = {"queries": queries, "energy_max": energy_max,
+              "rungs": sorted(tried, key=lambda t: t["energy"]),
+              "relative_tolerance": QUERIES_TOLERANCE}
+    return replace(result, energy_search=search)
+
+
+def check_queries(queries, option: str | None = None) -> int:
+    """A number of queries: a whole number >= 1."""
+    option = parameter_name("queries") if option is None else option
+    try:
+        ok = not isinstance(queries, bool) and float(queries) == int(queries) and int(queries) >= 1
+    except (TypeError, ValueError, OverflowError):
+        ok = False
+    if not ok:
+        raise InputError(f"{option} must be a whole number >= 1 (a number of queries), got {queries!r}")
+    return int(queries)
+
+
+def _float64_logits(A, B, pair, x):
+    if pair.dtype == np.float64:
+        return pair.logits(x)
+    return logits_at(A, B, x, pair.readout)
+
+
+def _solver_dict(r, starts, max_starts) -> dict:
+    """The `solver` object of a ladder search, with the evidence of the adaptive rounds."""
+    solver = solver_dict("lbfgs", r.starts, r.iterations, 0, r.local_maxima,
+                         [-math.expm1(-v) for v in r.values[:5]], r.kkt_residual, r.seconds)
+    solver.update(best_hits=r.best_hits, rounds=r.rounds, stop_reason=r.stop_reason,
+                  budget_exhausted=r.budget_exhausted, adaptive=starts is None,
+                  max_starts=max_starts if starts is None else None,
+                  ladder=[float(e) for e in r.rungs])
+    return solver
 
 
 def report_for_query(A, B, x, energy: float, error: float = 0.05, *, link_a="exp", link_b="exp",
@@ -216,9 +404,18 @@ def _report(ctx: _Context, x, on_boundary, solver, extra_passes: int = 0):
     div = divergences_from_tilt(tilt)
     counts = query_counts(tilt, div.bhattacharyya_distance, ctx.error)
     note = None
+    certificate = _certificate_dict(ctx, div.hellinger_squared)
     if div.bhattacharyya_distance == 0.0:
-        note = ("the models differ, but by less than float64 resolves at this budget: "
-                "H^2 underflows to 0 and no finite count can be given")
+        ceiling = certificate["hellinger_squared_max_bound"]
+        if ceiling == 0.0:          # proven: no query in the ball separates them in float64
+            note = ("the models differ, but by less than float64 resolves at this budget: "
+                    "H^2 underflows to 0 and no finite count can be given")
+        else:
+            allows = "has no closed form here" if ceiling is None else \
+                f"allows up to H^2 = {ceiling:.3g} at this budget"
+            note = ("the search ended at H^2 = 0 (at every point it reached both models put "
+                    f"all their mass on the same rows), while the certificate {allows}: this "
+                    "is not evidence that the models are indistinguishable; try more starts")
     solver = dict(solver, passes=pair.passes + extra_passes, seconds=time.perf_counter() - ctx.t0)
     warnings = _warnings(pair.readout)
     if solver["method"] not in ("given", "candidates") and solver["kkt_residual"] > KKT_WARN:
@@ -232,7 +429,7 @@ def _report(ctx: _Context, x, on_boundary, solver, extra_passes: int = 0):
         note=note,
         samples={"lower": counts.lower, "upper": counts.upper, "predicted": counts.predicted,
                  "method": counts.method},
-        certificate=_certificate_dict(ctx, div.hellinger_squared),
+        certificate=certificate,
         **_paper_dict(ctx, True), solver=solver, warnings=warnings,
         readout=pair.readout.description, dtype=str(pair.dtype))
 

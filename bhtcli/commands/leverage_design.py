@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy.optimize import minimize
@@ -305,3 +305,67 @@ def bound_leverage(A, B, energy, floor, error: float = 0.05) -> LeverageBoundRes
                                note=("A and B are the same leverage-score model (equal probabilities "
                                      "at every weight tested: B = D A R)") if same else None,
                                tv_method=None if same else method)
+
+
+def design_leverage_curve(A, B, energies, floor, error: float = 0.05, starts: int | None = None,
+                          seed: int = 0, progress=None):
+    """One leverage design per upper bound C in `energies` (increasing), floor fixed.
+
+    The boxes nest as C grows, so a design is never reported worse than the previous one's
+    query (which is feasible in the larger box)."""
+    from bhtcli.commands.design import BudgetCurveResult, check_energies
+    energies = check_energies(energies)
+    designs = []
+    for C in energies:
+        r = design_leverage(A, B, C, floor, error=error, starts=starts, seed=seed, progress=progress)
+        if designs and r.hellinger_squared < designs[-1].hellinger_squared:
+            prev = designs[-1]
+            r = leverage_report_for_query(A, B, np.asarray(prev.query), C, floor, error=error)
+            r = replace(r, note="the query of the smaller box: it does better here than this box's own search")
+        designs.append(r)
+    return BudgetCurveResult(designs)
+
+
+def design_leverage_for_queries(A, B, queries: int, energy_max, floor, error: float = 0.05,
+                                starts: int | None = None, seed: int = 0, progress=None):
+    """The smallest upper bound C <= energy_max (floor fixed) whose designed leverage query
+    needs at most `queries` queries, to 0.5% relative, by bisection; the design there with
+    ``energy_search`` (see :func:`bhtcli.commands.design.design_for_queries`)."""
+    from bhtcli.commands.design import QUERIES_TOLERANCE, NotReachable, check_queries
+    queries = check_queries(queries)
+    C_max, c = check_box(energy_max, floor)
+    tried = []
+
+    def run(C):
+        if progress:
+            progress(f"{parameter_name('queries')} {queries}: trying C = {C:.6g}")
+        r = design_leverage(A, B, C, c, error=error, starts=starts, seed=seed)
+        tried.append({"energy": C, "hellinger_squared": r.hellinger_squared,
+                      "predicted": r.samples["predicted"]})
+        return r
+
+    def enough(r):
+        return r.samples["predicted"] is not None and r.samples["predicted"] <= queries
+
+    hi_r = run(C_max)
+    if not enough(hi_r):
+        n = hi_r.samples["predicted"]
+        count = "no finite number of" if n is None else f"{n:,}"
+        raise NotReachable(f"{parameter_name('queries')} {queries:,}: even {parameter_name('energy')} "
+                           f"{C_max:g} needs {count} queries for the designed query; raise "
+                           f"{parameter_name('energy')}")
+    lo, hi = c, C_max
+    lo_r = run(c) if c < C_max else hi_r
+    if enough(lo_r):
+        hi, hi_r = c, lo_r
+    while hi - lo > QUERIES_TOLERANCE * hi:
+        mid = 0.5 * (lo + hi)
+        r = run(mid)
+        if enough(r):
+            hi, hi_r = mid, r
+        else:
+            lo = mid
+    search = {"queries": queries, "energy_max": C_max,
+              "rungs": sorted(tried, key=lambda t: t["energy"]),
+              "relative_tolerance": QUERIES_TOLERANCE}
+    return replace(hi_r, energy_search=search)

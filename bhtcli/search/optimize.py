@@ -48,6 +48,12 @@ class SearchResult:
     on_boundary: bool = True
     kkt_residual: float = 0.0       # ||projected gradient|| / ||gradient at start||, ~0 at a KKT point
     seconds: float = 0.0
+    best_hits: int = 0              # starts whose climb ended at the best maximum
+    rounds: int = 1                 # rounds of starts (ladder.py)
+    stop_reason: str = ""           # why no more starts were added
+    budget_exhausted: bool = False  # the budget of starts ran out before the evidence
+    rungs: list = field(default_factory=list)    # budgets climbed up to this one (ladder.py)
+    points: np.ndarray | None = None             # best distinct end points (carried further)
 
 
 def project(X: np.ndarray, energy: float) -> np.ndarray:
@@ -113,6 +119,118 @@ def row_directions(pair: SoftmaxPair, pool: int) -> np.ndarray:
     return np.concatenate(singles + [diff, unit(diff + 0.5 * mid)], axis=1)
 
 
+def row_norms(pair: SoftmaxPair):
+    """(||c_i||^2, ||g_i||^2) for every row, computed once per pair (one read of K)."""
+    cached = getattr(pair, "_row_norms", None)
+    if cached is None:
+        C, G = pair.C, pair.G
+        cached = (np.einsum("ij,ij->i", C, C, dtype=np.float64),
+                  np.einsum("ij,ij->i", G, G, dtype=np.float64))
+        pair._row_norms = cached
+    return cached
+
+
+SWAP_TOP = 4          # rows of largest ||g_i||, and twice as many of largest ||c_i||, paired
+                      # with every other row
+SWAP_PARTNERS = 4096  # at most this many partners (by ||g_j||) for each of them
+SWAP_ROWS = 192       # rows (largest ||c_i||) the cheap pre-score looks at, besides i and j
+
+
+def swap_directions(pair: SoftmaxPair, energy: float, keep: int) -> np.ndarray:
+    """The best `keep` two-row-swap directions (unit columns), screened cheaply.
+
+    A swap maximum puts most of P_A's mass on row i and most of P_B's on row j. For every
+    pair (i, j) with i among the SWAP_TOP rows of largest ||g_i|| (g = a - b) or the
+    2 SWAP_TOP of largest ||c_i|| (c = (a + b)/2), and j any other row (at most SWAP_PARTNERS of them, half by
+    ||g_j||, half by ||c_j||), both orientations of
+    u = +-unit(g_i - g_j) + unit(c_i + c_j), made orthogonal to c_i - c_j (rows i and j get
+    equal midpoint scores, the difference decides), are pre-scored by D at x = E u restricted
+    to rows i, j and the SWAP_ROWS rows of largest ||c||; the best 4 * keep are scored
+    exactly (one product per block) and the best `keep` returned.
+    """
+    n, d = pair.n, pair.d
+    if n < 3 or keep <= 0:
+        return np.zeros((d, 0))
+    cn, gn = row_norms(pair)
+    by_g, by_c = np.argsort(-gn, kind="stable"), np.argsort(-cn, kind="stable")
+    top = np.unique(np.concatenate([by_g[:SWAP_TOP], by_c[:2 * SWAP_TOP]]))
+    half = SWAP_PARTNERS // 2
+    J = np.arange(n) if n <= SWAP_PARTNERS else \
+        np.unique(np.concatenate([by_g[:half], by_c[:half]]))
+    R = by_c[:SWAP_ROWS]
+    f64 = np.float64
+    CJ, GJ = np.asarray(pair.C[J], f64), np.asarray(pair.G[J], f64)       # m x d
+    CT, GT = np.asarray(pair.C[top], f64).T, np.asarray(pair.G[top], f64).T  # d x t
+    CR, GR = np.asarray(pair.C[R], f64), np.asarray(pair.G[R], f64)
+    # Every score at x = E u is linear in (g_i, g_j, c_i, c_j): one set of products serves
+    # all candidates (rows R against the partners and the top rows; partners against tops).
+    RJ = {(a, b): Ra @ Mb.T for a, Ra in (("c", CR), ("g", GR)) for b, Mb in (("c", CJ), ("g", GJ))}
+    RT = {(a, b): Ra @ Mb for a, Ra in (("c", CR), ("g", GR)) for b, Mb in (("c", CT), ("g", GT))}
+    JT = {(a, b): Ma @ Mb for a, Ma in (("c", CJ), ("g", GJ)) for b, Mb in (("c", CT), ("g", GT))}
+    cc_j, gg_j, gc_j = cn[J], gn[J], np.einsum("ij,ij->i", CJ, GJ)
+    in_r = R[:, None] == J[None, :]
+    scores, dirs = [], []
+    for t, i in enumerate(top):
+        cc_i, gg_i, gc_i = cn[i], gn[i], float(CT[:, t] @ GT[:, t])
+        cc_ij, gg_ij = JT["c", "c"][:, t], JT["g", "g"][:, t]        # c_j.c_i, g_j.g_i
+        cj_gi, gj_ci = JT["c", "g"][:, t], JT["g", "c"][:, t]        # c_j.g_i, g_j.c_i
+        with np.errstate(divide="ignore", invalid="ignore"):
+            n_gd = np.sqrt(np.maximum(gg_i - 2 * gg_ij + gg_j, 0.0))
+            n_cs = np.sqrt(np.maximum(cc_i + 2 * cc_ij + cc_j, 0.0))
+            n_cd = np.sqrt(np.maximum(cc_i - 2 * cc_ij + cc_j, 0.0))
+            gd_cd = gc_i - cj_gi - gj_ci + gc_j            # (g_i - g_j).(c_i - c_j)
+            gd_cs = gc_i + cj_gi - gj_ci - gc_j            # (g_i - g_j).(c_i + c_j)
+            cs_cd = cc_i - cc_j                            # (c_i + c_j).(c_i - c_j)
+            for sign in (1.0, -1.0):
+                # u0 = sign (g_i - g_j)/n_gd + (c_i + c_j)/n_cs, minus its part along c_i - c_j
+                tt = np.where(n_cd > 0, (sign * gd_cd / n_gd + cs_cd / n_cs) / n_cd, 0.0)
+                n1 = np.sqrt(np.maximum(2.0 + 2 * sign * gd_cs / (n_gd * n_cs) - tt ** 2, 0.0))
+                k = energy / n1
+                a_gi, a_gj = k * sign / n_gd, -k * sign / n_gd
+                a_ci = k * (1.0 / n_cs - np.where(n_cd > 0, tt / n_cd, 0.0))
+                a_cj = k * (1.0 / n_cs + np.where(n_cd > 0, tt / n_cd, 0.0))
+                ok = np.isfinite(a_gi) & np.isfinite(a_ci) & np.isfinite(a_cj) & (J != i)
+                a_gi, a_gj, a_ci, a_cj = (np.where(ok, v, 0.0) for v in (a_gi, a_gj, a_ci, a_cj))
+
+                def at_rows(r):        # scores r.x of rows R (r = "c" or "g")
+                    return (RT[r, "g"][:, [t]] * a_gi + RJ[r, "g"] * a_gj
+                            + RT[r, "c"][:, [t]] * a_ci + RJ[r, "c"] * a_cj)
+                c_r = np.where(in_r | (R[:, None] == i), -np.inf, at_rows("c"))
+                g_r = np.where(in_r | (R[:, None] == i), 0.0, at_rows("g"))
+                c_i = a_gi * gc_i + a_gj * gj_ci + a_ci * cc_i + a_cj * cc_ij
+                g_i = a_gi * gg_i + a_gj * gg_ij + a_ci * gc_i + a_cj * cj_gi
+                c_j = a_gi * cj_gi + a_gj * gc_j + a_ci * cc_ij + a_cj * cc_j
+                g_j = a_gi * gg_ij + a_gj * gg_j + a_ci * gj_ci + a_cj * gc_j
+                score = _restricted_d(np.vstack([c_r, c_i, c_j]), np.vstack([g_r, g_i, g_j]))
+                score[~ok] = -np.inf
+                scores.append(score)
+                dirs.append((i, sign, a_gi, a_gj, a_ci, a_cj))
+    flat = np.concatenate(scores)
+    m = len(J)
+    pick = np.argsort(-flat, kind="stable")[:4 * keep]
+    pick = pick[np.isfinite(flat[pick])]
+    cols = []
+    for q in pick:
+        i, _, a_gi, a_gj, a_ci, a_cj = dirs[q // m]
+        r = q % m
+        cols.append(a_gi[r] * np.asarray(pair.G[i], f64) + a_gj[r] * GJ[r]
+                    + a_ci[r] * np.asarray(pair.C[i], f64) + a_cj[r] * CJ[r])
+    if not cols:
+        return np.zeros((d, 0))
+    cand = np.stack(cols, axis=1)
+    exact = np.concatenate([pair.value(cand[:, s:s + 64]) for s in range(0, cand.shape[1], 64)])
+    order = np.argsort(-exact, kind="stable")[:keep]
+    return cand[:, order] / np.maximum(np.linalg.norm(cand[:, order], axis=0), 1e-300)
+
+
+def _restricted_d(c: np.ndarray, g: np.ndarray) -> np.ndarray:
+    """Plain-form D per column from midpoint scores c (-inf = row absent) and differences g."""
+    def lse(z):
+        m = z.max(axis=0)
+        return m + np.log(np.exp(z - m).sum(axis=0))
+    return 0.5 * (lse(c + 0.5 * g) + lse(c - 0.5 * g)) - lse(c)
+
+
 def starting_points(pair: SoftmaxPair, energy: float, starts: int, seed: int) -> np.ndarray:
     """`starts` columns: spectral directions (both signs, radius E and E/2), the best quarter
     of screened row-based directions, then seeded random points on the sphere and inside."""
@@ -123,6 +241,8 @@ def starting_points(pair: SoftmaxPair, energy: float, starts: int, seed: int) ->
         cols += [energy * V[:, j], -energy * V[:, j]]
     cols += [0.5 * energy * V[:, 0], -0.5 * energy * V[:, 0]]
     n_rows = starts // 4
+    if n_rows > 0 and len(cols) < starts and starts >= 8:
+        cols += list((energy * swap_directions(pair, energy, n_rows)).T)
     if n_rows > 0 and len(cols) < starts:
         cand = energy * row_directions(pair, pool=8 * starts)
         if cand.shape[1]:
@@ -295,11 +415,20 @@ def climb(objective, X0: np.ndarray, energy: float, *, explore_gtol: float, poli
     run.tick = getattr(progress, "tick", None)
     run.run(500, gtol=explore_gtol)
     explored = run.f.copy()
-    finals = distinct(run.X, run.f, energy, tol=1e-3)
+    found = finish(objective, run.X, run.f, energy, polish_gtol=polish_gtol, ray_gtol=ray_gtol,
+                   keep=keep, progress=progress)
+    return Climb(found.x, found.value, run.iterations + found.iterations, explored,
+                 distinct(run.X, run.f, energy, tol=1e-3))
+
+
+def finish(objective, X: np.ndarray, f: np.ndarray, energy: float, *, polish_gtol: float,
+           ray_gtol: float, keep: int = 4, progress=None) -> Climb:
+    """Polish the best `keep` distinct end points of an exploration (columns of X, values f),
+    then scan the ray through the winner and climb again from any better point on it."""
+    finals = distinct(X, f, energy, tol=1e-3)
     if progress:
         progress(f"polishing the best {min(keep, len(finals))} local maxima")
-    run.keep(finals[:keep])
-    run.active[:] = True
+    run = BatchedAscent(objective, X[:, finals[:keep]], energy)
     run.run(2000, gtol=polish_gtol)
     best = int(np.argmax(run.f))
     x, fx = run.X[:, best].copy(), float(run.f[best])
@@ -316,37 +445,25 @@ def climb(objective, X0: np.ndarray, energy: float, *, explore_gtol: float, poli
             iterations += again.iterations
             if again.f[0] > fx:
                 x, fx = again.X[:, 0].copy(), float(again.f[0])
-    return Climb(x, fx, iterations, explored, finals)
+    return Climb(x, fx, iterations, f, finals)
 
 
-def maximize(pair: SoftmaxPair, energy: float, starts: int = DEFAULT_STARTS, seed: int = 0,
-             keep: int = 4, progress=None, extra_starts=None) -> SearchResult:
-    """Best query over the ball of radius `energy` (see the module docstring for the method).
+def maximize(pair: SoftmaxPair, energy: float, starts: int | None = DEFAULT_STARTS, seed: int = 0,
+             keep: int = 4, progress=None, *, max_starts: int | None = None,
+             extra_starts=None) -> SearchResult:
+    """Best query over the ball of radius `energy`: the budget ladder and, with starts=None,
+    adaptive rounds of starts (bhtcli.search.ladder; the module docstring there).
 
-    extra_starts, a (d, j) block, adds j starting points to the usual `starts` (e.g. the best
-    candidate queries, so that the search can only improve on them).
+    extra_starts, a (d, j) block, adds j starting points (e.g. the best candidate queries, so
+    that the search can only improve on them).
     """
-    t0 = time.perf_counter()
-    X0 = starting_points(pair, energy, starts, seed)
+    from bhtcli.search.ladder import DEFAULT_MAX_STARTS, search_budgets
+    carried = None
     if extra_starts is not None and np.size(extra_starts):
-        X0 = np.concatenate([X0, project(np.asarray(extra_starts, dtype=np.float64), energy)], axis=1)
-    k = X0.shape[1]
-    if progress:
-        progress(f"climbing from {k} starts")
-    # Exploring to 1e-5 ranks the local maxima as well as 1e-7 does (same winners on the test
-    # set) with ~40% fewer passes; only the best few are polished.
-    # float32 products carry ~1e-7 relative noise (more after summing n terms): explore and
-    # polish only to what they resolve; the value at a maximum is flat, so H^2 keeps ~1e-8.
-    exact = pair.dtype == np.float64
-    found = climb(pair, X0, energy, explore_gtol=1e-5 if exact else 1e-4,
-                  polish_gtol=1e-10 if exact else 1e-5, ray_gtol=1e-11 if exact else 1e-5,
-                  keep=keep, progress=progress)
-    x, fx = found.x, found.value
-    values = sorted({float(v) for v in found.explored[found.finals]} | {fx}, reverse=True)
-    on_boundary, residual = kkt_state(pair, x, energy)
-    return SearchResult(x=x, value=fx, starts=k, iterations=found.iterations,
-                        local_maxima=len(values), values=values[:10], on_boundary=on_boundary,
-                        kkt_residual=residual, seconds=time.perf_counter() - t0)
+        carried = project(np.asarray(extra_starts, dtype=np.float64), energy)
+    return search_budgets(pair, [energy], starts=starts, seed=seed, keep=keep, progress=progress,
+                          max_starts=DEFAULT_MAX_STARTS if max_starts is None else max_starts,
+                          carried=carried)[0]
 
 
 def kkt_state(pair: SoftmaxPair, x: np.ndarray, energy: float, boundary_rtol: float = 1e-9):

@@ -114,7 +114,13 @@ COLUMNS = {
     "bias_a": Column(_path, kwarg="bias_a", is_path=True),
     "bias_b": Column(_path, kwarg="bias_b", is_path=True),
     "dtype": Column(_dtype, kwarg="dtype", implicit="float64"),
+    "queries": Column(lambda raw, c, base: _queries(raw, c), kwarg="queries"),
 }
+
+
+def _queries(raw, column):
+    from bhtcli.commands.design import check_queries
+    return check_queries(_whole(raw, column), column)
 
 
 def _check_row(values: dict) -> None:

@@ -34,7 +34,7 @@ RESULT_FIELDS = {
     "row_diameter": ("certificate", "row_diameter"), "row_norm_2inf": ("row_norm_2inf",),
     "tv_max_bound": ("certificate", "tv_max_bound"),
     "solver_starts": ("solver", "starts"), "local_maxima": ("solver", "local_maxima"),
-    "seconds": ("solver", "seconds"), "note": ("note",),
+    "seconds": ("solver", "seconds"), "note": ("note",), "energy_found": ("energy",),
 }
 
 

@@ -1,0 +1,240 @@
+"""Budget continuation and adaptive multistart: the global search behind `design` (docs/search.md).
+
+1. **Ladder.** Budgets nest (docs/maths.md §13): every point of
+   the ball of radius E' < E lies in the ball of radius E. The search climbs a ladder of
+   budgets E/4^k, ..., E/4, E (and, for a list of budgets, every one of them), starting at the
+   smallest rung from the small-budget answer (the top right singular vectors of the
+   row-centred A - B) and warm-starting every rung from the previous rung's best points, both
+   as they are and scaled up to the new radius. A maximum found in a smaller ball is never
+   lost, so the designed value is non-decreasing along the ladder, and plateaus (both
+   softmaxes one-hot on the same row, gradient exactly 0) are entered from a smaller ball
+   where the landscape still has slope.
+2. **Rounds.** At each requested budget, starts are added in rounds (32, then as many again,
+   doubling) until the evidence says the best maximum has been found -- it was reached from
+   BEST_HITS independent starts, or a whole round found nothing better -- or the budget of
+   starts runs out (reported). `starts=N` fixes the number exactly instead (one round).
+3. Then the best few distinct maxima are polished and the ray through the winner is checked
+   for interior maxima (optimize.finish).
+"""
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from bhtcli.models.softmax import SoftmaxPair
+from bhtcli.search.optimize import (DEFAULT_STARTS, BatchedAscent, SearchResult, distinct, finish,
+                                    kkt_state, project, row_norms, spectral_directions,
+                                    starting_points)
+
+DEFAULT_MAX_STARTS = 128    # adaptive rounds stop here at the latest (4 x the first round)
+BEST_HITS = 3               # the best maximum reached from this many starts: evidence enough
+MAX_RUNGS = 4               # rungs below the smallest requested budget
+RUNG_RATIO = 4.0            # ratio of consecutive rungs below the smallest requested budget
+RUNG_ITERATIONS = 10        # loose climbs on the intermediate rungs
+CARRY = 4                   # best distinct points carried from rung to rung
+
+
+def rung_energies(pair: SoftmaxPair, energies, max_rungs: int = MAX_RUNGS) -> list:
+    """Ascending budgets to climb: rungs E/4^k below the smallest target down to where the
+    logits spread by about 1 (the nearly quadratic regime of docs/maths.md), at most
+    `max_rungs` of them, then every target with halvings in between (targets flagged).
+
+    Returns a list of (energy, is_target).
+    """
+    targets = sorted(float(e) for e in energies)
+    cn, gn = row_norms(pair)
+    # the logits of A and B spread by at most E * (2 max ||c_i|| + max ||g_i||)
+    scale = 2.0 * math.sqrt(float(cn.max(initial=0.0))) + math.sqrt(float(gn.max(initial=0.0)))
+    first = targets[0]
+    k = 0
+    if scale > 0 and first * scale > 1.0:
+        k = min(max_rungs, math.ceil(math.log(first * scale, RUNG_RATIO)))
+    rungs = [(first / RUNG_RATIO ** j, False) for j in range(k, 0, -1)]
+    previous = first
+    rungs.append((first, True))
+    for t in targets[1:]:
+        between = []
+        e = t / RUNG_RATIO
+        while e > previous * 1.01 and len(between) < max_rungs:
+            between.append((e, False))
+            e /= RUNG_RATIO
+        rungs += between[::-1]
+        rungs.append((t, True))
+        previous = t
+    return rungs
+
+
+def _carry_starts(carried: np.ndarray, energy: float) -> np.ndarray:
+    """The carried points as they are (feasible: the balls nest) and scaled to the sphere."""
+    if carried.shape[1] == 0:
+        return carried
+    norms = np.linalg.norm(carried, axis=0)
+    scaled = carried[:, norms > 0] * (energy / norms[norms > 0])
+    return np.concatenate([carried, scaled], axis=1)
+
+
+def _best_points(X: np.ndarray, f: np.ndarray, energy: float, count: int = CARRY):
+    keep = distinct(X, f, energy, tol=1e-3)[:count]
+    return X[:, keep], f[keep]
+
+
+def search_budgets(pair: SoftmaxPair, energies, starts: int | None = None, seed: int = 0,
+                   max_starts: int = DEFAULT_MAX_STARTS, keep: int = 4, progress=None,
+                   tolerances=None, carried: np.ndarray | None = None) -> list:
+    """One SearchResult per requested budget (ascending), from one warm-started ladder.
+
+    Parameters
+    ----------
+    pair : SoftmaxPair
+    energies : sequence of float
+        Budgets (> 0), any order; results come back in ascending order.
+    starts : int, optional
+        Exact number of starts at every requested budget (carried points included);
+        None (default): adaptive rounds up to `max_starts`.
+    seed : int
+    max_starts : int
+        Budget of the adaptive rounds (starts at one requested budget).
+    carried : (d, m) array, optional
+        Points to climb from as well (e.g. a design at a nearby budget); scaled into the ball.
+    """
+    exact = pair.dtype == np.float64
+    explore_gtol, polish_gtol, ray_gtol = tolerances or (
+        (1e-5, 1e-10, 1e-11) if exact else (1e-4, 1e-5, 1e-5))
+    V = spectral_directions(pair, 3, seed)
+    extra = np.zeros((pair.d, 0)) if carried is None else np.asarray(carried, dtype=np.float64)
+    carried = np.zeros((pair.d, 0))
+    out, previous = [], None
+    rungs = rung_energies(pair, energies)
+    climbed = []
+    for energy, is_target in rungs:
+        climbed.append(energy)
+        if not is_target:
+            X0 = np.concatenate([_carry_starts(carried, energy), energy * V, -energy * V], axis=1)
+            if carried.shape[1] == 0:
+                X0 = np.concatenate([X0, 0.5 * energy * V[:, :1], -0.5 * energy * V[:, :1]], axis=1)
+            run = BatchedAscent(pair, X0, energy)
+            run.run(RUNG_ITERATIONS, gtol=1e-3)
+            carried, _ = _best_points(run.X, run.f, energy)
+            continue
+        if progress and len(climbed) > 1:
+            progress("budget ladder " + ", ".join(f"{e:.4g}" for e in climbed))
+        if extra.shape[1]:
+            carried = np.concatenate([carried, project(extra, energy)], axis=1)
+        result = _target(pair, energy, carried, starts, seed, max_starts, keep, progress,
+                         explore_gtol, polish_gtol, ray_gtol)
+        result.rungs = list(climbed)
+        if previous is not None and previous.value > result.value:
+            # budgets nest: the smaller ball's answer is feasible here and better
+            on_boundary, residual = kkt_state(pair, previous.x, energy)
+            result.x, result.value = previous.x.copy(), previous.value
+            result.on_boundary, result.kkt_residual = on_boundary, residual
+            result.values = sorted(set(result.values) | {previous.value}, reverse=True)[:10]
+        out.append(result)
+        previous = result
+        carried = np.concatenate([result.x[:, None], result.points], axis=1)
+        carried, _ = _best_points(carried, pair.value(carried), energy)
+        climbed = []
+    return out
+
+
+def _target(pair, energy, carried, starts, seed, max_starts, keep, progress,
+            explore_gtol, polish_gtol, ray_gtol) -> SearchResult:
+    t0 = time.perf_counter()
+    carry = _carry_starts(carried, energy)
+    fixed = starts is not None
+    first = starts if fixed else DEFAULT_STARTS
+    fresh = max(first - carry.shape[1], 1 if carry.shape[1] == 0 else 0)
+    if fixed and carry.shape[1] > first:
+        carry = carry[:, :first]           # the best carried point as it is comes first
+    X0 = np.concatenate([carry, starting_points(pair, energy, fresh, seed)], axis=1) \
+        if fresh else carry
+    ends_X, ends_f = [], []
+    iterations, total, rounds, best_before = 0, 0, 0, -math.inf
+    stop, ran_out = "", False
+    while True:
+        rounds += 1
+        if progress:
+            progress(f"climbing from {X0.shape[1]} starts (budget {energy:g}, round {rounds})")
+        run = BatchedAscent(pair, X0, energy)
+        run.tick = getattr(progress, "tick", None)
+        run.run(500, gtol=explore_gtol)
+        iterations += run.iterations
+        total += X0.shape[1]
+        ends_X.append(run.X)
+        ends_f.append(run.f)
+        X, f = np.concatenate(ends_X, axis=1), np.concatenate(ends_f)
+        best = float(f.max())
+        hits = best_hits(X, f, energy)
+        if fixed:
+            stop = f"fixed number of starts ({total})"
+            break
+        if hits >= BEST_HITS:
+            stop = f"best maximum reached from {hits} starts"
+            break
+        if rounds > 1 and best <= best_before * (1 + 1e-6):
+            stop = f"round {rounds} ({X0.shape[1]} new starts) found no better maximum"
+            break
+        size = total                                   # doubling
+        if total + size > max_starts:
+            stop = f"budget of {max_starts} starts reached"
+            ran_out = True
+            break
+        best_before = best
+        X0 = _more_starts(pair, energy, size, seed + 7 * rounds)
+    found = finish(pair, X, f, energy, polish_gtol=polish_gtol, ray_gtol=ray_gtol, keep=keep,
+                   progress=progress)
+    finals = distinct(X, f, energy, tol=1e-3)
+    values = sorted({float(v) for v in f[finals]} | {found.value}, reverse=True)
+    on_boundary, residual = kkt_state(pair, found.x, energy)
+    points, _ = _best_points(X, f, energy)
+    return SearchResult(x=found.x, value=found.value, starts=total,
+                        iterations=iterations + found.iterations, local_maxima=len(values),
+                        values=values[:10], on_boundary=on_boundary, kkt_residual=residual,
+                        seconds=time.perf_counter() - t0, best_hits=hits, rounds=rounds,
+                        stop_reason=stop, budget_exhausted=ran_out, points=points)
+
+
+def _more_starts(pair, energy, count, seed) -> np.ndarray:
+    """Seeded random starts for a later round: half on the sphere, half inside the ball."""
+    rng = np.random.default_rng(seed)
+    U = rng.standard_normal((pair.d, count))
+    U /= np.linalg.norm(U, axis=0)
+    radius = np.full(count, energy)
+    radius[1::2] = energy * rng.uniform(size=count // 2) ** (1.0 / pair.d)
+    return U * radius
+
+
+def best_hits(X: np.ndarray, f: np.ndarray, energy: float) -> int:
+    """Starts whose end point is the best maximum (same value to 1e-6, within 1% of E)."""
+    b = int(np.argmax(f))
+    if f[b] <= 0:
+        return 0          # every start on a plateau: no evidence of anything
+    near = np.linalg.norm(X - X[:, [b]], axis=0) <= 1e-2 * energy
+    return int(np.sum(near & (f >= f[b] * (1 - 1e-6))))
+
+
+def warm_climb(pair: SoftmaxPair, energy: float, points: np.ndarray, seed: int = 0,
+               tolerances=None) -> SearchResult:
+    """Climb at `energy` from `points` (as they are where feasible, scaled into the ball, and
+    scaled onto the sphere) and the spectral directions: the cheap trial of a bisection."""
+    exact = pair.dtype == np.float64
+    explore_gtol, polish_gtol, ray_gtol = tolerances or (
+        (1e-5, 1e-10, 1e-11) if exact else (1e-4, 1e-5, 1e-5))
+    t0 = time.perf_counter()
+    V = spectral_directions(pair, 3, seed)
+    points = np.asarray(points, dtype=np.float64)
+    X0 = np.concatenate([project(_carry_starts(points, energy), energy), energy * V,
+                         -energy * V], axis=1)
+    run = BatchedAscent(pair, X0, energy)
+    run.run(500, gtol=explore_gtol)
+    found = finish(pair, run.X, run.f, energy, polish_gtol=polish_gtol, ray_gtol=ray_gtol)
+    on_boundary, residual = kkt_state(pair, found.x, energy)
+    pts, _ = _best_points(np.concatenate([found.x[:, None], run.X], axis=1),
+                          np.concatenate([[found.value], run.f]), energy)
+    return SearchResult(x=found.x, value=found.value, starts=X0.shape[1],
+                        iterations=run.iterations + found.iterations, local_maxima=0,
+                        values=[found.value], on_boundary=on_boundary, kkt_residual=residual,
+                        seconds=time.perf_counter() - t0, stop_reason="warm start (bisection)",
+                        points=pts)

@@ -1,0 +1,268 @@
+"""The global search: budget ladder, adaptive rounds, --queries, budget curves (docs/search.md)."""
+import json
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from bhtcli import design
+from bhtcli.cli.main import main
+from bhtcli.commands.design import NotReachable, design_curve, design_for_queries, report_for_query
+from bhtcli.maths.counts import query_counts
+from bhtcli.maths.divergences import Tilt
+from bhtcli.models.softmax import SoftmaxPair
+from bhtcli.search.ladder import rung_energies
+from conftest import disk_points, grid_max_h2
+
+
+def saturated_pair():
+    """20 x 3, entries ~1e5: both softmaxes are one-hot almost everywhere; the rows where they
+    differ are thin wedges that only a small ball (softer logits) lets a climb find."""
+    rng = np.random.default_rng(3)
+    A = 1e5 * rng.standard_normal((20, 3))
+    return A, A + 0.01 * 1e5 * rng.standard_normal((20, 3))
+
+
+def test_saturated_pair_reaches_h2_one_at_every_budget():
+    A, B = saturated_pair()
+    for E in (0.5, 1.0, 2.0, 4.0, 8.0):
+        r = design(A, B, E)
+        assert r.hellinger_squared == pytest.approx(1.0, abs=1e-12), E
+        assert r.note is None
+        assert r.solver["ladder"][-1] == E and len(r.solver["ladder"]) > 1
+
+
+def test_plateau_pair_every_budget_keeps_the_smaller_budgets_h2():
+    A, B = saturated_pair()
+    curve = design_curve(A, B, [0.01, 0.1, 0.5, 2.0, 8.0]).designs
+    h2 = [d.hellinger_squared for d in curve]
+    assert all(b >= a for a, b in zip(h2, h2[1:])), h2
+    assert h2[-1] == pytest.approx(1.0)
+
+
+def _pair(seed, n, d, scale):
+    rng = np.random.default_rng(seed)
+    A = scale * rng.standard_normal((n, d))
+    return A, A + 0.3 * scale * rng.standard_normal((n, d))
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), n=st.integers(3, 12), d=st.integers(1, 3),
+       scale=st.sampled_from([1.0, 3.0, 1e4, 3e4]),
+       energies=st.lists(st.floats(0.05, 8.0), min_size=2, max_size=4, unique=True))
+def test_designed_h2_is_non_decreasing_in_the_budget(seed, n, d, scale, energies):
+    """For a fixed seed, one ladder over increasing budgets never reports less at a larger
+    budget, on ordinary and on plateau landscapes (logits >= 1e4)."""
+    A, B = _pair(seed, n, d, scale)
+    energies = sorted(energies)
+    if any(b <= a for a, b in zip(energies, energies[1:])):
+        return
+    h2 = [r.hellinger_squared for r in design_curve(A, B, energies, starts=4).designs]
+    assert all(b >= a for a, b in zip(h2, h2[1:])), (energies, h2)
+
+
+def test_rungs_are_a_geometric_ladder_up_to_every_target():
+    A, B = _pair(0, 30, 4, 3.0)
+    rungs = rung_energies(SoftmaxPair(A, B), [1.0, 10.0])
+    energies = [e for e, _ in rungs]
+    assert energies == sorted(energies) and energies[-1] == 10.0
+    assert [e for e, t in rungs if t] == [1.0, 10.0]
+    assert 1 <= sum(1 for e, t in rungs if not t and e < 1.0) <= 4
+
+
+def test_zero_h2_note_does_not_claim_indistinguishable_when_the_ceiling_is_positive():
+    A, B = saturated_pair()
+    x = np.array([1.0, 0.0, 0.0])
+    # find a direction where both models are one-hot on the same row: H^2 = 0 exactly
+    rng = np.random.default_rng(0)
+    while (np.argmax(A @ x) != np.argmax(B @ x)) or report_for_query(A, B, x, 1.0).hellinger_squared:
+        x = rng.standard_normal(3)
+        x /= np.linalg.norm(x)
+    r = report_for_query(A, B, x, 1.0)
+    assert r.hellinger_squared == 0.0
+    assert "float64 resolves" not in r.note and "not evidence" in r.note
+
+
+def _h2_and_predicted(A, B, x, alpha):
+    c, delta = (0.5 * (A + B)) @ x, (A - B) @ x
+    tilt = Tilt.from_logits(c, delta)
+    D = float(0.5 * np.log(np.sum(np.exp(A @ x - np.max(A @ x)))) + 0.5 * np.max(A @ x)
+              + 0.5 * np.log(np.sum(np.exp(B @ x - np.max(B @ x)))) + 0.5 * np.max(B @ x)
+              - np.log(np.sum(np.exp(c - np.max(c)))) - np.max(c))
+    return D, query_counts(tilt, D, alpha).predicted
+
+
+@pytest.mark.parametrize("seed,n,factor", [(1, 6, 4.0), (2, 10, 3.0), (3, 5, 6.0)])
+def test_queries_matches_a_brute_force_scan_of_the_budget(seed, n, factor):
+    rng = np.random.default_rng(seed)
+    A = rng.standard_normal((n, 1))
+    B = A + 0.5 * rng.standard_normal((n, 1))
+    E_max = 4.0
+    xs = disk_points(E_max, 1)[0]
+    order = np.argsort(np.abs(xs), kind="stable")
+    # record points: the best x of the ball |x| <= E changes only where D sets a record
+    from scipy.special import logsumexp
+    a, b = A[:, 0][:, None] * xs[None, :], B[:, 0][:, None] * xs[None, :]
+    Ds = 0.5 * logsumexp(a, axis=0) + 0.5 * logsumexp(b, axis=0) - logsumexp(0.5 * (a + b), axis=0)
+    best, records = -1.0, []
+    for j in order:
+        if Ds[j] > best * (1 + 1e-12):
+            best = Ds[j]
+            records.append(j)
+
+    def count(k):
+        return _h2_and_predicted(A, B, np.array([xs[records[k]]]), 0.05)[1]
+
+    N = int(factor * count(len(records) - 1))
+    lo, hi = 0, len(records) - 1            # the predicted count falls as D rises
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if count(mid) <= N else (mid, hi)
+    first = next(k for k in range(max(0, hi - 30), hi + 1) if count(k) <= N)
+    e_star = abs(xs[records[first]])
+    r = design_for_queries(A, B, N, E_max)
+    assert r.samples["predicted"] <= N
+    assert r.energy == pytest.approx(e_star, rel=0.012), (r.energy, e_star)
+    es = r.energy_search
+    assert es["queries"] == N and es["energy_max"] == E_max and es["relative_tolerance"] == 0.005
+    assert any(t["predicted"] is not None and t["predicted"] > N for t in es["rungs"])
+
+
+def test_queries_unreachable_is_one_line_exit_1(capsys, tmp_path):
+    A, B = _pair(5, 8, 2, 0.1)
+    np.save(tmp_path / "A.npy", A)
+    np.save(tmp_path / "B.npy", B)
+    with pytest.raises(NotReachable):
+        design_for_queries(A, B, 1, 0.01)
+    code, out, err = _run(capsys, "design", str(tmp_path / "A.npy"), str(tmp_path / "B.npy"),
+                          "--energy", "0.01", "--queries", "1", "--json")
+    assert code == 1 and json.loads(out)["exit_status"] == 1     # --json: the error as JSON too
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: --queries 1: even --energy 0.01 needs")
+
+
+def _run(capsys, *args):
+    with pytest.raises(SystemExit) as exc:
+        main(list(args))
+    out = capsys.readouterr()
+    return exc.value.code, out.out, out.err
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--energy", "2", "--queries", "0"], "--queries must be a whole number >= 1"),
+    (["--energy", "2", "--queries", "2.5"], "--queries must be a whole number >= 1"),
+    (["--energy", "2", "--queries", "many"], "--queries must be a whole number >= 1"),
+    (["--queries", "10"], "Missing option '--energy'"),
+    (["--energy", "1,0.5"], "increasing order"),
+    (["--energy", "0.5,-1"], "--energy must be a finite number > 0"),
+    (["--energy", "0.5,,1"], "comma list"),
+    (["--energy", "1,2", "--queries", "5"], "give one number"),
+    (["--energy", "1", "--plot", "c.png"], "comma list"),
+])
+def test_bad_budget_options_are_one_error_line_exit_2(capsys, pair_files, args, message):
+    a, b, _, _ = pair_files
+    code, out, err = _run(capsys, "design", a, b, *args)
+    assert code == 2 and out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: ") and message in lines[0], err
+
+
+def test_energy_list_json_is_a_list_and_plot_is_written(capsys, pair_files, tmp_path):
+    a, b, _, _ = pair_files
+    png = tmp_path / "curve.png"
+    code, out, err = _run(capsys, "design", a, b, "--energy", "0.5,1,2", "--json", "--plot", str(png))
+    assert code == 0 and err == ""
+    rows = json.loads(out)
+    assert [r["energy"] for r in rows] == [0.5, 1.0, 2.0]
+    h2 = [r["hellinger_squared"] for r in rows]
+    assert h2 == sorted(h2)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    code, out, err = _run(capsys, "design", a, b, "--energy", "0.5,1,2")
+    assert code == 0 and len([l for l in out.splitlines() if l.strip()]) >= 5
+
+
+def test_solver_evidence_fields(pair_files):
+    a, b, _, _ = pair_files
+    r = design(a, b, 1.5)
+    v = r.solver
+    assert v["adaptive"] and v["best_hits"] >= 1 and v["stop_reason"]
+    assert v["starts"] >= 32 and v["starts"] <= v["max_starts"]
+    fixed = design(a, b, 1.5, starts=7).solver
+    assert fixed["starts"] == 7 and not fixed["adaptive"] and fixed["rounds"] == 1
+
+
+def test_leverage_queries_budget_is_the_box_upper_bound():
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((12, 3))
+    B = A + 0.4 * rng.standard_normal((12, 3))
+    from bhtcli.commands.leverage_design import design_leverage, design_leverage_for_queries
+    top = design_leverage(A, B, 16.0, 1.0)
+    N = int(2 * top.samples["predicted"])
+    r = design_leverage_for_queries(A, B, N, 16.0, 1.0)
+    assert r.samples["predicted"] <= N and 1.0 <= r.energy <= 16.0
+    assert r.energy_search["energy_max"] == 16.0
+
+
+def test_adaptive_rounds_find_the_maximum_that_32_starts_miss():
+    """A checkpoint-like pair on which the fixed 32 starts end at a lower maximum; 2,048 starts
+    (4 seeded blocks of 512) reach H^2 = 0.28199847520817, and so do the adaptive rounds,
+    with the best maximum reached from several starts."""
+    rng = np.random.default_rng(19)
+    n, d, E = 300, int(rng.choice([8, 12, 16])), float(rng.choice([4, 6, 8]))
+    s = 3 / np.sqrt(d)
+    A = s * rng.standard_normal((n, d))
+    B = A + 0.1 * s * rng.standard_normal((n, d))
+    best_of_2048 = 0.28199847520817
+    fixed = design(A, B, E, starts=32)
+    assert fixed.hellinger_squared < best_of_2048 * 0.95
+    assert fixed.solver["stop_reason"].startswith("fixed")
+    r = design(A, B, E)
+    assert r.hellinger_squared == pytest.approx(best_of_2048, rel=1e-9)
+    assert r.solver["rounds"] >= 2 and r.solver["best_hits"] >= 3
+    assert not r.solver["budget_exhausted"]
+
+
+def test_budget_warning_when_the_rounds_run_out(pair_files):
+    a, b, _, _ = pair_files
+    from bhtcli.search.ladder import BEST_HITS
+    r = design(a, b, 1.5, max_starts=32)       # no room for a second round
+    v = r.solver
+    assert v["starts"] == 32 and v["max_starts"] == 32
+    assert v["budget_exhausted"] == (v["best_hits"] < BEST_HITS)
+
+
+def test_table_warns_when_the_budget_of_starts_ran_out(capsys, tmp_path):
+    """Seeded checkpoint-like pair whose rounds end on the budget (every round found a better
+    maximum, never the same one three times): one warning line in the table."""
+    rng = np.random.default_rng(1)
+    n, d, E = 300, int(rng.choice([8, 12, 16])), float(rng.choice([4, 6, 8]))
+    s = 3 / np.sqrt(d)
+    A = s * rng.standard_normal((n, d))
+    np.save(tmp_path / "A.npy", A)
+    np.save(tmp_path / "B.npy", A + 0.1 * s * rng.standard_normal((n, d)))
+    code, out, err = _run(capsys, "design", str(tmp_path / "A.npy"), str(tmp_path / "B.npy"),
+                          "--energy", str(E), "--json")
+    assert code == 0
+    v = json.loads(out)["solver"]
+    assert v["budget_exhausted"] and v["starts"] == 128 and v["stop_reason"].startswith("budget")
+    code, out, err = _run(capsys, "design", str(tmp_path / "A.npy"), str(tmp_path / "B.npy"),
+                          "--energy", str(E))
+    warnings = [line for line in out.splitlines() if line.startswith("warning")]
+    assert len(warnings) == 1 and "starts ran out" in warnings[0]
+    assert "raise --max-starts" in " ".join(out.split())
+
+
+@pytest.mark.parametrize("options", [dict(dtype="float32"), dict(link_b="taylor:4"),
+                                     dict(bias_a=np.linspace(-1, 1, 12))])
+def test_queries_works_with_float32_links_and_biases(options):
+    rng = np.random.default_rng(4)
+    A = rng.standard_normal((12, 3))
+    B = A + 0.3 * rng.standard_normal((12, 3))
+    top = design(A, B, 3.0, **options)
+    N = int(3 * top.samples["predicted"])
+    r = design_for_queries(A, B, N, 3.0, **options)
+    assert r.samples["predicted"] <= N and r.energy < 3.0
+    assert r.dtype == options.get("dtype", "float64")
+    below = [t for t in r.energy_search["rungs"] if t["energy"] < r.energy]
+    assert below and all(t["predicted"] is None or t["predicted"] > N for t in below[-1:])
