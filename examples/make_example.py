@@ -20,3 +20,10 @@ rng = np.random.default_rng(7)
 LA = rng.standard_normal((30, 3))
 np.save(here / "leverage_A.npy", LA)
 np.save(here / "leverage_B.npy", LA + 0.03 * rng.standard_normal((30, 3)))
+
+# Candidate queries for `bht rank` / `design --candidates`: 200 directions with norms 0.2-1.1
+# (stand-ins for the hidden states of prompts an auditor can send).
+rng = np.random.default_rng(2026)
+H = rng.standard_normal((200, 8))
+H *= rng.uniform(0.2, 1.1, size=(200, 1)) / np.linalg.norm(H, axis=1, keepdims=True)
+np.save(here / "candidates.npy", H)
