@@ -83,30 +83,18 @@ readout_options = _stack(
     click.option("--bias-b", default=None, metavar="FILE", help="Bias of model B (as --bias-a)."),
 )
 
-model_pair_options = _stack(
-    click.argument("a", metavar="A"),
-    click.argument("b", metavar="B"),
-    model_option,
-    energy_option,
-    floor_option,
-    error_option,
-    readout_options,
-)
+def _pair_options(energy):
+    """A, B, --model, the given --energy, --floor, --error and the readout options."""
+    return _stack(click.argument("a", metavar="A"), click.argument("b", metavar="B"), model_option,
+                  energy, floor_option, error_option, readout_options)
 
+
+model_pair_options = _pair_options(energy_option)
 # design's --energy also takes a comma list of budgets (the budget curve)
-energy_list_option = click.option(
+design_pair_options = _pair_options(click.option(
     "--energy", "-E", type=str, default=None, metavar="E[,E2,...]",
     help="softmax: budget on ||x||_2; leverage: upper bound C on every s_i^2; an increasing comma "
-         "list (0.5,1,2,4) gives one design per budget [required; optional with --candidates].")
-design_pair_options = _stack(
-    click.argument("a", metavar="A"),
-    click.argument("b", metavar="B"),
-    model_option,
-    energy_list_option,
-    floor_option,
-    error_option,
-    readout_options,
-)
+         "list (0.5,1,2,4) gives one design per budget [required; optional with --candidates]."))
 
 starts_option = click.option(
     "--starts", type=int, default=None,
