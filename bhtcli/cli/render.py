@@ -183,6 +183,21 @@ def render_design_table(result, console: Console) -> None:
 
 
 def _render_design(r: dict, console: Console) -> None:
+    """design's tables: the query, the separation and counts, the certificate, the solver."""
+    console.print(_design_head(r))
+    if not r["distinguishable"]:
+        return
+    for table in _separation_tables(r):
+        console.print(table)
+    if r["model"] == "leverage":
+        console.print(_leverage_certificate_table(r["certificate"]))
+        console.print(_leverage_solver_table(r["solver"]))
+        return
+    console.print(_certificate_table(r["certificate"]))
+    console.print(_solver_table(r))
+
+
+def _design_head(r: dict) -> Table:
     leverage = r["model"] == "leverage"
     box = f"box {_num(r['floor'])} <= s_i^2 <= {_num(r['energy'])}" if leverage else f"E={_num(r['energy'])}"
     head = _table(f"bht design  {r['model']}  n={r['n']:,}  d={r['d']:,}  {box}  "
@@ -192,8 +207,7 @@ def _render_design(r: dict, console: Console) -> None:
         head.add_row("distinguishable", "no")
         head.add_row("why", r["note"])
         head.add_row("samples needed", "- (no number of queries can tell them apart)")
-        console.print(head)
-        return
+        return head
     if leverage:
         s2 = [v * v for v in r["query"]]
         head.add_row("query s", _query_text(r["query"]) + ("  (full vector: --json or --out)" if r["n"] > 8 else ""))
@@ -222,9 +236,12 @@ def _render_design(r: dict, console: Console) -> None:
                      f"(bisection to {100 * es['relative_tolerance']:g}%, {len(es['rungs'])} budgets tried)")
     if r["note"]:
         head.add_row("note", r["note"])
-    console.print(head)
+    return head
 
-    q = "s" if leverage else "x"
+
+def _separation_tables(r: dict) -> list:
+    """The divergences at the query and the query counts."""
+    q = "s" if r["model"] == "leverage" else "x"
     div = _table(f"\nSeparation at {q}")
     div.add_row("Hellinger H", _num(r["hellinger"]))
     div.add_row("H^2 = 1 - sum sqrt(pq)", _num(r["hellinger_squared"]))
@@ -233,33 +250,35 @@ def _render_design(r: dict, console: Console) -> None:
     div.add_row("KL(P_A || P_B)", _num(r["kl_ab"]))
     div.add_row("KL(P_B || P_A)", _num(r["kl_ba"]))
     div.add_row("Chernoff information", _num(r["chernoff_information"]))
-    console.print(div)
-
     s = r["samples"]
     sam = _table(f"\nQueries needed ({q} repeated, both errors <= alpha)")
     sam.add_row("lower (any test)", _num(s["lower"]))
     sam.add_row("predicted (minimax LR test)", f"{_num(s['predicted'])}  \\[{s['method']}]")
     sam.add_row("upper (LR test, Chernoff)", _num(s["upper"]))
-    console.print(sam)
+    return [div, sam]
 
-    c = r["certificate"]
-    if leverage:
-        cer = _table("\nCertificate (Theorem 4.2, explicit constants)")
-        cer.add_row("TV over the box <=", _num(c["tv_max_bound"]) + ("  (vacuous: models too far apart)" if c["tv_max_bound"] >= 1 else _tv_method(c)))
-        cer.add_row("fixed-budget queries >=", _num(c["samples_lower_any_strategy"]) + "  (any strategy, adaptive too)")
-        cer.add_row("lambda_min(A^T A), (B^T B)", _num(c["lambda_min"]) + "  (the larger)")
-        cer.add_row("sum_i ||b_i b_i^T - a_i a_i^T||", _num(c["sum_op_norm_diff"]))
-        console.print(cer)
-        v = r["solver"]
-        sol = _table("\nSolver")
-        sol.add_row("method", f"L-BFGS-B over log-weights, {v['starts']} starts, {v['iterations']} iterations, "
-                              f"{v['passes']} evaluations (one pass over A and B each)")
-        if v.get("local_maxima_values"):
-            sol.add_row("distinct local maxima", f"{v['local_maxima']}  (best H^2: "
-                        + ", ".join(_num(h, 6) for h in v["local_maxima_values"]) + ")")
-        sol.add_row("time", f"{v['seconds']:.2f} s")
-        console.print(sol)
-        return
+
+def _leverage_certificate_table(c: dict) -> Table:
+    cer = _table("\nCertificate (Theorem 4.2, explicit constants)")
+    cer.add_row("TV over the box <=", _num(c["tv_max_bound"]) + ("  (vacuous: models too far apart)" if c["tv_max_bound"] >= 1 else _tv_method(c)))
+    cer.add_row("fixed-budget queries >=", _num(c["samples_lower_any_strategy"]) + "  (any strategy, adaptive too)")
+    cer.add_row("lambda_min(A^T A), (B^T B)", _num(c["lambda_min"]) + "  (the larger)")
+    cer.add_row("sum_i ||b_i b_i^T - a_i a_i^T||", _num(c["sum_op_norm_diff"]))
+    return cer
+
+
+def _leverage_solver_table(v: dict) -> Table:
+    sol = _table("\nSolver")
+    sol.add_row("method", f"L-BFGS-B over log-weights, {v['starts']} starts, {v['iterations']} iterations, "
+                          f"{v['passes']} evaluations (one pass over A and B each)")
+    if v.get("local_maxima_values"):
+        sol.add_row("distinct local maxima", f"{v['local_maxima']}  (best H^2: "
+                    + ", ".join(_num(h, 6) for h in v["local_maxima_values"]) + ")")
+    sol.add_row("time", f"{v['seconds']:.2f} s")
+    return sol
+
+
+def _certificate_table(c: dict) -> Table:
     cer = _table("\nCertificate (no query with ||x|| <= E can do better)")
     cer.add_row("sup H^2 over the ball <=", _num(c["hellinger_squared_max_bound"]) + _binds(c))
     cer.add_row("design's H^2 / bound", _num(c["design_over_bound"]))
@@ -268,8 +287,11 @@ def _render_design(r: dict, console: Console) -> None:
     cer.add_row("row diameter of A - B", _num(c["row_diameter"]) + ("" if c["row_diameter_exact"] else "  (upper bound)"))
     if c.get("note"):
         cer.add_row("note", c["note"])
-    console.print(cer)
+    return cer
 
+
+def _solver_table(r: dict) -> Table:
+    """How the softmax query was found, with the evidence of the search."""
     v = r["solver"]
     sol = _table("\nSolver")
     if v["method"] == "candidates":
@@ -279,8 +301,7 @@ def _render_design(r: dict, console: Console) -> None:
                               f"{opt.get('iterations') or 0} iterations")
         sol.add_row("passes over A and B", _num(v["passes"]))
         sol.add_row("time", f"{v['seconds']:.2f} s")
-        console.print(sol)
-        return
+        return sol
     steps = "convex solves" if v["method"] == "ccp" else "iterations"
     sol.add_row("method", f"{v['method']}, {v['starts']} starts, {v['iterations']} {steps}, "
                           f"{v['passes']} passes over A and B")
@@ -297,7 +318,7 @@ def _render_design(r: dict, console: Console) -> None:
                     "a better maximum may exist: raise --max-starts")
     sol.add_row("KKT residual", _num(v["kkt_residual"], 2))
     sol.add_row("time", f"{v['seconds']:.2f} s")
-    console.print(sol)
+    return sol
 
 
 def render_bound_table(result, console: Console) -> None:
