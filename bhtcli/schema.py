@@ -138,6 +138,8 @@ DESIGN = {
     "solver.starts": ("integer", "Starting points of the multi-start search."),
     "solver.iterations": ("integer", "Iterations (ccp: convex solves)."),
     "solver.passes": ("integer or null", "Passes over A and B (leverage: evaluations, one pass each)."),
+    "solver.success": ("boolean", "Whether every start of the search ran to its stopping test."),
+    "solver.message": ("string", "Why the search stopped (e.g. the best maximum was reached from enough starts)."),
     "solver.local_maxima": ("integer", "Distinct local maxima found."),
     "solver.local_maxima_values": ("array", "H^2 at the best few local maxima, best first."),
     "solver.kkt_residual": ("number or null", "[softmax] Relative KKT residual at the query (small: a verified local maximum)."),

@@ -485,6 +485,7 @@ def _softmax_reports(r: _Ranked, x, starts, seed, progress):
     from bhtcli.maths.bounds import analyse_pair
     from bhtcli.models.softmax import logits_at
     from bhtcli.search.optimize import DEFAULT_STARTS, kkt_state, maximize
+    from bhtcli.search.result import solver_dict
     starts = check_starts(DEFAULT_STARTS if starts is None else starts)
     eligible_norms = r.scores.norms[r.scores.eligible]
     if r.energy is not None:
@@ -498,9 +499,8 @@ def _softmax_reports(r: _Ranked, x, starts, seed, progress):
     facts = analyse_pair(r.A, r.B, pair.G, radius, pair.readout)
     ctx = _Context(r.A, r.B, pair, radius, r.error, facts, r.t0)
     on_boundary, residual = kkt_state(pair, x, radius)
-    solver = {"method": "candidates", "starts": 0, "iterations": 0, "passes": pair.passes,
-              "local_maxima": 0, "local_maxima_values": [], "kkt_residual": residual,
-              "search_seconds": 0.0}
+    solver = solver_dict("candidates", 0, 0, pair.passes, 0, [], residual, 0.0,
+                         message="the best of the given queries (no search at the query)")
     if not facts.distinguishable:
         return _same_model(ctx, solver), {"hellinger_squared": 0.0, "predicted": None,
                                           "query_norm": 0.0, "on_boundary": False}, radius, source

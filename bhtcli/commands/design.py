@@ -14,6 +14,7 @@ from bhtcli.errors import BhtError, InputError, parameter_name
 from bhtcli.io.load import load_pair
 from bhtcli.search.ladder import DEFAULT_MAX_STARTS, search_budgets, warm_climb
 from bhtcli.search.optimize import DEFAULT_STARTS, kkt_state, starting_points
+from bhtcli.search.result import SearchResult, solver_dict, solver_from
 from bhtcli.maths.counts import query_counts
 from bhtcli.models.readout import make_readout
 from bhtcli.models.softmax import SoftmaxPair, logits_at
@@ -169,11 +170,8 @@ def design(A, B, energy: float | None, error: float = 0.05, starts: int | None =
 
     if method == "ccp":
         starts = DEFAULT_STARTS if starts is None else starts
-        x, iterations, local_values, seconds, residual, on_boundary, local, extra_passes = _run_ccp(
-            A, B, pair, energy, starts, seed)
-        solver = solver_dict(method, starts, iterations, pair.passes, local,
-                             [-math.expm1(-v) for v in local_values[:5]], residual, seconds)
-        return _report(ctx, x, on_boundary, solver, extra_passes)
+        found, extra_passes = _run_ccp(A, B, pair, energy, starts, seed)
+        return _report(ctx, found.x, found.on_boundary, solver_from(found, pair.passes), extra_passes)
     found = search_budgets(pair, [energy], starts=starts, seed=seed, max_starts=max_starts,
                            progress=progress)[0]
     return _report(ctx, found.x, found.on_boundary, _solver_dict(found, starts, max_starts))
@@ -337,13 +335,7 @@ def _float64_logits(A, B, pair, x):
 
 def _solver_dict(r, starts, max_starts) -> dict:
     """The `solver` object of a ladder search, with the evidence of the adaptive rounds."""
-    solver = solver_dict("lbfgs", r.starts, r.iterations, 0, r.local_maxima,
-                         [-math.expm1(-v) for v in r.values[:5]], r.kkt_residual, r.seconds)
-    solver.update(best_hits=r.best_hits, rounds=r.rounds, stop_reason=r.stop_reason,
-                  budget_exhausted=r.budget_exhausted, adaptive=starts is None,
-                  max_starts=max_starts if starts is None else None,
-                  ladder=[float(e) for e in r.rungs])
-    return solver
+    return solver_from(r, 0, adaptive=starts is None, max_starts=max_starts)
 
 
 def report_for_query(A, B, x, energy: float, error: float = 0.05, *, link_a="exp", link_b="exp",
@@ -362,15 +354,6 @@ def report_for_query(A, B, x, energy: float, error: float = 0.05, *, link_a="exp
     if not facts.distinguishable:
         return _same_model(ctx, solver)
     return _report(ctx, x, on_boundary, solver)
-
-
-def solver_dict(method, starts, iterations, passes, local_maxima, local_values, kkt_residual,
-                search_seconds, fraction_at_box_faces=None, seconds=None) -> dict:
-    """The `solver` object of a design, the same keys for every method and model family."""
-    return {"method": method, "starts": starts, "iterations": iterations, "passes": passes,
-            "local_maxima": local_maxima, "local_maxima_values": local_values,
-            "kkt_residual": kkt_residual, "fraction_at_box_faces": fraction_at_box_faces,
-            "search_seconds": search_seconds, "seconds": seconds}
 
 
 @dataclass(frozen=True)
@@ -488,4 +471,8 @@ def _run_ccp(A, B, pair, energy, starts, seed):
     for v in sorted(values.tolist(), reverse=True):
         if all(abs(v - u) > 1e-6 * max(abs(u), 1e-300) for u in order):
             order.append(v)
-    return x, solves, order, time.perf_counter() - t, residual, on_boundary, len(order), passes
+    found = SearchResult(x=x, value=float(values[best]), starts=X0.shape[1], iterations=solves,
+                         local_maxima=len(order), values=order, on_boundary=on_boundary,
+                         kkt_residual=residual, seconds=time.perf_counter() - t, method="ccp",
+                         message=f"{solves} convex solves from {X0.shape[1]} starts")
+    return found, passes

@@ -22,7 +22,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 from scipy.optimize import minimize
 
-from bhtcli.commands.design import DesignResult, solver_dict
+from bhtcli.commands.design import DesignResult
+from bhtcli.search.result import SearchResult, solver_dict, solver_from
 from bhtcli.results import Result
 from bhtcli.maths.divergences import divergences_from_tilt
 from bhtcli.errors import InputError, parameter_name
@@ -133,14 +134,18 @@ def leverage_starts(pair: LeveragePair, lo: float, hi: float, starts: int, seed:
 
 def maximize_leverage(pair: LeveragePair, lo: float, hi: float, starts: int, seed: int,
                       objective: str = "bhattacharyya"):
-    """(best theta, best value, distinct local values, iterations) over the box."""
+    """The best theta = -log s^2 over the box [lo, hi]^n (a SearchResult; `values` are the
+    distinct local maxima, best first)."""
+    t0 = time.perf_counter()
     if hi - lo < 1e-15:          # C = c: one admissible query up to scale
         th = np.zeros(pair.n)
-        return th, pair.value_and_grad(th, objective)[0], [], 0
+        f = pair.value_and_grad(th, objective)[0]
+        return SearchResult(x=th, value=f, starts=0, iterations=0, local_maxima=1, values=[f],
+                            kkt_residual=None, message="the box is one point up to scale")
     bounds = [(lo, hi)] * pair.n
     d = pair.a.At.shape[0]
     max_evaluations = EVALUATIONS if pair.n * d * d <= LARGE else LARGE_EVALUATIONS
-    best, best_f, values, iters = None, -math.inf, [], 0
+    best, best_f, values, iters, ok = None, -math.inf, [], 0, True
     for th0 in leverage_starts(pair, lo, hi, starts, seed):
         # Scale the objective to ~1 at the start: L-BFGS-B's tolerances are absolute, and D is
         # often ~1e-4 here; this halves the evaluations. Each start gets at most 400
@@ -151,6 +156,7 @@ def maximize_leverage(pair: LeveragePair, lo: float, hi: float, starts: int, see
                        options={"maxiter": 500, "maxfun": max_evaluations, "ftol": 1e-12, "gtol": 1e-9,
                                 "maxcor": 20})
         iters += int(res.nit)
+        ok &= bool(res.success)
         f = -float(res.fun) / scale
         values.append(f)
         if f > best_f:
@@ -159,7 +165,11 @@ def maximize_leverage(pair: LeveragePair, lo: float, hi: float, starts: int, see
     for v in sorted(values, reverse=True):      # equal up to 1e-9 relative: the same maximum
         if all(abs(v - u) > 1e-9 * max(abs(u), 1e-300) for u in distinct):
             distinct.append(v)
-    return best, best_f, distinct, iters
+    return SearchResult(x=best, value=best_f, starts=len(values), iterations=iters,
+                        local_maxima=len(distinct), values=distinct, kkt_residual=None,
+                        seconds=time.perf_counter() - t0, success=ok,
+                        message="L-BFGS-B converged from every start" if ok else
+                        "L-BFGS-B stopped at its evaluation limit from some starts")
 
 
 def design_leverage(A, B, energy, floor, error: float = 0.05, starts: int | None = None,
@@ -209,10 +219,8 @@ def design_leverage(A, B, energy, floor, error: float = 0.05, starts: int | None
                             floor=floor, warnings=warnings)
     if progress:
         progress(f"climbing from {starts} starts (L-BFGS-B over {n:,} log-weights)")
-    theta, _, values, iters = maximize_leverage(pair, lo, hi, starts, seed)
-    solver = solver_dict("lbfgs", starts, iters, None, len(values),
-                         [-math.expm1(-v) for v in values[:5]], None, None)
-    return _report(pair, theta, base, cert, lo, hi, note, warnings, solver, floor, t0)
+    found = maximize_leverage(pair, lo, hi, starts, seed)
+    return _report(pair, found.x, base, cert, lo, hi, note, warnings, solver_from(found), floor, t0)
 
 
 def check_leverage_query(s, ceiling: float, floor: float, n: int) -> np.ndarray:

@@ -399,8 +399,8 @@ def _leverage_setup(A, B, ceiling, floor, query, error, starts, seed, say):
     lo, hi = -math.log(ceiling), -math.log(floor)
 
     def queries_for_kl():
-        th_a = maximize_leverage(LeveragePair(A, B), lo, hi, starts, seed, "kl")[0]
-        th_b = maximize_leverage(LeveragePair(B, A), lo, hi, starts, seed, "kl")[0]
+        th_a = maximize_leverage(LeveragePair(A, B), lo, hi, starts, seed, "kl").x
+        th_b = maximize_leverage(LeveragePair(B, A), lo, hi, starts, seed, "kl").x
         s_a, s_b = np.exp(-0.5 * th_a), np.exp(-0.5 * th_b)
         return s_a, s_b, answer_law(A, B, s_a, "leverage"), answer_law(A, B, s_b, "leverage")
 

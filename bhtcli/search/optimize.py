@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from bhtcli.models.softmax import SoftmaxPair
+from bhtcli.search.result import SearchResult  # noqa: F401  (re-exported: the searches' result)
 
 DEFAULT_STARTS = 32
 
@@ -35,25 +36,6 @@ class Ascent:
     X: np.ndarray          # (d, k) end points
     f: np.ndarray          # (k,) D at the end points
     iterations: int
-
-
-@dataclass
-class SearchResult:
-    x: np.ndarray
-    value: float                    # D(x)
-    starts: int
-    iterations: int
-    local_maxima: int               # distinct local maxima seen among the starts
-    values: list = field(default_factory=list)   # D at each distinct local maximum, best first
-    on_boundary: bool = True
-    kkt_residual: float = 0.0       # ||projected gradient|| / ||gradient at start||, ~0 at a KKT point
-    seconds: float = 0.0
-    best_hits: int = 0              # starts whose climb ended at the best maximum
-    rounds: int = 1                 # rounds of starts (ladder.py)
-    stop_reason: str = ""           # why no more starts were added
-    budget_exhausted: bool = False  # the budget of starts ran out before the evidence
-    rungs: list = field(default_factory=list)    # budgets climbed up to this one (ladder.py)
-    points: np.ndarray | None = None             # best distinct end points (carried further)
 
 
 def project(X: np.ndarray, energy: float) -> np.ndarray:
