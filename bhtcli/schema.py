@@ -138,6 +138,7 @@ DESIGN = {
     "solver.starts": ("integer", "Starting points of the multi-start search."),
     "solver.iterations": ("integer", "Iterations (ccp: convex solves)."),
     "solver.passes": ("integer or null", "Passes over A and B (leverage: evaluations, one pass each)."),
+    "solver.pass_seconds": ("number or null", "[softmax] Measured pass-time in seconds: one forward product of the stacked 2n x d matrix with a d x 32 block plus the backward product, timed in the same process (solver.seconds / solver.pass_seconds compares runs across machines)."),
     "solver.local_maxima": ("integer", "Distinct local maxima found."),
     "solver.local_maxima_values": ("array", "H^2 at the best few local maxima, best first."),
     "solver.kkt_residual": ("number or null", "[softmax] Relative KKT residual at the query (small: a verified local maximum)."),

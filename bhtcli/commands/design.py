@@ -16,7 +16,7 @@ from bhtcli.search.ladder import DEFAULT_MAX_STARTS, search_budgets, warm_climb
 from bhtcli.search.optimize import DEFAULT_STARTS, kkt_state, starting_points
 from bhtcli.maths.counts import query_counts
 from bhtcli.models.readout import make_readout
-from bhtcli.models.softmax import SoftmaxPair, logits_at
+from bhtcli.models.softmax import SoftmaxPair, logits_at, pass_seconds
 from bhtcli.io.validation import check_dtype, check_energy, check_error, check_seed, check_starts
 
 METHODS = ("lbfgs", "ccp")
@@ -365,10 +365,11 @@ def report_for_query(A, B, x, energy: float, error: float = 0.05, *, link_a="exp
 
 
 def solver_dict(method, starts, iterations, passes, local_maxima, local_values, kkt_residual,
-                search_seconds, fraction_at_box_faces=None, seconds=None) -> dict:
+                search_seconds, fraction_at_box_faces=None, seconds=None,
+                pass_seconds=None) -> dict:
     """The `solver` object of a design, the same keys for every method and model family."""
     return {"method": method, "starts": starts, "iterations": iterations, "passes": passes,
-            "local_maxima": local_maxima, "local_maxima_values": local_values,
+            "pass_seconds": pass_seconds, "local_maxima": local_maxima, "local_maxima_values": local_values,
             "kkt_residual": kkt_residual, "fraction_at_box_faces": fraction_at_box_faces,
             "search_seconds": search_seconds, "seconds": seconds}
 
@@ -416,7 +417,8 @@ def _report(ctx: _Context, x, on_boundary, solver, extra_passes: int = 0):
             note = ("the search ended at H^2 = 0 (at every point it reached both models put "
                     f"all their mass on the same rows), while the certificate {allows}: this "
                     "is not evidence that the models are indistinguishable; try more starts")
-    solver = dict(solver, passes=pair.passes + extra_passes, seconds=time.perf_counter() - ctx.t0)
+    solver = dict(solver, passes=pair.passes + extra_passes, pass_seconds=pass_seconds(pair),
+                  seconds=time.perf_counter() - ctx.t0)
     warnings = _warnings(pair.readout)
     if solver["method"] not in ("given", "candidates") and solver["kkt_residual"] > KKT_WARN:
         warnings.append(f"the KKT residual at the query is {solver['kkt_residual']:.2g}: the point found "
@@ -438,7 +440,8 @@ def _same_model(ctx: _Context, solver):
     pair = ctx.pair
     zero = dict(bhattacharyya_distance=0.0, hellinger=0.0, hellinger_squared=0.0,
                 total_variation=0.0, kl_ab=0.0, kl_ba=0.0, chernoff_information=0.0)
-    solver = dict(solver, passes=pair.passes, seconds=time.perf_counter() - ctx.t0)
+    solver = dict(solver, passes=pair.passes, pass_seconds=pass_seconds(pair),
+                  seconds=time.perf_counter() - ctx.t0)
     return DesignResult("softmax", pair.n, pair.d, ctx.energy, ctx.error, [0.0] * pair.d, 0.0, False,
                         **zero, distinguishable=False, note=ctx.facts.reason,
                         samples={"lower": None, "upper": None, "predicted": None, "method": "none"},
