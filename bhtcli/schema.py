@@ -148,6 +148,7 @@ DESIGN = {
     "solver.budget_exhausted": ("boolean", "[softmax lbfgs] True when --max-starts ran out before the evidence was reached (the table warns)."),
     "solver.adaptive": ("boolean", "[softmax lbfgs] Whether the number of starts was adaptive (no --starts)."),
     "solver.max_starts": ("integer or null", "[softmax lbfgs] The budget of the adaptive rounds (null with --starts)."),
+    "solver.search_space": ("string", "[softmax lbfgs] full, or sketch: the starts climbed in a sketched subspace, polished in full d (--search-space; docs/search.md)."),
     "solver.ladder": ("array", "[softmax lbfgs] The budgets climbed, smallest first, ending at the energy (docs/search.md)."),
     "solver.fraction_at_box_faces": ("number or null", "[leverage] Fraction of the entries of s on a face of the box."),
     "solver.search_seconds": ("number or null", "[softmax] Seconds in the search."),

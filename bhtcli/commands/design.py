@@ -81,7 +81,7 @@ def design(A, B, energy: float | None, error: float = 0.05, starts: int | None =
            seed: int = 0, method: str = "lbfgs", progress=None, *, link_a="exp", link_b="exp",
            bias_a=None, bias_b=None, dtype: str = "float64", candidates=None, names=None,
            top: int = 10, subspace=None,
-           max_starts: int = DEFAULT_MAX_STARTS) -> DesignResult:
+           max_starts: int = DEFAULT_MAX_STARTS, search_space: str | None = None) -> DesignResult:
     """Find the query x (||x||_2 <= energy) that best separates model A from model B.
 
     Parameters
@@ -148,6 +148,7 @@ def design(A, B, energy: float | None, error: float = 0.05, starts: int | None =
                                   method=method, progress=progress, link_a=link_a, link_b=link_b,
                                   bias_a=bias_a, bias_b=bias_b, dtype=dtype)
     energy, error = check_energy(energy), check_error(error)
+    search_space = check_search_space(search_space)
     starts = None if starts is None else check_starts(starts)
     max_starts = check_starts(max_starts, parameter_name("max_starts"))
     seed, dtype = check_seed(seed), check_dtype(dtype)
@@ -175,8 +176,19 @@ def design(A, B, energy: float | None, error: float = 0.05, starts: int | None =
                              [-math.expm1(-v) for v in local_values[:5]], residual, seconds)
         return _report(ctx, x, on_boundary, solver, extra_passes)
     found = search_budgets(pair, [energy], starts=starts, seed=seed, max_starts=max_starts,
-                           progress=progress)[0]
+                           progress=progress, space=search_space)[0]
     return _report(ctx, found.x, found.on_boundary, _solver_dict(found, starts, max_starts))
+
+
+def check_search_space(value) -> str:
+    """None (the default of bhtcli.search.sketch), "full", "sketch" or "auto"."""
+    from bhtcli.search.sketch import DEFAULT_SEARCH_SPACE, SEARCH_SPACES
+    if value is None:
+        return DEFAULT_SEARCH_SPACE
+    if value not in SEARCH_SPACES:
+        raise InputError(f"{parameter_name('search_space')} must be one of "
+                         f"{', '.join(SEARCH_SPACES)}, got {value!r}")
+    return value
 
 
 def check_energies(energies, option: str | None = None) -> list:
@@ -342,7 +354,7 @@ def _solver_dict(r, starts, max_starts) -> dict:
     solver.update(best_hits=r.best_hits, rounds=r.rounds, stop_reason=r.stop_reason,
                   budget_exhausted=r.budget_exhausted, adaptive=starts is None,
                   max_starts=max_starts if starts is None else None,
-                  ladder=[float(e) for e in r.rungs])
+                  ladder=[float(e) for e in r.rungs], search_space=r.search_space)
     return solver
 
 

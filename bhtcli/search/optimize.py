@@ -54,6 +54,7 @@ class SearchResult:
     budget_exhausted: bool = False  # the budget of starts ran out before the evidence
     rungs: list = field(default_factory=list)    # budgets climbed up to this one (ladder.py)
     points: np.ndarray | None = None             # best distinct end points (carried further)
+    search_space: str = "full"                   # "full" or "sketch" (sketch.py)
 
 
 def project(X: np.ndarray, energy: float) -> np.ndarray:
