@@ -16,13 +16,14 @@ PLAIN_OK = 4.5e-5
 PASS_TIME_WIDTH = 32   # block width of the timed pass (the search's first round of starts)
 
 
-def block_product(M: np.ndarray, X: np.ndarray) -> np.ndarray:
-    """M @ X in M's precision (a float32 M is never up-cast as a whole), float64 result.
+def block_product(M: np.ndarray, X: np.ndarray, out_dtype=np.float64) -> np.ndarray:
+    """M @ X in M's precision (a float32 M is never up-cast as a whole), result in
+    `out_dtype` (float64 unless asked otherwise).
 
     Every product of the search with the model matrices goes through here (forward K X,
     backward K^T W, the range finder's products), so another backend replaces one place.
     """
-    return np.asarray(M @ np.asarray(X, dtype=M.dtype), dtype=np.float64)
+    return np.asarray(M @ np.asarray(X, dtype=M.dtype), dtype=out_dtype)
 
 
 def pass_seconds(pair: "SoftmaxPair", width: int = PASS_TIME_WIDTH, repeats: int = 2) -> float:

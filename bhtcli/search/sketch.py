@@ -103,7 +103,7 @@ def sketch_search(pair: SoftmaxPair, energy: float, *, starts=None, seed: int = 
                               np.asarray(pair.G[top], f64).T], axis=1))
     if carried is not None and np.size(carried):
         Q = np.concatenate([Q, _orth(Q, carried)], axis=1)
-    KQ = block_product(pair.K, Q).astype(pair.dtype)
+    KQ = block_product(pair.K, Q, out_dtype=pair.dtype)
     pair.passes += 1
     if progress:
         progress(f"sketched subspace of rank {Q.shape[1]}")
@@ -127,7 +127,7 @@ def sketch_search(pair: SoftmaxPair, energy: float, *, starts=None, seed: int = 
         if grow.shape[1] == 0:
             break
         grow = grow[:, :SKETCH_MAX_RANK - Q.shape[1]]
-        KQ = np.concatenate([KQ, block_product(pair.K, grow).astype(pair.dtype)], axis=1)
+        KQ = np.concatenate([KQ, block_product(pair.K, grow, out_dtype=pair.dtype)], axis=1)
         pair.passes += 1
         Q = np.concatenate([Q, grow], axis=1)
         if progress:
