@@ -99,10 +99,13 @@ def test_size_rule():
     assert not sketch.use_sketch(small, "auto") and not sketch.use_sketch(small, "full")
     assert sketch.use_sketch(small, "sketch")
     assert sketch.use_sketch(small, None) == sketch.use_sketch(small, sketch.DEFAULT_SEARCH_SPACE)
-    big = SoftmaxPair(np.zeros((5000, 1000), np.float32), np.zeros((5000, 1000), np.float32),
+    big = SoftmaxPair(np.zeros((5000, 1024), np.float32), np.zeros((5000, 1024), np.float32),
                       dtype="float32")
     assert big.n * big.d >= sketch.SKETCH_MIN_SIZE and sketch.use_sketch(big, "auto")
     assert not sketch.use_sketch(big, "full")
+    narrow = SoftmaxPair(np.zeros((20000, 512), np.float32), np.zeros((20000, 512), np.float32),
+                         dtype="float32")
+    assert narrow.n * narrow.d >= sketch.SKETCH_MIN_SIZE and not sketch.use_sketch(narrow, "auto")
 
 
 def test_cli_search_space_in_json_and_errors(capsys, tmp_path):

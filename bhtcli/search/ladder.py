@@ -101,7 +101,7 @@ def search_budgets(pair: SoftmaxPair, energies, starts: int | None = None, seed:
         Points to climb from as well (e.g. a design at a nearby budget); scaled into the ball.
     space : {"full", "sketch", "auto"}
         "sketch" searches a sketched subspace first and polishes in full d (sketch.py);
-        "auto" does so when n * d >= sketch.SKETCH_MIN_SIZE. Only for one budget: a list of
+        "auto" does so by sketch.use_sketch's size rule. Only for one budget: a list of
         budgets is always searched in full d.
     """
     from bhtcli.search.sketch import sketch_search, use_sketch
