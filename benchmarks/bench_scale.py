@@ -1,6 +1,7 @@
 """Benchmark: `bht design` at vocabulary scale, wall time and peak memory.
 
 Run:  .venv/bin/python benchmarks/bench_scale.py                 (30k x 384 and 50k x 1,024)
+      .venv/bin/python benchmarks/bench_scale.py --sizes 50000x1024 --dtypes float32
       .venv/bin/python benchmarks/bench_scale.py --sizes 150000x4096 --dtypes float32
       .venv/bin/python benchmarks/bench_scale.py --sizes 150000x4096 --dtypes float64   (alone)
 
@@ -19,6 +20,12 @@ started through a small Python wrapper that waits for it and reports
 it counts the pages of the memory-mapped files that were touched) and, sampled every 0.1 s
 from /proc, the peak anonymous memory (RssAnon: the memory bht allocated itself, which
 cannot be dropped the way file pages can).
+
+The table has one row per size, dtype and searched configuration: wall time, passes over A
+and B (``solver.passes``), the measured pass-time (``solver.pass_seconds``: one forward
+product of the stacked 2n x d matrix with a d x 32 block plus the backward one, timed inside
+the run), wall over pass-time (the cost in pass-times), H², and the H² of a 128-start run
+(``--starts 128``) of the default method on the same pair as the quality reference.
 """
 from __future__ import annotations
 
@@ -113,8 +120,9 @@ def supports_dtype() -> bool:
     return "--dtype" in helptext
 
 
-def run_design(a: str, b: str, energy: float, dtype: str | None, starts: int | None) -> dict:
-    cmd = [str(BHT), "design", a, b, "--energy", str(energy), "--json"]
+def run_design(a: str, b: str, energy: float, dtype: str | None, starts: int | None,
+               extra=()) -> dict:
+    cmd = [str(BHT), "design", a, b, "--energy", str(energy), "--json", *extra]
     if dtype:
         cmd += ["--dtype", dtype]
     if starts:
@@ -125,23 +133,34 @@ def run_design(a: str, b: str, energy: float, dtype: str | None, starts: int | N
     return info
 
 
+HEADER = ("| n x d | dtype | run | wall s | passes | pass-time s | wall / pass-time | H² "
+          "| H² of 128 starts | H² ratio | starts | peak anon GB |")
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description="bht design at vocabulary scale")
     parser.add_argument("--sizes", default="30000x384,50000x1024",
                         help="comma-separated n x d (e.g. 150000x4096)")
     parser.add_argument("--dtypes", default="float32,float64")
     parser.add_argument("--energy", type=float, default=10.0)
-    parser.add_argument("--starts", type=int, default=None, help="default: bht's own (32)")
+    parser.add_argument("--starts", type=int, default=None, help="default: bht's own (adaptive)")
+    parser.add_argument("--search", action="append", default=None, metavar="OPTIONS",
+                        help="extra `bht design` options of a run to time (repeatable, one run "
+                             "each; e.g. --search '' --search '--search-space sketch'); "
+                             "default: one run with bht's defaults")
+    parser.add_argument("--reference-starts", type=int, default=128,
+                        help="starts of the quality reference run (0: no reference)")
     parser.add_argument("--format", choices=("safetensors", "npy"), default="safetensors")
     parser.add_argument("--tmp", default=None, help="folder for the matrices (default: system temp)")
     args = parser.parse_args(argv)
+    searches = args.search or [""]
     dtype_ok = supports_dtype()
     if not dtype_ok:
         print("note: this bht has no --dtype option; every run computes in float64 "
               "(the float32 rows are skipped)", file=sys.stderr)
     print(f"load average: {os.getloadavg()}", file=sys.stderr)
-    print("| n x d | dtype | file | wall s | peak RSS GB | peak anon GB | H² | passes | starts |")
-    print("|---|---|---|---:|---:|---:|---:|---:|---:|")
+    print(HEADER)
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for size in args.sizes.split(","):
         n, d = (int(v) for v in size.lower().split("x"))
         folder = Path(tempfile.mkdtemp(prefix="bht-scale-", dir=args.tmp))
@@ -153,22 +172,38 @@ def main(argv=None) -> None:
             for dtype in args.dtypes.split(","):
                 if dtype == "float32" and not dtype_ok:
                     continue
-                info = run_design(a, b, args.energy, dtype if dtype_ok else None, args.starts)
-                print(info["command"], file=sys.stderr)
-                if info["code"] != 0:
-                    print(f"| {n:,} x {d:,} | {dtype} | {args.format} | failed (exit {info['code']}) "
-                          f"| {info['maxrss_kib'] / 2**20:.1f} | {info['peak_anon_kib'] / 2**20:.1f} "
-                          "| | | |", flush=True)
-                    print(info["stderr"], file=sys.stderr)
-                    continue
-                r = json.loads(info["stdout"])
-                print(f"| {n:,} x {d:,} | {dtype} | {args.format} | {info['wall']:.1f} "
-                      f"| {info['maxrss_kib'] / 2**20:.2f} | {info['peak_anon_kib'] / 2**20:.2f} "
-                      f"| {r['hellinger_squared']:.4g} | {r['solver']['passes']} "
-                      f"| {r['solver']['starts']} |", flush=True)
+                dt = dtype if dtype_ok else None
+                ref_h2 = None
+                if args.reference_starts:
+                    ref = run_design(a, b, args.energy, dt, args.reference_starts)
+                    print(ref["command"], file=sys.stderr)
+                    if ref["code"] == 0:
+                        ref_h2 = json.loads(ref["stdout"])["hellinger_squared"]
+                for options in searches:
+                    info = run_design(a, b, args.energy, dt, args.starts, options.split())
+                    print(info["command"], file=sys.stderr)
+                    label = options or "default"
+                    if info["code"] != 0:
+                        print(f"| {n:,} x {d:,} | {dtype} | {label} | failed (exit {info['code']}) "
+                              "| | | | | | | | |", flush=True)
+                        print(info["stderr"], file=sys.stderr)
+                        continue
+                    r = json.loads(info["stdout"])
+                    v = r["solver"]
+                    tp = v.get("pass_seconds")
+                    h2 = r["hellinger_squared"]
+                    print(f"| {n:,} x {d:,} | {dtype} | {label} | {info['wall']:.1f} | {v['passes']} "
+                          f"| {_fmt(tp, '.3f')} | {_fmt(info['wall'] / tp if tp else None, '.0f')} "
+                          f"| {h2:.7f} | {_fmt(ref_h2, '.7f')} "
+                          f"| {_fmt(h2 / ref_h2 if ref_h2 else None, '.4f')} | {v['starts']} "
+                          f"| {info['peak_anon_kib'] / 2**20:.2f} |", flush=True)
         finally:
             shutil.rmtree(folder, ignore_errors=True)
     print(f"load average: {os.getloadavg()}", file=sys.stderr)
+
+
+def _fmt(value, spec: str) -> str:
+    return "" if value is None else format(value, spec)
 
 
 if __name__ == "__main__":

@@ -32,7 +32,8 @@ def model_spec(model="softmax", energy=None, floor=None, *, link_a="exp", link_b
 def design(A, B, energy=None, *, model="softmax", floor=None, error: float = 0.05,
            starts: int | None = None, seed: int = 0, method: str = "lbfgs", link_a="exp",
            link_b="exp", bias_a=None, bias_b=None, dtype="float64", candidates=None, names=None,
-           top: int = 10, subspace=None, queries=None, max_starts=None, progress=None):
+           top: int = 10, subspace=None, queries=None, max_starts=None, progress=None,
+           search_space=None):
     """The query that best separates A from B under the budget, and how many it takes.
 
     Parameters
@@ -75,6 +76,10 @@ def design(A, B, energy=None, *, model="softmax", floor=None, error: float = 0.0
         With `candidates`: how many of the best to list.
     subspace : array_like or path, optional
         softmax only: queries x = V z with V (d x r) orthonormalised, ||x|| <= energy.
+    search_space : {"full", "sketch", "auto"}, optional
+        softmax, one budget: "sketch" climbs the starts in a sketched subspace and polishes in
+        full d (docs/search.md §5); "auto" does so when n * d >= 5e6 and d >= 1024;
+        default: see bhtcli.search.sketch.DEFAULT_SEARCH_SPACE.
     progress : callable, optional
         Called with short status strings.
 
@@ -93,7 +98,8 @@ def design(A, B, energy=None, *, model="softmax", floor=None, error: float = 0.0
     if energies is not None or queries is not None:
         return _design_budgets(A, B, spec, energies, queries, error=error, starts=starts,
                                seed=seed, method=method, max_starts=max_starts, progress=progress,
-                               others=dict(candidates=candidates, subspace=subspace, names=names))
+                               others=dict(candidates=candidates, subspace=subspace, names=names,
+                                           search_space=search_space))
     if spec.leverage and candidates is not None:
         from bhtcli.commands.candidates import design_candidates
         from bhtcli.errors import parameter_name
@@ -119,7 +125,8 @@ def design(A, B, energy=None, *, model="softmax", floor=None, error: float = 0.0
     return design_softmax(A, B, spec.energy, error=error, starts=starts, seed=seed,
                           method=method, progress=progress, dtype=spec.dtype, candidates=candidates,
                           names=names, top=top, subspace=subspace, **spec.readout_options(),
-                          **({} if max_starts is None else {"max_starts": max_starts}))
+                          **({} if max_starts is None else {"max_starts": max_starts}),
+                          **({} if search_space is None else {"search_space": search_space}))
 
 
 def _design_budgets(A, B, spec, energies, queries, *, error, starts, seed, method, max_starts,

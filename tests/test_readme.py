@@ -15,7 +15,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 MASKS = [r"\d+\.\d+ s\b", r"\d+ iterations", r"[\d,]+ passes", r"[\d,]+ evaluations", r"KKT residual\s+\S+",
-         r'"seconds": [0-9.e-]+', r'"search_seconds": [0-9.e-]+']
+         r'"seconds": [0-9.e-]+', r'"search_seconds": [0-9.e-]+', r'"pass_seconds": [0-9.e-]+']
 GENERATED = {"cli.md", "json.md"}
 
 

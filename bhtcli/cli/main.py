@@ -92,6 +92,10 @@ def _emit(result, as_json: bool) -> None:
 @click.option("--max-starts", type=int, default=None, metavar="N",
               help="Budget of the adaptive rounds: at most N starts per budget [default: 128]; "
                    "raise it when the table warns.")
+@click.option("--search-space", type=click.Choice(("full", "sketch", "auto")), default=None,
+              help="full: climb every start in full d; sketch: climb the starts in a sketched "
+                   "subspace of A and B's rows, then polish in full d (faster at vocabulary "
+                   "scale); auto: sketch when n*d >= 5e6 and d >= 1024 [default: full].")
 @click.option("--queries", default=None, metavar="N",
               help="Find the smallest budget <= --energy whose designed query needs at most N queries.")
 @click.option("--plot", type=click.Path(dir_okay=False), default=None, metavar="FILE.png",
@@ -112,7 +116,7 @@ def _emit(result, as_json: bool) -> None:
 @click.option("--subspace", default=None, metavar="V",
               help="Only queries x = V z (V: d x r, orthonormalised by bht, rank r), ||x|| <= E.")
 def design(a, b, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, starts, max_starts,
-           queries, plot, seed, method, as_json, out, force, dtype, quiet, candidates, names, top,
+           search_space, queries, plot, seed, method, as_json, out, force, dtype, quiet, candidates, names, top,
            subspace):
     """Find the query x (||x|| <= E) that best separates A from B, and how many it takes.
 
@@ -157,7 +161,8 @@ def design(a, b, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, st
                            model=model, floor=floor, link_a=link_a, link_b=link_b, bias_a=bias_a,
                            bias_b=bias_b, dtype=dtype, error=alpha, seed=seed, starts=starts,
                            method=method, progress=progress, candidates=candidates, names=names,
-                           top=top, subspace=subspace, queries=queries, max_starts=max_starts)
+                           top=top, subspace=subspace, queries=queries, max_starts=max_starts,
+                           search_space=search_space)
         if plot and isinstance(result, BudgetCurveResult):
             progress("plotting")
             from bhtcli.cli.plot import plot_budget_curve

@@ -17,7 +17,7 @@ from bhtcli.search.optimize import DEFAULT_STARTS, kkt_state, starting_points
 from bhtcli.search.result import SearchResult, solver_dict, solver_from
 from bhtcli.maths.counts import query_counts
 from bhtcli.models.readout import make_readout
-from bhtcli.models.softmax import SoftmaxPair, logits_at
+from bhtcli.models.softmax import SoftmaxPair, logits_at, pass_seconds
 from bhtcli.io.validation import check_dtype, check_energy, check_error, check_seed, check_starts
 
 METHODS = ("lbfgs", "ccp")
@@ -82,7 +82,7 @@ def design(A, B, energy: float | None, error: float = 0.05, starts: int | None =
            seed: int = 0, method: str = "lbfgs", progress=None, *, link_a="exp", link_b="exp",
            bias_a=None, bias_b=None, dtype: str = "float64", candidates=None, names=None,
            top: int = 10, subspace=None,
-           max_starts: int = DEFAULT_MAX_STARTS) -> DesignResult:
+           max_starts: int = DEFAULT_MAX_STARTS, search_space: str | None = None) -> DesignResult:
     """Find the query x (||x||_2 <= energy) that best separates model A from model B.
 
     Parameters
@@ -149,6 +149,7 @@ def design(A, B, energy: float | None, error: float = 0.05, starts: int | None =
                                   method=method, progress=progress, link_a=link_a, link_b=link_b,
                                   bias_a=bias_a, bias_b=bias_b, dtype=dtype)
     energy, error = check_energy(energy), check_error(error)
+    search_space = check_search_space(search_space)
     starts = None if starts is None else check_starts(starts)
     max_starts = check_starts(max_starts, parameter_name("max_starts"))
     seed, dtype = check_seed(seed), check_dtype(dtype)
@@ -173,8 +174,19 @@ def design(A, B, energy: float | None, error: float = 0.05, starts: int | None =
         found, extra_passes = _run_ccp(A, B, pair, energy, starts, seed)
         return _report(ctx, found.x, found.on_boundary, solver_from(found, pair.passes), extra_passes)
     found = search_budgets(pair, [energy], starts=starts, seed=seed, max_starts=max_starts,
-                           progress=progress)[0]
+                           progress=progress, space=search_space)[0]
     return _report(ctx, found.x, found.on_boundary, _solver_dict(found, starts, max_starts))
+
+
+def check_search_space(value) -> str:
+    """None (the default of bhtcli.search.sketch), "full", "sketch" or "auto"."""
+    from bhtcli.search.sketch import DEFAULT_SEARCH_SPACE, SEARCH_SPACES
+    if value is None:
+        return DEFAULT_SEARCH_SPACE
+    if value not in SEARCH_SPACES:
+        raise InputError(f"{parameter_name('search_space')} must be one of "
+                         f"{', '.join(SEARCH_SPACES)}, got {value!r}")
+    return value
 
 
 def check_energies(energies, option: str | None = None) -> list:
@@ -399,7 +411,8 @@ def _report(ctx: _Context, x, on_boundary, solver, extra_passes: int = 0):
             note = ("the search ended at H^2 = 0 (at every point it reached both models put "
                     f"all their mass on the same rows), while the certificate {allows}: this "
                     "is not evidence that the models are indistinguishable; try more starts")
-    solver = dict(solver, passes=pair.passes + extra_passes, seconds=time.perf_counter() - ctx.t0)
+    solver = dict(solver, passes=pair.passes + extra_passes, pass_seconds=pass_seconds(pair),
+                  seconds=time.perf_counter() - ctx.t0)
     warnings = _warnings(pair.readout)
     if solver["method"] not in ("given", "candidates") and solver["kkt_residual"] > KKT_WARN:
         warnings.append(f"the KKT residual at the query is {solver['kkt_residual']:.2g}: the point found "
@@ -421,7 +434,8 @@ def _same_model(ctx: _Context, solver):
     pair = ctx.pair
     zero = dict(bhattacharyya_distance=0.0, hellinger=0.0, hellinger_squared=0.0,
                 total_variation=0.0, kl_ab=0.0, kl_ba=0.0, chernoff_information=0.0)
-    solver = dict(solver, passes=pair.passes, seconds=time.perf_counter() - ctx.t0)
+    solver = dict(solver, passes=pair.passes, pass_seconds=pass_seconds(pair),
+                  seconds=time.perf_counter() - ctx.t0)
     return DesignResult("softmax", pair.n, pair.d, ctx.energy, ctx.error, [0.0] * pair.d, 0.0, False,
                         **zero, distinguishable=False, note=ctx.facts.reason,
                         samples={"lower": None, "upper": None, "predicted": None, "method": "none"},

@@ -1,6 +1,8 @@
 """The model pair as one linear operator: midpoint and difference scores in one product."""
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from bhtcli.maths.divergences import Tilt, divergences
@@ -10,6 +12,41 @@ from bhtcli.models.readout import Readout
 # optimiser only where that is below 1e-11 relative (the reported numbers always come from
 # the stable form in divergences.py).
 PLAIN_OK = 4.5e-5
+
+PASS_TIME_WIDTH = 32   # block width of the timed pass (the search's first round of starts)
+
+
+def block_product(M: np.ndarray, X: np.ndarray, out_dtype=np.float64) -> np.ndarray:
+    """M @ X in M's precision (a float32 M is never up-cast as a whole), result in
+    `out_dtype` (float64 unless asked otherwise).
+
+    Every product of the search with the model matrices goes through here (forward K X,
+    backward K^T W, the range finder's products), so another backend replaces one place.
+    """
+    return np.asarray(M @ np.asarray(X, dtype=M.dtype), dtype=out_dtype)
+
+
+def pass_seconds(pair: "SoftmaxPair", width: int = PASS_TIME_WIDTH, repeats: int = 2) -> float:
+    """The measured *pass-time* of `pair`: one forward product of the stacked 2n x d matrix
+    with a d x `width` block plus the backward product (2n x `width` back to d x `width`),
+    timed in this process (the fastest of `repeats`), in seconds. Cached on the pair; the
+    timing products are not counted in ``pair.passes``.
+    """
+    cached = getattr(pair, "_pass_seconds", None)
+    if cached is not None:
+        return cached
+    K = pair.K
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((K.shape[1], width))
+    W = rng.standard_normal((K.shape[0], width))
+    best = float("inf")
+    for _ in range(max(1, repeats)):
+        t0 = time.perf_counter()
+        block_product(K, X)
+        block_product(K.T, W)
+        best = min(best, time.perf_counter() - t0)
+    pair._pass_seconds = best
+    return best
 
 
 class SoftmaxPair:
@@ -65,8 +102,7 @@ class SoftmaxPair:
     def product(self, X: np.ndarray):
         """(m, D) = (C X, G X) for a (d,) query or a (d, k) block, in float64."""
         self.passes += 1
-        Z = self.K @ np.asarray(X, dtype=self.dtype)
-        Z = np.asarray(Z, dtype=np.float64)
+        Z = block_product(self.K, X)
         return Z[: self.n], Z[self.n:]
 
     def logits(self, X: np.ndarray):
@@ -78,7 +114,7 @@ class SoftmaxPair:
         """C^T w_c + G^T w_g in one product (float64 result)."""
         self.passes += 1
         W = np.concatenate([w_c, w_g], axis=0).astype(self.dtype, copy=False)
-        return np.asarray(self.K.T @ W, dtype=np.float64)
+        return block_product(self.K.T, W)
 
     def evaluate(self, X: np.ndarray):
         """The objective at each column of X and its gradient weights (w_m, w_D), one pass.

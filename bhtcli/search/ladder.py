@@ -82,7 +82,8 @@ def _best_points(X: np.ndarray, f: np.ndarray, energy: float, count: int = CARRY
 
 def search_budgets(pair: SoftmaxPair, energies, starts: int | None = None, seed: int = 0,
                    max_starts: int = DEFAULT_MAX_STARTS, keep: int = 4, progress=None,
-                   tolerances=None, carried: np.ndarray | None = None) -> list:
+                   tolerances=None, carried: np.ndarray | None = None,
+                   space: str | None = "full") -> list:
     """One SearchResult per requested budget (ascending), from one warm-started ladder.
 
     Parameters
@@ -98,10 +99,19 @@ def search_budgets(pair: SoftmaxPair, energies, starts: int | None = None, seed:
         Budget of the adaptive rounds (starts at one requested budget).
     carried : (d, m) array, optional
         Points to climb from as well (e.g. a design at a nearby budget); scaled into the ball.
+    space : {"full", "sketch", "auto"}
+        "sketch" searches a sketched subspace first and polishes in full d (sketch.py);
+        "auto" does so by sketch.use_sketch's size rule. Only for one budget: a list of
+        budgets is always searched in full d.
     """
+    from bhtcli.search.sketch import sketch_search, use_sketch
     exact = pair.dtype == np.float64
     explore_gtol, polish_gtol, ray_gtol = tolerances or (
         (1e-5, 1e-10, 1e-11) if exact else (1e-4, 1e-5, 1e-5))
+    if len(energies) == 1 and use_sketch(pair, space):
+        return [sketch_search(pair, float(energies[0]), starts=starts, seed=seed,
+                              max_starts=max_starts, keep=keep, progress=progress,
+                              tolerances=(explore_gtol, polish_gtol, ray_gtol), carried=carried)]
     V = spectral_directions(pair, 3, seed)
     extra = np.zeros((pair.d, 0)) if carried is None else np.asarray(carried, dtype=np.float64)
     carried = np.zeros((pair.d, 0))

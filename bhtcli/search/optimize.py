@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from bhtcli.models.softmax import SoftmaxPair
+from bhtcli.models.softmax import SoftmaxPair, block_product
 from bhtcli.search.result import SearchResult  # noqa: F401  (re-exported: the searches' result)
 
 DEFAULT_STARTS = 32
@@ -69,7 +69,7 @@ def spectral_directions(pair: SoftmaxPair, r: int, seed: int) -> np.ndarray:
 
 def _matmul(M: np.ndarray, X: np.ndarray) -> np.ndarray:
     """M @ X in M's precision (a float32 M is never up-cast as a whole), float64 result."""
-    return np.asarray(M @ X.astype(M.dtype, copy=False), dtype=np.float64)
+    return block_product(M, X)
 
 
 def row_directions(pair: SoftmaxPair, pool: int) -> np.ndarray:

@@ -30,14 +30,15 @@ class SearchResult:
     budget_exhausted: bool = False  # the budget of starts ran out before the evidence
     rungs: list = field(default_factory=list)    # budgets climbed up to this one (ladder.py)
     points: np.ndarray | None = None             # best distinct end points (carried further)
+    search_space: str = "full"                   # "full" or "sketch" (sketch.py)
 
 
 def solver_dict(method, starts, iterations, passes, local_maxima, local_values, kkt_residual,
                 search_seconds, fraction_at_box_faces=None, seconds=None, success=True,
-                message="") -> dict:
+                message="", pass_seconds=None) -> dict:
     """The `solver` object of a design, the same keys for every method and model family."""
     return {"method": method, "starts": starts, "iterations": iterations, "passes": passes,
-            "success": success, "message": message,
+            "pass_seconds": pass_seconds, "success": success, "message": message,
             "local_maxima": local_maxima, "local_maxima_values": local_values,
             "kkt_residual": kkt_residual, "fraction_at_box_faces": fraction_at_box_faces,
             "search_seconds": search_seconds, "seconds": seconds}
@@ -54,5 +55,5 @@ def solver_from(r: SearchResult, passes=None, *, adaptive: bool | None = None,
         solver.update(best_hits=r.best_hits, rounds=r.rounds, stop_reason=r.stop_reason,
                       budget_exhausted=r.budget_exhausted, adaptive=adaptive,
                       max_starts=max_starts if adaptive else None,
-                      ladder=[float(e) for e in r.rungs])
+                      ladder=[float(e) for e in r.rungs], search_space=r.search_space)
     return solver

@@ -1,0 +1,129 @@
+"""Vocabulary-scale search: the measured pass-time and the sketched-subspace path."""
+import json
+
+import numpy as np
+import pytest
+
+from bhtcli.cli.main import main
+from bhtcli.models.softmax import SoftmaxPair, block_product, pass_seconds
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_pass_seconds_is_a_positive_number_in_json(capsys, tmp_path, dtype):
+    rng = np.random.default_rng(3)
+    A = rng.standard_normal((60, 5))
+    np.save(tmp_path / "A.npy", A)
+    np.save(tmp_path / "B.npy", A + 0.1 * rng.standard_normal(A.shape))
+    with pytest.raises(SystemExit) as exit_info:
+        main(["design", str(tmp_path / "A.npy"), str(tmp_path / "B.npy"), "--energy", "2",
+              "--json", "--dtype", dtype])
+    assert exit_info.value.code in (None, 0)
+    solver = json.loads(capsys.readouterr().out)["solver"]
+    assert isinstance(solver["pass_seconds"], float) and solver["pass_seconds"] > 0
+    assert isinstance(solver["passes"], int)
+
+
+def test_pass_seconds_is_cached_and_not_counted_as_passes():
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((50, 4))
+    pair = SoftmaxPair(A, A + 0.1)
+    t = pass_seconds(pair)
+    assert pair.passes == 0 and pass_seconds(pair) == t
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_block_product_keeps_the_matrix_precision_and_returns_float64(dtype):
+    rng = np.random.default_rng(1)
+    M = rng.standard_normal((7, 3)).astype(dtype)
+    X = rng.standard_normal((3, 2))
+    Z = block_product(M, X)
+    assert Z.dtype == np.float64
+    np.testing.assert_allclose(Z, M.astype(np.float64) @ X.astype(dtype), rtol=1e-6)
+
+
+# --- the sketched-subspace search -------------------------------------------------------------
+
+from bhtcli.search import sketch  # noqa: E402
+from bhtcli.search.ladder import search_budgets  # noqa: E402
+
+
+def _lowrank_rows_pair(seed, n=1500, d=96, rank=6):
+    """A real-structured pair: low-rank-plus-noise A, B = A except in a few rows."""
+    rng = np.random.default_rng(seed)
+    A = rng.standard_normal((n, rank)) @ rng.standard_normal((rank, d)) / np.sqrt(d) \
+        + 0.1 * rng.standard_normal((n, d)) / np.sqrt(d)
+    B = A.copy()
+    rows = rng.choice(n, 5, replace=False)
+    B[rows] += 0.5 * rng.standard_normal((5, d)) / np.sqrt(d)
+    return A, B, 8.0
+
+
+def _gaussian_pair(seed, n=1500, d=96):
+    """bench_scale.py's structure: row norms 0.6-1.6, B = A + 0.01 N(0, 1/d)."""
+    rng = np.random.default_rng(seed)
+    A = rng.standard_normal((n, d)) * np.exp(0.25 * rng.standard_normal((n, 1))) / np.sqrt(d)
+    return A, A + 0.01 / np.sqrt(d) * rng.standard_normal((n, d)), 10.0
+
+
+@pytest.fixture
+def small_sketch(monkeypatch):
+    """Sketch constants scaled down so that the subspace is a proper one at d = 96."""
+    monkeypatch.setattr(sketch, "SKETCH_SPECTRAL", 4)
+    monkeypatch.setattr(sketch, "SKETCH_ROWS", 8)
+    monkeypatch.setattr(sketch, "SKETCH_SWAPS", 8)
+    monkeypatch.setattr(sketch, "SKETCH_HEAVY", 4)
+    monkeypatch.setattr(sketch, "SKETCH_MAX_RANK", 64)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("make,seed", [(_lowrank_rows_pair, 0), (_lowrank_rows_pair, 1),
+                                       (_gaussian_pair, 0)])
+def test_sketch_reaches_the_full_search_maximum(small_sketch, make, seed, dtype):
+    A, B, E = make(seed)
+    full_pair, sketch_pair = SoftmaxPair(A, B, dtype=dtype), SoftmaxPair(A, B, dtype=dtype)
+    full = search_budgets(full_pair, [E], space="full")[0]
+    fast = search_budgets(sketch_pair, [E], space="sketch")[0]
+    assert fast.search_space == "sketch" and full.search_space == "full"
+    h2_full, h2_fast = -np.expm1(-full.value), -np.expm1(-fast.value)
+    assert h2_fast >= h2_full * (1 - 1e-6)
+    assert np.linalg.norm(fast.x) <= E * (1 + 1e-9)
+    # the reported value is D at the returned query in full d
+    assert sketch_pair.value(fast.x[:, None])[0] == pytest.approx(fast.value, rel=1e-5)
+    assert fast.kkt_residual < 1e-2
+    assert sketch_pair.passes < full_pair.passes
+
+
+def test_size_rule():
+    rng = np.random.default_rng(0)
+    small = SoftmaxPair(rng.standard_normal((100, 10)), rng.standard_normal((100, 10)))
+    assert not sketch.use_sketch(small, "auto") and not sketch.use_sketch(small, "full")
+    assert sketch.use_sketch(small, "sketch")
+    assert sketch.use_sketch(small, None) == sketch.use_sketch(small, sketch.DEFAULT_SEARCH_SPACE)
+    big = SoftmaxPair(np.zeros((5000, 1024), np.float32), np.zeros((5000, 1024), np.float32),
+                      dtype="float32")
+    assert big.n * big.d >= sketch.SKETCH_MIN_SIZE and sketch.use_sketch(big, "auto")
+    assert not sketch.use_sketch(big, "full")
+    narrow = SoftmaxPair(np.zeros((20000, 512), np.float32), np.zeros((20000, 512), np.float32),
+                         dtype="float32")
+    assert narrow.n * narrow.d >= sketch.SKETCH_MIN_SIZE and not sketch.use_sketch(narrow, "auto")
+
+
+def test_cli_search_space_in_json_and_errors(capsys, tmp_path):
+    A, B, _ = _lowrank_rows_pair(2, n=200, d=12)
+    np.save(tmp_path / "A.npy", A)
+    np.save(tmp_path / "B.npy", B)
+    a, b = str(tmp_path / "A.npy"), str(tmp_path / "B.npy")
+    results = {}
+    for space in ("full", "sketch"):
+        with pytest.raises(SystemExit) as exit_info:
+            main(["design", a, b, "--energy", "3", "--json", "--search-space", space])
+        assert exit_info.value.code in (None, 0)
+        results[space] = json.loads(capsys.readouterr().out)
+        assert results[space]["solver"]["search_space"] == space
+    assert results["sketch"]["hellinger_squared"] == pytest.approx(
+        results["full"]["hellinger_squared"], rel=1e-9)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["design", a, b, "--energy", "1,3", "--search-space", "sketch"])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("Error: --search-space")
