@@ -275,3 +275,24 @@ def test_mixed_links(links):
         readout = make_readout(6, *links, rng.standard_normal(6), None)
         for E in (0.05, 1.0, 4.0):
             check_sound(A, B, E, readout, seed=d)
+
+
+def test_diameter_of_a_float32_pair_streams_the_same_value():
+    """DifferenceRows (float64 rows of A - B on demand) gives the same diameter as the full
+    float64 centred difference, by pruned pairs and by blocked Gram products alike, and both
+    bound a brute force on the exact float64 differences of the float32 inputs (subtracting in
+    float32 would round A - B and could put the diameter below the true one)."""
+    from bhtcli.maths.bounds import DifferenceRows, centred_difference, row_diameter
+    rng = np.random.default_rng(5)
+    A = rng.standard_normal((3000, 16)).astype(np.float32)
+    B = (A + 0.01 * rng.standard_normal((3000, 16))).astype(np.float32)
+    B[[7, 1900]] += 0.5
+    lazy, full = DifferenceRows(A, B), centred_difference(A, B)
+    assert np.allclose(lazy.mean(axis=0), (A.astype(np.float64) - B).mean(axis=0), rtol=0, atol=1e-15)
+    for kwargs in ({}, {"max_pair_work": 0}):
+        a, b = row_diameter(lazy, **kwargs), row_diameter(full, **kwargs)
+        assert a.exact == b.exact
+        assert a.value == pytest.approx(b.value, rel=1e-12)
+    exact = A.astype(np.float64) - B.astype(np.float64)
+    brute = max(np.linalg.norm(exact - exact[i], axis=1).max() for i in range(0, 3000))
+    assert brute <= row_diameter(lazy).value <= brute * (1 + 1e-12)

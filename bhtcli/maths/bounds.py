@@ -111,29 +111,75 @@ def _pruned_diameter(G, mean, max_pair_work: float, rows: int = 8192) -> float |
     work = float(np.minimum(partners, np.arange(active)).sum()) * d
     if work > max_pair_work:
         return None
-    act = np.asarray(G[np.sort(order[:active])], dtype=np.float64) if active else np.zeros((0, d))
-    pos = np.empty(n, dtype=np.int64)
-    pos[np.sort(order[:active])] = np.arange(active)
-    act_sorted = act[pos[order[:active]]]       # active rows in norm order
-    for k in range(1, active):
-        if nus[k] + nus[0] <= best * slack:
+    # Row k (in norm order) is compared with the first p_k rows; p_k only shrinks as `best`
+    # grows, so the rows up to max_k p_k (the "head") are the only ones held at once; the
+    # others are read in blocks (memory: head + one block, never all active rows).
+    ks = np.arange(1, active)
+    heads = np.minimum(ks, np.searchsorted(-nus, -(best * slack - nus[ks]), side="left"))
+    width = int(heads.max()) if heads.size else 0
+    head = _rows64(G, order[:width])
+    for k0 in range(1, active, rows):
+        if nus[k0] + nus[0] <= best * slack:
             break
-        p = min(k, int(np.searchsorted(-nus[:k], -(best * slack - nus[k]), side="left")))
-        if p == 0:
-            continue
-        diff = act_sorted[:p] - act_sorted[k]
-        top = float(np.sqrt(np.einsum("ij,ij->i", diff, diff).max()))
-        best = max(best, top)
+        block = _rows64(G, order[k0:min(active, k0 + rows)])
+        for k in range(k0, min(active, k0 + rows)):
+            if nus[k] + nus[0] <= best * slack:
+                break
+            p = min(k, width, int(np.searchsorted(-nus[:k], -(best * slack - nus[k]), side="left")))
+            if p == 0:
+                continue
+            diff = head[:p] - block[k - k0]
+            top = float(np.sqrt(np.einsum("ij,ij->i", diff, diff).max()))
+            best = max(best, top)
     # direct differences: relative (d + 2) eps; the centring only enters the pruning (any
     # centre bounds a distance by the two norms about it)
     return float(best * (1 + 4 * (d + 4) * EPS) + 4 * EPS * raw)
+
+
+def _rows64(G, index) -> np.ndarray:
+    """Rows `index` of G (in that order) in float64; memory maps read them in sorted order."""
+    index = np.asarray(index, dtype=np.int64)
+    if index.size == 0:
+        return np.zeros((0, G.shape[1]))
+    sort = np.argsort(index, kind="stable")
+    out = np.empty((index.size, G.shape[1]))
+    out[sort] = np.asarray(G[index[sort]], dtype=np.float64)
+    return out
+
+
+class DifferenceRows:
+    """A - B as a read-only matrix of float64 rows computed on demand (row blocks or index
+    arrays), so that the diameter of a float32 pair never holds an n x d float64 copy."""
+
+    def __init__(self, A, B):
+        self.A, self.B = A, B
+        self.shape = A.shape
+        self.dtype = np.dtype(np.float64)
+
+    def __getitem__(self, index):
+        return np.asarray(self.A[index], dtype=np.float64) - np.asarray(self.B[index], dtype=np.float64)
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __array__(self, dtype=None, copy=None):
+        return np.asarray(self[:], dtype=dtype)
+
+    def mean(self, axis=0, dtype=None, rows: int = 8192) -> np.ndarray:
+        assert axis == 0
+        total = np.zeros(self.shape[1])
+        for s in range(0, self.shape[0], rows):
+            total += self[s:s + rows].sum(axis=0)
+        return total / self.shape[0]
 
 
 def centred_difference(A: np.ndarray, B: np.ndarray, rows: int = 8192) -> np.ndarray:
     """A - B with its mean row subtracted (one streamed pass over A and B)."""
     G = np.empty(A.shape, dtype=np.float64)
     for s in range(0, A.shape[0], rows):
-        np.subtract(A[s:s + rows], B[s:s + rows], out=G[s:s + rows])
+        # up-cast first: float32 inputs subtracted in float32 would round A - B
+        np.subtract(np.asarray(A[s:s + rows], dtype=np.float64),
+                    np.asarray(B[s:s + rows], dtype=np.float64), out=G[s:s + rows])
     G -= G.mean(axis=0)
     return G
 
@@ -246,7 +292,7 @@ def analyse_pair(A: np.ndarray, B: np.ndarray, pair_G: np.ndarray, energy: float
     max_norm = max(norm_a, norm_b)
     check_logit_scale(energy, max_norm)
     if np.asarray(pair_G[:1]).dtype != np.float64:    # a float32 search's G is rounded
-        pair_G = centred_difference(A, B)
+        pair_G = DifferenceRows(A, B)                   # float64 rows, streamed
     diam = row_diameter(pair_G)
     _, dbias = readout.bias_offsets(n)
     bias_range = float(dbias.max() - dbias.min())
