@@ -403,7 +403,7 @@ def main(argv=None) -> None:
     exit status of EXIT_STATUSES; with --json also one JSON object on stdout."""
     args = sys.argv[1:] if argv is None else list(argv)
     if not args and not os.environ.get("_BHT_COMPLETE"):   # plain `bht`: the overview
-        click.echo(cli.get_help(click.Context(cli, info_name="bht")))
+        click.echo(cli.get_help(click.Context(cli, info_name="bht", **CONTEXT)))
         sys.exit(0)
     options = args[:args.index("--")] if "--" in args else args
     sys.exit(_run(args, as_json="--json" in options))
