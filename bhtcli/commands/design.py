@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from bhtcli.maths.bounds import PairFacts, join_notes, analyse_pair, certificate_from_variance
+from bhtcli.maths.bounds import PairFacts, join_notes, analyse_pair, certificate_from_variance, pair_base
 from bhtcli.results import Result
 from bhtcli.maths.divergences import Tilt, divergences_from_tilt
 from bhtcli.errors import BhtError, InputError, parameter_name
@@ -222,7 +222,8 @@ def design_curve(A, B, energies, error: float = 0.05, starts: int | None = None,
     A, B, pair, error, starts, seed, max_starts = _setup(
         A, B, error, starts, seed, dtype, max_starts, link_a, link_b, bias_a, bias_b)
     t0 = time.perf_counter()
-    facts = [analyse_pair(A, B, pair.G, e, pair.readout) for e in energies]
+    base = pair_base(A, B, pair.G, pair.readout)       # the diameter once for every budget
+    facts = [analyse_pair(A, B, pair.G, e, pair.readout, base) for e in energies]
     if not facts[0].distinguishable:
         solver = solver_dict("lbfgs", 0, 0, pair.passes, 0, [], 0.0, 0.0)
         return BudgetCurveResult([_same_model(_Context(A, B, pair, e, error, f, t0), solver)
@@ -270,7 +271,8 @@ def design_for_queries(A, B, queries: int, energy_max: float, error: float = 0.0
     A, B, pair, error, starts, seed, max_starts = _setup(
         A, B, error, starts, seed, dtype, max_starts, link_a, link_b, bias_a, bias_b)
     t0 = time.perf_counter()
-    facts_max = analyse_pair(A, B, pair.G, energy_max, pair.readout)
+    base = pair_base(A, B, pair.G, pair.readout)
+    facts_max = analyse_pair(A, B, pair.G, energy_max, pair.readout, base)
     if not facts_max.distinguishable:
         raise NotReachable(f"A and B are the same model ({facts_max.reason}): no number of "
                            "queries tells them apart")
@@ -316,7 +318,7 @@ def design_for_queries(A, B, queries: int, energy_max: float, error: float = 0.0
                            carried=hi_r.points)[0] if hi != energy_max else top
     if final.value < hi_r.value:
         final = hi_r
-    facts = analyse_pair(A, B, pair.G, hi, pair.readout)
+    facts = facts_max if hi == energy_max else analyse_pair(A, B, pair.G, hi, pair.readout, base)
     ctx = _Context(A, B, pair, hi, error, facts, t0)
     result = _report(ctx, final.x, final.on_boundary, _solver_dict(final, starts, max_starts))
     if result.samples["predicted"] is None or result.samples["predicted"] > queries:

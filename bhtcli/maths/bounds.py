@@ -278,30 +278,48 @@ class PairFacts:
     ceiling: Ceiling | None = None  # the variance ceiling behind the certificate
 
 
-def analyse_pair(A: np.ndarray, B: np.ndarray, pair_G: np.ndarray, energy: float,
-                 readout: Readout | None = None) -> PairFacts:
-    """The same-model rule, the spread bound and the variance ceiling behind the certificate
-    (also checks that the budget keeps the logits in float64's useful range; docs/maths.md §1.3, §4.3, §12). pair_G: A - B
-    (centred or not). Two streamed passes over A and B (:func:`pair_stats`, then the per-row
-    ceiling's accumulator)."""
+@dataclass(frozen=True)
+class PairBase:
+    """What the certificate needs that does not depend on the budget: one computation serves
+    every budget of a ladder, a budget curve or a --queries bisection."""
+
+    stats: "PairStats"
+    diameter: Diameter
+    bias_range: float
+    same: str | None                # why A and B are the same model (None: they differ)
+
+
+def pair_base(A: np.ndarray, B: np.ndarray, pair_G: np.ndarray,
+              readout: Readout | None = None) -> PairBase:
+    """Row statistics (one streamed pass over A and B), the row diameter and the same-model
+    rule (docs/maths.md §1.3, §4.2). pair_G: A - B (centred or not)."""
     readout = Readout() if readout is None else readout
-    n = A.shape[0]
     stats = pair_stats(A, B)
-    eps_2inf = stats.eps_2inf
-    norm_a, norm_b = stats.norm_a, stats.norm_b
-    max_norm = max(norm_a, norm_b)
-    check_logit_scale(energy, max_norm)
     if np.asarray(pair_G[:1]).dtype != np.float64:    # a float32 search's G is rounded
         pair_G = DifferenceRows(A, B)                   # float64 rows, streamed
     diam = row_diameter(pair_G)
-    _, dbias = readout.bias_offsets(n)
+    _, dbias = readout.bias_offsets(A.shape[0])
     bias_range = float(dbias.max() - dbias.min())
     bias_scale = max(_abs_max(readout.bias_a), _abs_max(readout.bias_b))
-    tiny = 32.0 * EPS * max(max_norm, bias_scale)          # docs/maths.md §1.3
-    same = _same_model(A, B, readout, diam.value, bias_range, tiny)
-    if same:
-        return PairFacts(eps_2inf, diam, False, same, 0.0, None)
-    spread = energy * diam.value + bias_range
+    tiny = 32.0 * EPS * max(stats.norm_a, stats.norm_b, bias_scale)    # docs/maths.md §1.3
+    return PairBase(stats, diam, bias_range, _same_model(A, B, readout, diam.value, bias_range, tiny))
+
+
+def analyse_pair(A: np.ndarray, B: np.ndarray, pair_G: np.ndarray, energy: float,
+                 readout: Readout | None = None, base: PairBase | None = None) -> PairFacts:
+    """The same-model rule, the spread bound and the variance ceiling behind the certificate
+    (also checks that the budget keeps the logits in float64's useful range; docs/maths.md
+    §1.3, §4.3, §12). pair_G: A - B (centred or not). `base` (:func:`pair_base`) reuses the
+    budget-independent part; then one streamed pass over A and B (the per-row ceiling's
+    accumulator) is all a further budget costs."""
+    readout = Readout() if readout is None else readout
+    base = pair_base(A, B, pair_G, readout) if base is None else base
+    stats, diam = base.stats, base.diameter
+    norm_a, norm_b = stats.norm_a, stats.norm_b
+    check_logit_scale(energy, max(norm_a, norm_b))
+    if base.same:
+        return PairFacts(stats.eps_2inf, diam, False, base.same, 0.0, None)
+    spread = energy * diam.value + base.bias_range
     note = None
     if not readout.exp_links:
         ba, bb = _abs_max(readout.bias_a), _abs_max(readout.bias_b)
@@ -316,7 +334,7 @@ def analyse_pair(A: np.ndarray, B: np.ndarray, pair_G: np.ndarray, energy: float
                     f"whose oscillation over the ball ({wobble:.3g}) widens both the range and the "
                     "per-row bounds; valid but looser than for exp links")
     ceiling = variance_ceiling(A, B, energy, spread, readout, stats)
-    return PairFacts(eps_2inf, diam, True, None, spread, note, ceiling)
+    return PairFacts(stats.eps_2inf, diam, True, None, spread, note, ceiling)
 
 
 def _abs_max(v) -> float:
