@@ -88,11 +88,12 @@ def design(A, B, energy=None, *, model="softmax", floor=None, error: float = 0.0
     bhtcli.commands.design.DesignResult
     """
     energies = None
-    if isinstance(energy, str) and "," in energy or isinstance(energy, (list, tuple)):
-        from bhtcli.commands.design import check_energies
-        energies = check_energies([p.strip() for p in energy.split(",")] if isinstance(energy, str)
-                                  else list(energy))
+    if energy is not None:
+        from bhtcli.io.validation import energies_of
+        energies = energies_of(energy)
         energy = energies[-1]
+        if len(energies) == 1:
+            energies = None
     spec = model_spec(model, energy, floor, link_a=link_a, link_b=link_b, bias_a=bias_a,
                       bias_b=bias_b, dtype=dtype, need_energy=candidates is None)
     if energies is not None or queries is not None:

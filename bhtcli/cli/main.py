@@ -134,16 +134,12 @@ def design(a, b, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, st
       bht design A.npy B.npy --subspace V.npy --energy 1.0
     """
     from bhtcli.api import design as design_fn
-    from bhtcli.commands.design import BudgetCurveResult, check_energies, check_queries
+    from bhtcli.commands.design import BudgetCurveResult
+    from bhtcli.io.validation import check_queries, energies_of
     from bhtcli.io.load import OUT_SUFFIXES, check_output_path, save_array
     if energy is None and candidates is None:
         raise click.UsageError("Missing option '--energy' / '-E'.", ctx=click.get_current_context())
-    energies = None
-    if energy is not None:
-        parts = [p.strip() for p in str(energy).split(",")]
-        if any(p == "" for p in parts):
-            raise InputError(f"--energy {energy}: give a number or an increasing comma list (0.5,1,2,4)")
-        energies = check_energies(parts)
+    energies = None if energy is None else energies_of(energy)
     curve = energies is not None and len(energies) > 1
     if queries is not None:
         queries = check_queries(queries)

@@ -18,7 +18,8 @@ from bhtcli.search.result import SearchResult, solver_dict, solver_from
 from bhtcli.maths.counts import query_counts
 from bhtcli.models.readout import make_readout
 from bhtcli.models.softmax import SoftmaxPair, logits_at, pass_seconds
-from bhtcli.io.validation import check_dtype, check_energy, check_error, check_seed, check_starts
+from bhtcli.io.validation import (check_dtype, check_energies, check_energy, check_error, check_queries,
+                                  check_seed, check_starts)
 
 METHODS = ("lbfgs", "ccp")
 KKT_WARN = 1e-3      # a relative KKT residual above this is reported as a warning
@@ -189,19 +190,6 @@ def check_search_space(value) -> str:
     return value
 
 
-def check_energies(energies, option: str | None = None) -> list:
-    """A list of budgets, each finite and > 0, strictly increasing."""
-    option = parameter_name("energy") if option is None else option
-    values = [check_energy(e, option) for e in energies]
-    if not values:
-        raise InputError(f"{option} needs at least one budget")
-    for a, b in zip(values, values[1:]):
-        if b <= a:
-            raise InputError(f"{option} lists budgets in increasing order without repeats; "
-                             f"got {b:g} after {a:g}")
-    return values
-
-
 def _setup(A, B, error, starts, seed, dtype, max_starts, link_a, link_b, bias_a, bias_b):
     error, seed, dtype = check_error(error), check_seed(seed), check_dtype(dtype)
     if starts is not None:
@@ -327,18 +315,6 @@ def design_for_queries(A, B, queries: int, energy_max: float, error: float = 0.0
               "rungs": sorted(tried, key=lambda t: t["energy"]),
               "relative_tolerance": QUERIES_TOLERANCE}
     return replace(result, energy_search=search)
-
-
-def check_queries(queries, option: str | None = None) -> int:
-    """A number of queries: a whole number >= 1."""
-    option = parameter_name("queries") if option is None else option
-    try:
-        ok = not isinstance(queries, bool) and float(queries) == int(queries) and int(queries) >= 1
-    except (TypeError, ValueError, OverflowError):
-        ok = False
-    if not ok:
-        raise InputError(f"{option} must be a whole number >= 1 (a number of queries), got {queries!r}")
-    return int(queries)
 
 
 def _float64_logits(A, B, pair, x):

@@ -321,7 +321,8 @@ def design_leverage_curve(A, B, energies, floor, error: float = 0.05, starts: in
 
     The boxes nest as C grows, so a design is never reported worse than the previous one's
     query (which is feasible in the larger box)."""
-    from bhtcli.commands.design import BudgetCurveResult, check_energies
+    from bhtcli.commands.design import BudgetCurveResult
+    from bhtcli.io.validation import check_energies
     energies = check_energies(energies)
     designs = []
     for C in energies:
@@ -339,7 +340,8 @@ def design_leverage_for_queries(A, B, queries: int, energy_max, floor, error: fl
     """The smallest upper bound C <= energy_max (floor fixed) whose designed leverage query
     needs at most `queries` queries, to 0.5% relative, by bisection; the design there with
     ``energy_search`` (see :func:`bhtcli.commands.design.design_for_queries`)."""
-    from bhtcli.commands.design import QUERIES_TOLERANCE, NotReachable, check_queries
+    from bhtcli.commands.design import QUERIES_TOLERANCE, NotReachable
+    from bhtcli.io.validation import check_queries
     queries = check_queries(queries)
     C_max, c = check_box(energy_max, floor)
     tried = []

@@ -203,3 +203,42 @@ def check_top(top, option: str = "--top") -> int:
     if isinstance(top, bool) or not isinstance(top, (int, np.integer)) or top < 1:
         raise InputError(f"{option} must be a whole number >= 1, got {top!r}")
     return int(top)
+
+
+def check_energies(energies, option: str | None = None) -> list:
+    """A list of budgets, each finite and > 0, strictly increasing."""
+    option = parameter_name("energy") if option is None else option
+    values = [check_energy(e, option) for e in energies]
+    if not values:
+        raise InputError(f"{option} needs at least one budget")
+    for a, b in zip(values, values[1:]):
+        if b <= a:
+            raise InputError(f"{option} lists budgets in increasing order without repeats; "
+                             f"got {b:g} after {a:g}")
+    return values
+
+
+def energies_of(value, option: str | None = None) -> list:
+    """The budgets in `value`: a number, a sequence, or a comma list ("0.5,1,2,4"), checked by
+    :func:`check_energies` (each finite and > 0, strictly increasing)."""
+    option = parameter_name("energy") if option is None else option
+    if isinstance(value, str):
+        parts = [p.strip() for p in value.split(",")]
+        if any(p == "" for p in parts):
+            raise InputError(f"{option} {value}: give a number or an increasing comma list (0.5,1,2,4)")
+        return check_energies(parts, option)
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return check_energies(list(value), option)
+    return check_energies([value], option)
+
+
+def check_queries(queries, option: str | None = None) -> int:
+    """A number of queries: a whole number >= 1."""
+    option = parameter_name("queries") if option is None else option
+    try:
+        ok = not isinstance(queries, bool) and float(queries) == int(queries) and int(queries) >= 1
+    except (TypeError, ValueError, OverflowError):
+        ok = False
+    if not ok:
+        raise InputError(f"{option} must be a whole number >= 1 (a number of queries), got {queries!r}")
+    return int(queries)

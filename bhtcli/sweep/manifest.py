@@ -119,7 +119,7 @@ COLUMNS = {
 
 
 def _queries(raw, column):
-    from bhtcli.commands.design import check_queries
+    from bhtcli.io.validation import check_queries
     return check_queries(_whole(raw, column), column)
 
 
