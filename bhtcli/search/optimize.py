@@ -45,7 +45,7 @@ def project(X: np.ndarray, energy: float) -> np.ndarray:
     return X * scale
 
 
-def spectral_directions(pair: SoftmaxPair, r: int, seed: int) -> np.ndarray:
+def spectral_directions(pair: SoftmaxPair, r: int, seed: int, power: int = 3) -> np.ndarray:
     """Top-r right singular vectors of the row-centred A - B (columns, unit norm); with
     non-exp links, of the stacked [(A+B)/2; A-B], since the scores themselves matter there
     (A against A with a different link has A - B = 0)."""
@@ -55,10 +55,10 @@ def spectral_directions(pair: SoftmaxPair, r: int, seed: int) -> np.ndarray:
     if n * d <= 4_000_000:
         _, _, vt = np.linalg.svd(np.asarray(G, dtype=np.float64), full_matrices=False)
         return vt[:r].T.copy()
-    # Randomised subspace iteration: each round is two block products with G.
+    # Randomised subspace iteration: each of the `power` rounds is two block products with G.
     rng = np.random.default_rng(seed + 7919)
     Q = np.linalg.qr(rng.standard_normal((d, r + 6)))[0]
-    for _ in range(3):
+    for _ in range(power):
         Q = np.linalg.qr(_matmul(G.T, _matmul(G, Q)))[0]
         pair.passes += 2
     Y = _matmul(G, Q)
@@ -118,7 +118,7 @@ SWAP_PARTNERS = 4096  # at most this many partners (by ||g_j||) for each of them
 SWAP_ROWS = 192       # rows (largest ||c_i||) the cheap pre-score looks at, besides i and j
 
 
-def swap_directions(pair: SoftmaxPair, energy: float, keep: int) -> np.ndarray:
+def swap_directions(pair: SoftmaxPair, energy: float, keep: int, bulk: bool = False) -> np.ndarray:
     """The best `keep` two-row-swap directions (unit columns), screened cheaply.
 
     A swap maximum puts most of P_A's mass on row i and most of P_B's on row j. For every
@@ -128,7 +128,9 @@ def swap_directions(pair: SoftmaxPair, energy: float, keep: int) -> np.ndarray:
     u = +-unit(g_i - g_j) + unit(c_i + c_j), made orthogonal to c_i - c_j (rows i and j get
     equal midpoint scores, the difference decides), are pre-scored by D at x = E u restricted
     to rows i, j and the SWAP_ROWS rows of largest ||c||; the best 4 * keep are scored
-    exactly (one product per block) and the best `keep` returned.
+    exactly (one product per block) and the best `keep` returned. With `bulk`, the pre-score
+    also counts the other rows, as a bulk at logit 0 (the scores are centred) holding their
+    mass; at vocabulary scale that mass is what a swap competes with (docs/maths.md §15).
     """
     n, d = pair.n, pair.d
     if n < 3 or keep <= 0:
@@ -183,7 +185,11 @@ def swap_directions(pair: SoftmaxPair, energy: float, keep: int) -> np.ndarray:
                 g_i = a_gi * gg_i + a_gj * gg_ij + a_ci * gc_i + a_cj * cj_gi
                 c_j = a_gi * cj_gi + a_gj * gc_j + a_ci * cc_ij + a_cj * cc_j
                 g_j = a_gi * gg_ij + a_gj * gg_j + a_ci * gj_ci + a_cj * gc_j
-                score = _restricted_d(np.vstack([c_r, c_i, c_j]), np.vstack([g_r, g_i, g_j]))
+                cs, gs = [c_r, c_i, c_j], [g_r, g_i, g_j]
+                if bulk and n > len(R) + 2:
+                    cs.append(np.full_like(c_i, math.log(n - len(R) - 2)))
+                    gs.append(np.zeros_like(g_i))
+                score = _restricted_d(np.vstack(cs), np.vstack(gs))
                 score[~ok] = -np.inf
                 scores.append(score)
                 dirs.append((i, sign, a_gi, a_gj, a_ci, a_cj))

@@ -17,6 +17,7 @@ the products in the subspace read n x r numbers, not A and B, and are not counte
 """
 from __future__ import annotations
 
+import math
 import time
 
 import numpy as np
@@ -29,11 +30,16 @@ SEARCH_SPACES = ("full", "sketch", "auto")
 DEFAULT_SEARCH_SPACE = "full"
 SKETCH_MIN_SIZE = 5_000_000   # n * d from which search_space="auto" uses the sketch ...
 SKETCH_MIN_D = 1024           # ... when d is also at least this (below, the basis is most of R^d)
-SKETCH_SPECTRAL = 16          # spectral directions of A - B in the first basis
-SKETCH_ROWS = 48              # rows of largest ||c_i|| and of largest ||g_i|| in it
-SKETCH_SWAPS = 32             # best two-row-swap directions (screened in full d) in it
-SKETCH_HEAVY = 16             # rows of largest weight at each lifted point added per round
-SKETCH_ROUNDS = 4             # rounds of basis growth at most
+SKETCH_SPECTRAL = 8           # spectral directions of A - B in the first basis
+SKETCH_ROWS = 4               # rows of largest ||c_i|| and of largest ||g_i|| in it
+SKETCH_SWAPS = 8              # best two-row-swap directions (screened in full d) in it
+SKETCH_CANDIDATES = 24        # rows of the single-row screen (two starts each)
+SKETCH_RANDOM = 4             # random starts in the subspace
+SCREEN_ANGLES = 24            # angles per row in the single-row screen
+HALVING = ((0, 24), (8, 4))   # (iterations, survivors) before the survivors climb to the end
+SKETCH_HEAVY = 4              # rows of largest weight at the best lifted point added per round
+SKETCH_ROUNDS = 6             # rounds of basis growth at most
+SKETCH_KKT = (1e-7, 3e-5)     # (float64, float32): a lifted point with a smaller relative KKT residual ends the growth
 SKETCH_MAX_RANK = 512
 
 
@@ -62,19 +68,27 @@ def use_sketch(pair: SoftmaxPair, search_space: str | None) -> bool:
 
 
 def _orth(Q: np.ndarray, new: np.ndarray) -> np.ndarray:
-    """Columns of `new` orthonormalised against Q and each other (numerically null ones dropped)."""
+    """Orthonormal columns spanning the part of `new` orthogonal to Q (Q orthonormal).
+
+    Columns that lie in span(Q) to 1e-6 of their norm are dropped, so the result stays
+    orthogonal to Q to rounding: x = [Q, result] y then has ||x|| = ||y||, which keeps every
+    point of the subspace search inside the ball."""
     new = np.asarray(new, dtype=np.float64)
+    if new.shape[1] == 0:
+        return new
+    before = np.linalg.norm(new, axis=0)
+    for _ in range(2):
+        if Q.shape[1]:
+            new = new - Q @ (Q.T @ new)
+    after = np.linalg.norm(new, axis=0)
+    new = new[:, after > 1e-6 * np.maximum(before, 1e-300)]
+    if new.shape[1] == 0:
+        return new
+    U, s, _ = np.linalg.svd(new / np.linalg.norm(new, axis=0), full_matrices=False)
+    U = U[:, s > 1e-6 * s[0]]
     if Q.shape[1]:
-        new = new - Q @ (Q.T @ new)
-        new = new - Q @ (Q.T @ new)
-    if new.shape[1] == 0:
-        return new
-    scale = np.linalg.norm(new, axis=0)
-    new = new[:, scale > 1e-10 * max(scale.max(initial=0.0), 1e-300)]
-    if new.shape[1] == 0:
-        return new
-    U, s, _ = np.linalg.svd(new, full_matrices=False)
-    return U[:, s > 1e-8 * s[0]]
+        U = U - Q @ (Q.T @ U)
+    return np.linalg.qr(U)[0]
 
 
 def _heavy_rows(pair: SoftmaxPair, X: np.ndarray, count: int) -> np.ndarray:
@@ -87,45 +101,150 @@ def _heavy_rows(pair: SoftmaxPair, X: np.ndarray, count: int) -> np.ndarray:
     return np.unique(np.concatenate(rows))
 
 
+def single_row_screen(pair: SoftmaxPair, energy: float, count: int,
+                      angles: int = SCREEN_ANGLES):
+    """Rows whose single-row maximum looks largest, and a starting point for each.
+
+    A common kind of maximum puts a large share of the softmax mass on one row i and spends
+    the rest of the budget on separating that row: x = E (cos t c_i/|c_i| + sin t u_i) with
+    u_i the unit part of g_i orthogonal to c_i (docs/maths.md §15). With the other n - 1
+    rows modelled as a bulk at logit 0 (the scores are centred), D at such x depends only on
+    |c_i|, g_i.c_i and |g_i| -- numbers one read of K gives for every row -- so all rows are
+    ranked at `angles` angles in O(n * angles) with no product. Returns (rows, X): the best
+    `count` rows and, for each, the query at its best angle with either sign of u_i
+    (2 * count columns; the sign that the model prefers first).
+    """
+    cn, gn = row_norms(pair)
+    cg = _row_dots(pair)
+    n = pair.n
+    if n < 2 or count <= 0:
+        return np.zeros(0, dtype=int), np.zeros((pair.d, 0))
+    bm = bd = 0.0
+    if pair.readout.bias_a is not None or pair.readout.bias_b is not None:
+        mid, diff = pair.readout.bias_offsets(n)
+        bm, bd = (mid - mid.mean())[:, None], (diff - diff.mean())[:, None]
+    nc = np.sqrt(cn)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        gpar = np.where(nc > 0, cg / nc, 0.0)
+    gperp = np.sqrt(np.maximum(gn - gpar ** 2, 0.0))
+    t = (np.arange(angles) + 0.5) / angles * (0.5 * math.pi)
+    a, b = energy * np.cos(t), energy * np.sin(t)
+    w = nc[:, None] * a + bm - math.log(n - 1)             # row i's logit against the bulk's
+    best, best_t, best_s = np.full(n, -np.inf), np.zeros(n), np.ones(n)
+    for sign in (1.0, -1.0):
+        delta = gpar[:, None] * a + sign * gperp[:, None] * b + bd
+        D = 0.5 * (np.logaddexp(0.0, w + 0.5 * delta) + np.logaddexp(0.0, w - 0.5 * delta)) \
+            - np.logaddexp(0.0, w)
+        j = np.argmax(D, axis=1)
+        v = D[np.arange(n), j]
+        better = v > best
+        best[better], best_t[better], best_s[better] = v[better], t[j[better]], sign
+    rows = np.argsort(-best, kind="stable")[:count]
+    f64 = np.float64
+    C, G = np.asarray(pair.C[rows], f64), np.asarray(pair.G[rows], f64)
+    ch = C / np.maximum(nc[rows], 1e-300)[:, None]
+    u = G - np.sum(G * ch, axis=1)[:, None] * ch
+    u /= np.maximum(np.linalg.norm(u, axis=1), 1e-300)[:, None]
+    cos, sin = np.cos(best_t[rows])[:, None], np.sin(best_t[rows])[:, None]
+    first = energy * (cos * ch + best_s[rows][:, None] * sin * u)
+    second = energy * (cos * ch - best_s[rows][:, None] * sin * u)
+    return rows, np.concatenate([first.T, second.T], axis=1)
+
+
+def _row_dots(pair: SoftmaxPair) -> np.ndarray:
+    """c_i . g_i for every row (one read of K, cached)."""
+    cached = getattr(pair, "_row_dots", None)
+    if cached is None:
+        cached = np.einsum("ij,ij->i", pair.C, pair.G, dtype=np.float64)
+        pair._row_dots = cached
+    return cached
+
+
+def _kkt_residuals(X: np.ndarray, f: np.ndarray, g: np.ndarray, energy: float) -> np.ndarray:
+    """Relative KKT residual of every column (as optimize.kkt_state, from a computed gradient)."""
+    nx = np.linalg.norm(X, axis=0)
+    scale = np.maximum(np.maximum(np.linalg.norm(g, axis=0), f / energy), 1e-300)
+    on = nx >= energy * (1 - 1e-9)
+    mu = np.where(on, np.maximum(np.sum(g * X, axis=0), 0.0) / np.maximum(nx, 1e-300) ** 2, 0.0)
+    return np.linalg.norm(g - mu * X, axis=0) / scale
+
+
+def _halving(reduced: SoftmaxPair, Y0: np.ndarray, energy: float, gtol: float):
+    """Climb every column a few iterations, keep the best distinct ones, climb on (HALVING)."""
+    run = BatchedAscent(reduced, Y0, energy)
+    iterations = 0
+    for steps, survivors in HALVING:
+        run.run(steps, gtol=gtol)
+        keep = distinct(run.X, run.f, energy, tol=1e-3)[:survivors]
+        run.keep(keep)
+    run.run(500, gtol=gtol)
+    return run
+
+
 def sketch_search(pair: SoftmaxPair, energy: float, *, starts=None, seed: int = 0,
                   max_starts: int = 128, keep: int = 4, progress=None, tolerances,
                   carried=None) -> SearchResult:
     """One budget's search through the sketched subspace (module docstring)."""
-    from bhtcli.search.ladder import search_budgets
     t0 = time.perf_counter()
     explore_gtol, polish_gtol, ray_gtol = tolerances
     f64 = np.float64
+    d = pair.d
     cn, gn = row_norms(pair)
     top = np.unique(np.concatenate([np.argsort(-cn, kind="stable")[:SKETCH_ROWS],
                                     np.argsort(-gn, kind="stable")[:SKETCH_ROWS]]))
-    V = spectral_directions(pair, SKETCH_SPECTRAL, seed)
-    # the two-row swaps are screened in full d: a swap's partner row can be any row
-    W = swap_directions(pair, energy, SKETCH_SWAPS)
-    Q = _orth(np.zeros((pair.d, 0)),
-              np.concatenate([V, W, np.asarray(pair.C[top], f64).T,
-                              np.asarray(pair.G[top], f64).T], axis=1))
-    if carried is not None and np.size(carried):
-        Q = np.concatenate([Q, _orth(Q, carried)], axis=1)
+    V = spectral_directions(pair, SKETCH_SPECTRAL, seed, power=1)
+    if progress:
+        progress("spectral directions")
+    W = swap_directions(pair, energy, SKETCH_SWAPS, bulk=True)
+    if progress:
+        progress("swap directions")
+    rows, S = single_row_screen(pair, energy, SKETCH_CANDIDATES)
+    if progress:
+        progress("single-row screen")
+    extra = np.zeros((d, 0)) if carried is None or not np.size(carried) else \
+        project(np.asarray(carried, dtype=f64), energy)
+    Q = _orth(np.zeros((d, 0)),
+              np.concatenate([V, W, S, np.asarray(pair.C[top], f64).T,
+                              np.asarray(pair.G[top], f64).T, extra], axis=1))
     KQ = block_product(pair.K, Q, out_dtype=pair.dtype)
     pair.passes += 1
     if progress:
         progress(f"sketched subspace of rank {Q.shape[1]}")
     reduced = _ReducedPair(KQ, pair.n, pair.readout, pair.objective)
-    inner = search_budgets(reduced, [energy], starts=starts, seed=seed, max_starts=max_starts,
-                           keep=keep, tolerances=tolerances, space="full",
-                           carried=None if carried is None or not np.size(carried)
-                           else Q.T @ np.asarray(carried, dtype=f64))[0]
-    points = Q @ np.concatenate([inner.x[:, None], inner.points], axis=1)
-    rounds = 0
-    best = -np.inf
-    while rounds < SKETCH_ROUNDS and Q.shape[1] < SKETCH_MAX_RANK:
-        rounds += 1
+    rng = np.random.default_rng(seed)
+    R = rng.standard_normal((Q.shape[1], SKETCH_RANDOM))
+    R *= energy / np.linalg.norm(R, axis=0)
+    R[:, 1::2] *= rng.uniform(size=R[:, 1::2].shape[1]) ** (1.0 / Q.shape[1])
+    spectral = Q.T @ V
+    Y0 = np.concatenate([Q.T @ extra, Q.T @ S, energy * (Q.T @ W),
+                         *(s * energy * spectral for s in (1.0, -1.0, 0.25, -0.25)), R], axis=1)
+    total = Y0.shape[1]
+    if progress:
+        progress(f"climbing from {total} starts in the subspace (budget {energy:g})")
+    run = _halving(reduced, Y0, energy, explore_gtol)
+    iterations = run.iterations
+    values = sorted({float(v) for v in run.f}, reverse=True)
+    points = Q @ run.X
+    # lift: full-d gradients at the survivors; grow the subspace until they are KKT points
+    best_x, best_f, residual, last_res = None, -np.inf, np.inf, np.inf
+    kkt_target = SKETCH_KKT[0] if pair.dtype == np.float64 else SKETCH_KKT[1]
+    for rounds in range(1, SKETCH_ROUNDS + 1):
         f_full, g_full = pair.value_and_grad(points)
-        if f_full.max() <= best * (1 + 1e-7):
+        res = _kkt_residuals(points, f_full, g_full, energy)
+        b = int(np.argmax(f_full))
+        improved = f_full[b] > best_f * (1 + 1e-9)
+        if f_full[b] >= best_f:
+            best_x, best_f, residual = points[:, b].copy(), float(f_full[b]), float(res[b])
+        if progress:
+            progress(f"lifted: D {f_full[b]:.7e}, KKT residual {res[b]:.2e}")
+        if residual <= kkt_target or Q.shape[1] >= SKETCH_MAX_RANK or \
+                (not improved and res[b] >= 0.5 * last_res):
             break
-        best = float(f_full.max())
-        heavy = _heavy_rows(pair, points, SKETCH_HEAVY)
-        grow = _orth(Q, np.concatenate([g_full, np.asarray(pair.C[heavy], f64).T,
+        last_res = float(res[b])
+        heavy = _heavy_rows(pair, points[:, [b]], SKETCH_HEAVY)
+        on = np.linalg.norm(points, axis=0) >= energy * (1 - 1e-9)
+        mu = np.where(on, np.maximum(np.sum(g_full * points, axis=0), 0.0) / energy ** 2, 0.0)
+        grow = _orth(Q, np.concatenate([g_full - mu * points, np.asarray(pair.C[heavy], f64).T,
                                         np.asarray(pair.G[heavy], f64).T], axis=1))
         if grow.shape[1] == 0:
             break
@@ -137,19 +256,45 @@ def sketch_search(pair: SoftmaxPair, energy: float, *, starts=None, seed: int = 
             progress(f"sketched subspace of rank {Q.shape[1]} (round {rounds + 1})")
         reduced = _ReducedPair(KQ, pair.n, pair.readout, pair.objective)
         run = BatchedAscent(reduced, Q.T @ points, energy)
-        run.run(500, gtol=explore_gtol)
+        run.run(500, gtol=polish_gtol)
+        iterations += run.iterations
         points = Q @ run.X
-    f_full = pair.value(points)
-    found = finish(pair, points, f_full, energy, polish_gtol=polish_gtol, ray_gtol=ray_gtol,
-                   keep=keep, progress=progress)
-    on_boundary, residual = kkt_state(pair, found.x, energy)
-    keep_idx = distinct(points, f_full, energy, tol=1e-3)[:4]
-    values = sorted({float(v) for v in inner.values} | {found.value}, reverse=True)
-    return SearchResult(x=found.x, value=found.value, starts=inner.starts,
-                        iterations=inner.iterations + found.iterations,
-                        local_maxima=inner.local_maxima, values=values[:10],
+    if residual > kkt_target:
+        # the subspace could not grow further (rank cap, nothing new): polish in full d
+        if progress:
+            progress("polishing the best point in full d")
+        run = BatchedAscent(pair, best_x[:, None], energy)
+        run.run(2000, gtol=polish_gtol)
+        iterations += run.iterations
+        if run.f[0] >= best_f:
+            fx, gx = pair.value_and_grad(run.X)
+            best_x, best_f = run.X[:, 0].copy(), float(fx[0])
+            residual = float(_kkt_residuals(run.X, fx, gx, energy)[0])
+            reduced = pair             # the winner left the subspace: check the ray in full d
+    # interior check along the ray through the winner, in the subspace (x = Q y exactly)
+    lift = (lambda Y: Y) if reduced is pair else (lambda Y: Q @ Y)
+    y = best_x if reduced is pair else Q.T @ best_x
+    ny = np.linalg.norm(y)
+    if ny > 0:
+        ray = np.outer(y / ny, np.linspace(0.05, 1.0, 20) * energy)
+        fr = reduced.value(ray)
+        j = int(np.argmax(fr))
+        if fr[j] > best_f * (1 + (1e-9 if pair.dtype == np.float64 else 1e-5)):
+            again = BatchedAscent(reduced, ray[:, [j]], energy)
+            again.run(500, gtol=ray_gtol)
+            iterations += again.iterations
+            xr = lift(again.X)
+            fx, gx = pair.value_and_grad(xr)
+            if fx[0] > best_f:
+                best_x, best_f = xr[:, 0].copy(), float(fx[0])
+                residual = float(_kkt_residuals(xr, fx, gx, energy)[0])
+    on_boundary = bool(np.linalg.norm(best_x) >= energy * (1 - 1e-9))
+    values = sorted(set(values) | {best_f}, reverse=True)
+    keep_idx = distinct(points, pair_values := f_full, energy, tol=1e-3)[:4]
+    return SearchResult(x=best_x, value=best_f, starts=total, iterations=iterations,
+                        local_maxima=len(values), values=values[:10],
                         on_boundary=on_boundary, kkt_residual=residual,
-                        seconds=time.perf_counter() - t0, best_hits=inner.best_hits,
-                        rounds=inner.rounds, stop_reason=inner.stop_reason,
-                        budget_exhausted=inner.budget_exhausted, rungs=inner.rungs,
+                        seconds=time.perf_counter() - t0, best_hits=0,
+                        rounds=1, stop_reason=f"successive halving of {total} starts in a "
+                        f"subspace of rank {Q.shape[1]}", budget_exhausted=False, rungs=[energy],
                         points=project(points[:, keep_idx], energy), search_space="sketch")
