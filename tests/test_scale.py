@@ -85,7 +85,8 @@ def test_sketch_reaches_the_full_search_maximum(small_sketch, make, seed, dtype)
     fast = search_budgets(sketch_pair, [E], space="sketch")[0]
     assert fast.search_space == "sketch" and full.search_space == "full"
     h2_full, h2_fast = -np.expm1(-full.value), -np.expm1(-fast.value)
-    assert h2_fast >= h2_full * (1 - 1e-6)
+    # float32 products resolve D to about 1e-6 relative: a float32 climb stops there
+    assert h2_fast >= h2_full * (1 - (1e-6 if dtype == "float64" else 1e-5))
     assert np.linalg.norm(fast.x) <= E * (1 + 1e-9)
     # the reported value is D at the returned query in full d
     assert sketch_pair.value(fast.x[:, None])[0] == pytest.approx(fast.value, rel=1e-5)

@@ -225,23 +225,34 @@ def sketch_search(pair: SoftmaxPair, energy: float, *, starts=None, seed: int = 
     iterations = run.iterations
     values = sorted({float(v) for v in run.f}, reverse=True)
     points = Q @ run.X
-    # lift: full-d gradients at the survivors; grow the subspace until they are KKT points
+    # lift: full-d gradients at the survivors; grow the subspace until they are KKT points.
+    # At x = Q y the scores K x are (K Q) y: the reduced pair gives the values and the
+    # gradient weights, and one backward pass with the full K the full gradient.
+    exact = pair.dtype == np.float64
     best_x, best_f, residual, last_res = None, -np.inf, np.inf, np.inf
-    kkt_target = SKETCH_KKT[0] if pair.dtype == np.float64 else SKETCH_KKT[1]
-    for rounds in range(1, SKETCH_ROUNDS + 1):
-        f_full, g_full = pair.value_and_grad(points)
+    kkt_target = SKETCH_KKT[0] if exact else SKETCH_KKT[1]
+    stalled = False
+    Y = run.X
+    for rounds in range(1, SKETCH_ROUNDS + 2):
+        points = Q @ Y
+        f_full, w_c, w_g = reduced.evaluate(Y)
+        g_full = pair.pullback(w_c, w_g)
         res = _kkt_residuals(points, f_full, g_full, energy)
         b = int(np.argmax(f_full))
-        improved = f_full[b] > best_f * (1 + 1e-9)
+        improved = f_full[b] > best_f * (1 + (1e-9 if exact else 1e-7))
         if f_full[b] >= best_f:
             best_x, best_f, residual = points[:, b].copy(), float(f_full[b]), float(res[b])
         if progress:
             progress(f"lifted: D {f_full[b]:.7e}, KKT residual {res[b]:.2e}")
-        if residual <= kkt_target or Q.shape[1] >= SKETCH_MAX_RANK or \
-                (not improved and res[b] >= 0.5 * last_res):
+        if residual <= kkt_target or rounds > SKETCH_ROUNDS:
+            break
+        if not improved and res[b] >= 0.5 * last_res:
+            stalled = True          # float32: the residual left is below what the products resolve
+            break
+        if Q.shape[1] >= SKETCH_MAX_RANK:
             break
         last_res = float(res[b])
-        heavy = _heavy_rows(pair, points[:, [b]], SKETCH_HEAVY)
+        heavy = _heavy_rows(reduced, Y[:, [b]], SKETCH_HEAVY)
         on = np.linalg.norm(points, axis=0) >= energy * (1 - 1e-9)
         mu = np.where(on, np.maximum(np.sum(g_full * points, axis=0), 0.0) / energy ** 2, 0.0)
         grow = _orth(Q, np.concatenate([g_full - mu * points, np.asarray(pair.C[heavy], f64).T,
@@ -251,15 +262,17 @@ def sketch_search(pair: SoftmaxPair, energy: float, *, starts=None, seed: int = 
         grow = grow[:, :SKETCH_MAX_RANK - Q.shape[1]]
         KQ = np.concatenate([KQ, block_product(pair.K, grow, out_dtype=pair.dtype)], axis=1)
         pair.passes += 1
+        Y = np.concatenate([Y, grow.T @ points], axis=0)       # the same points, new coordinates
         Q = np.concatenate([Q, grow], axis=1)
         if progress:
             progress(f"sketched subspace of rank {Q.shape[1]} (round {rounds + 1})")
         reduced = _ReducedPair(KQ, pair.n, pair.readout, pair.objective)
-        run = BatchedAscent(reduced, Q.T @ points, energy)
+        run = BatchedAscent(reduced, Y, energy)
         run.run(500, gtol=polish_gtol)
         iterations += run.iterations
-        points = Q @ run.X
-    if residual > kkt_target:
+        Y = run.X
+    points = Q @ Y
+    if residual > kkt_target and (exact or not stalled):
         # the subspace could not grow further (rank cap, nothing new): polish in full d
         if progress:
             progress("polishing the best point in full d")
@@ -290,7 +303,7 @@ def sketch_search(pair: SoftmaxPair, energy: float, *, starts=None, seed: int = 
                 residual = float(_kkt_residuals(xr, fx, gx, energy)[0])
     on_boundary = bool(np.linalg.norm(best_x) >= energy * (1 - 1e-9))
     values = sorted(set(values) | {best_f}, reverse=True)
-    keep_idx = distinct(points, pair_values := f_full, energy, tol=1e-3)[:4]
+    keep_idx = distinct(points, f_full, energy, tol=1e-3)[:4]
     return SearchResult(x=best_x, value=best_f, starts=total, iterations=iterations,
                         local_maxima=len(values), values=values[:10],
                         on_boundary=on_boundary, kkt_residual=residual,
