@@ -78,8 +78,8 @@ def design(A, B, energy=None, *, model="softmax", floor=None, error: float = 0.0
         softmax only: queries x = V z with V (d x r) orthonormalised, ||x|| <= energy.
     search_space : {"full", "sketch", "auto"}, optional
         softmax, one budget: "sketch" climbs the starts in a sketched subspace and polishes in
-        full d (docs/search.md §5); "auto" does so when n * d >= 5e6 and d >= 1024;
-        default: see bhtcli.search.sketch.DEFAULT_SEARCH_SPACE.
+        full d (docs/search.md §5); "auto" (default) does so when n * d >= 5e6 and d >= 256
+        and neither `starts` nor `max_starts` is given (they ask for the full search).
     progress : callable, optional
         Called with short status strings.
 

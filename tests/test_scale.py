@@ -104,9 +104,23 @@ def test_size_rule():
                       dtype="float32")
     assert big.n * big.d >= sketch.SKETCH_MIN_SIZE and sketch.use_sketch(big, "auto")
     assert not sketch.use_sketch(big, "full")
-    narrow = SoftmaxPair(np.zeros((20000, 512), np.float32), np.zeros((20000, 512), np.float32),
+    # a fixed number of starts asks for the full search
+    assert not sketch.use_sketch(big, "auto", starts=32) and sketch.use_sketch(big, "sketch", 32)
+    mid = SoftmaxPair(np.zeros((20000, 256), np.float32), np.zeros((20000, 256), np.float32),
+                      dtype="float32")
+    assert mid.n * mid.d >= sketch.SKETCH_MIN_SIZE and sketch.use_sketch(mid, "auto")
+    narrow = SoftmaxPair(np.zeros((60000, 128), np.float32), np.zeros((60000, 128), np.float32),
                          dtype="float32")
     assert narrow.n * narrow.d >= sketch.SKETCH_MIN_SIZE and not sketch.use_sketch(narrow, "auto")
+    # the screens assume exp links and the Bhattacharyya objective
+    from bhtcli.models.readout import Readout
+    from bhtcli.models.links import parse_link
+    poly = SoftmaxPair(np.zeros((5000, 1024), np.float32), np.zeros((5000, 1024), np.float32),
+                       dtype="float32", readout=Readout(parse_link("poly:2"), parse_link("poly:2")))
+    assert not sketch.use_sketch(poly, "auto")
+    kl = SoftmaxPair(np.zeros((5000, 1024), np.float32), np.zeros((5000, 1024), np.float32),
+                     dtype="float32", objective="kl")
+    assert not sketch.use_sketch(kl, "auto")
 
 
 def test_cli_search_space_in_json_and_errors(capsys, tmp_path):
@@ -128,3 +142,16 @@ def test_cli_search_space_in_json_and_errors(capsys, tmp_path):
     assert exit_info.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("Error: --search-space")
+
+
+def test_sketch_with_fixed_starts_is_refused(capsys, tmp_path):
+    A, B, _ = _lowrank_rows_pair(2, n=200, d=12)
+    np.save(tmp_path / "A.npy", A)
+    np.save(tmp_path / "B.npy", B)
+    for extra in (["--starts", "8"], ["--max-starts", "64"]):
+        with pytest.raises(SystemExit) as exit_info:
+            main(["design", str(tmp_path / "A.npy"), str(tmp_path / "B.npy"), "--energy", "3",
+                  "--search-space", "sketch", *extra])
+        assert exit_info.value.code == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("Error: --search-space sketch") and extra[0] in err[0]

@@ -83,7 +83,7 @@ def design(A, B, energy: float | None, error: float = 0.05, starts: int | None =
            seed: int = 0, method: str = "lbfgs", progress=None, *, link_a="exp", link_b="exp",
            bias_a=None, bias_b=None, dtype: str = "float64", candidates=None, names=None,
            top: int = 10, subspace=None,
-           max_starts: int = DEFAULT_MAX_STARTS, search_space: str | None = None) -> DesignResult:
+           max_starts: int | None = None, search_space: str | None = None) -> DesignResult:
     """Find the query x (||x||_2 <= energy) that best separates model A from model B.
 
     Parameters
@@ -152,6 +152,13 @@ def design(A, B, energy: float | None, error: float = 0.05, starts: int | None =
     energy, error = check_energy(energy), check_error(error)
     search_space = check_search_space(search_space)
     starts = None if starts is None else check_starts(starts)
+    if search_space == "sketch" and (starts is not None or max_starts is not None):
+        raise InputError(f"{parameter_name('search_space')} sketch picks its starts from its screens; "
+                         f"{parameter_name('starts')} and {parameter_name('max_starts')} set those "
+                         "of the full search: give one or the other")
+    # an explicit number of starts asks for the full multistart search (the size rule steps back)
+    fixed_starts = starts if max_starts is None else (starts or max_starts)
+    max_starts = DEFAULT_MAX_STARTS if max_starts is None else max_starts
     max_starts = check_starts(max_starts, parameter_name("max_starts"))
     seed, dtype = check_seed(seed), check_dtype(dtype)
     if method not in METHODS:
@@ -174,6 +181,8 @@ def design(A, B, energy: float | None, error: float = 0.05, starts: int | None =
         starts = DEFAULT_STARTS if starts is None else starts
         found, extra_passes = _run_ccp(A, B, pair, energy, starts, seed)
         return _report(ctx, found.x, found.on_boundary, solver_from(found, pair.passes), extra_passes)
+    if search_space == "auto" and fixed_starts is not None:
+        search_space = "full"
     found = search_budgets(pair, [energy], starts=starts, seed=seed, max_starts=max_starts,
                            progress=progress, space=search_space)[0]
     return _report(ctx, found.x, found.on_boundary, _solver_dict(found, starts, max_starts))
@@ -325,7 +334,9 @@ def _float64_logits(A, B, pair, x):
 
 def _solver_dict(r, starts, max_starts) -> dict:
     """The `solver` object of a ladder search, with the evidence of the adaptive rounds."""
-    return solver_from(r, 0, adaptive=starts is None, max_starts=max_starts)
+    sketched = r.search_space == "sketch"     # its starts come from its screens, not rounds
+    return solver_from(r, 0, adaptive=starts is None and not sketched,
+                       max_starts=None if sketched else max_starts)
 
 
 def report_for_query(A, B, x, energy: float, error: float = 0.05, *, link_a="exp", link_b="exp",

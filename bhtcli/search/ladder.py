@@ -101,14 +101,14 @@ def search_budgets(pair: SoftmaxPair, energies, starts: int | None = None, seed:
         Points to climb from as well (e.g. a design at a nearby budget); scaled into the ball.
     space : {"full", "sketch", "auto"}
         "sketch" searches a sketched subspace first and polishes in full d (sketch.py);
-        "auto" does so by sketch.use_sketch's size rule. Only for one budget: a list of
-        budgets is always searched in full d.
+        "auto" does so by sketch.use_sketch's size rule (not with a fixed `starts`). Only
+        for one budget: a list of budgets is always searched in full d.
     """
     from bhtcli.search.sketch import sketch_search, use_sketch
     exact = pair.dtype == np.float64
     explore_gtol, polish_gtol, ray_gtol = tolerances or (
         (1e-5, 1e-10, 1e-11) if exact else (1e-4, 1e-5, 1e-5))
-    if len(energies) == 1 and use_sketch(pair, space):
+    if len(energies) == 1 and use_sketch(pair, space, starts):
         return [sketch_search(pair, float(energies[0]), starts=starts, seed=seed,
                               max_starts=max_starts, keep=keep, progress=progress,
                               tolerances=(explore_gtol, polish_gtol, ray_gtol), carried=carried)]
