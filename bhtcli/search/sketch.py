@@ -44,6 +44,7 @@ HALVING = ((0, 24), (8, 4))   # (iterations, survivors) before the survivors cli
 SKETCH_HEAVY = 4              # rows of largest weight at the best lifted point added per round
 SKETCH_ROUNDS = 6             # rounds of basis growth at most
 SKETCH_KKT = (1e-7, 3e-5)     # (float64, float32): a lifted point with a smaller relative KKT residual ends the growth
+SKETCH_POLISH = 1e-3          # a stalled growth still polishes in full d above this residual
 SKETCH_MAX_RANK = 512
 
 
@@ -279,7 +280,7 @@ def sketch_search(pair: SoftmaxPair, energy: float, *, starts=None, seed: int = 
         iterations += run.iterations
         Y = run.X
     points = Q @ Y
-    if residual > kkt_target and (exact or not stalled):
+    if residual > kkt_target and (not stalled or residual > SKETCH_POLISH):
         # the subspace could not grow further (rank cap, nothing new): polish in full d
         if progress:
             progress("polishing the best point in full d")
