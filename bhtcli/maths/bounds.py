@@ -38,25 +38,24 @@ class Diameter:
 
 
 def row_diameter(G: np.ndarray, exact_max_n: int = EXACT_DIAMETER_MAX_N,
-                 max_pair_work: float = PRUNED_PAIR_WORK) -> Diameter:
+                 max_pair_work: float = PRUNED_PAIR_WORK, *, mean: np.ndarray | None = None) -> Diameter:
     """Diameter of the rows of G (a row-centred A - B; docs/maths.md §4.2).
 
     Exact, with a rounding margin so that it stays an upper bound: by pruned pairs when the
     row norms allow it (a pair can only beat the best distance found if the sum of its norms
     does; the farthest-point heuristic finds a good one first), else by blocked Gram products
     up to `exact_max_n` rows (O(n^2 d)); beyond, 2 max_i ||g_i - mean||, a rigorous upper bound.
+    `mean`: G's mean row when already known (it must be the value ``G.mean(axis=0)`` gives).
     """
     n, d = G.shape
-    mean = np.asarray(G.mean(axis=0, dtype=np.float64))
-    pruned = _pruned_diameter(G, mean, max_pair_work)
+    if mean is None:
+        mean = np.asarray(G.mean(axis=0, dtype=np.float64))
+    sq, raw = _centred_norms(G, mean)          # one streamed pass, shared by both paths
+    pruned = _pruned_diameter(G, mean, max_pair_work, norms=(sq, raw))
     if pruned is not None:
         return Diameter(pruned, True)
     if n > exact_max_n:                 # streamed: no copy of a large (or float32) G
-        far = 0.0
-        for s in range(0, n, 8192):
-            blk = np.asarray(G[s:s + 8192], dtype=np.float64) - mean
-            far = max(far, float(np.einsum("ij,ij->i", blk, blk).max()))
-        return Diameter(2.0 * math.sqrt(far) * (1 + 4 * d * EPS), False)
+        return Diameter(2.0 * math.sqrt(float(sq.max())) * (1 + 4 * d * EPS), False)
     Gc = np.asarray(G, dtype=np.float64) - mean
     sq = np.einsum("ij,ij->i", Gc, Gc)
     best = 0.0
@@ -70,26 +69,43 @@ def row_diameter(G: np.ndarray, exact_max_n: int = EXACT_DIAMETER_MAX_N,
     return Diameter(math.sqrt(max(best, 0.0) + margin), True)
 
 
-def _pruned_diameter(G, mean, max_pair_work: float, rows: int = 8192) -> float | None:
+def _centred_norms(G, mean, rows: int = 8192) -> tuple[np.ndarray, float]:
+    """(||G_i - mean||^2 for every i, max_i ||G_i||) in one streamed pass (cache-sized
+    sub-blocks; row by row the same values as whole blocks)."""
+    n, d = G.shape
+    sub = _sub_rows(d, rows)
+    sq = np.empty(n)
+    raw = 0.0                                   # max_i ||G_i|| (absolute rounding scale)
+    tg, tc = np.empty((sub, d)), np.empty((sub, d))
+    for k in range(0, n, sub):
+        m = min(n, k + sub) - k
+        blk = _f64_rows(G, k, m, tg)
+        raw = max(raw, float(np.sqrt(np.einsum("ij,ij->i", blk, blk).max())))
+        c = np.subtract(blk, mean, out=tc[:m])
+        sq[k:k + m] = np.einsum("ij,ij->i", c, c)
+    return sq, raw
+
+
+def _pruned_diameter(G, mean, max_pair_work: float, rows: int = 8192,
+                     norms: tuple[np.ndarray, float] | None = None) -> float | None:
     """The exact diameter (plus a rounding margin) from the pairs whose norms about the mean
     sum to more than the best distance found; None when those pairs cost more than
-    `max_pair_work` (pairs times d) or there are fewer than 3 rows."""
+    `max_pair_work` (pairs times d) or there are fewer than 3 rows. `norms`: what
+    :func:`_centred_norms` gives for G and mean, when already computed."""
     n, d = G.shape
     if n < 3:
         return None
-    sq = np.empty(n)
-    raw = 0.0                                   # max_i ||G_i|| (absolute rounding scale)
-    for s in range(0, n, rows):
-        blk = np.asarray(G[s:s + rows], dtype=np.float64)
-        raw = max(raw, float(np.sqrt(np.einsum("ij,ij->i", blk, blk).max())))
-        blk = blk - mean
-        sq[s:s + rows] = np.einsum("ij,ij->i", blk, blk)
+    sq, raw = _centred_norms(G, mean, rows) if norms is None else norms
     nu = np.sqrt(sq)
+    sub = _sub_rows(d, rows)
+    tg, tc = np.empty((sub, d)), np.empty((sub, d))
 
     def far_from(i):
+        gi = np.asarray(G[i:i + 1], dtype=np.float64)[0]
         best_d, best_j = -1.0, i
-        for s in range(0, n, rows):
-            blk = np.asarray(G[s:s + rows], dtype=np.float64) - np.asarray(G[i], dtype=np.float64)
+        for s in range(0, n, sub):
+            m = min(n, s + sub) - s
+            blk = np.subtract(_f64_rows(G, s, m, tg), gi, out=tc[:m])
             dist = np.einsum("ij,ij->i", blk, blk)
             j = int(np.argmax(dist))
             if dist[j] > best_d:
@@ -151,6 +167,8 @@ class DifferenceRows:
     """A - B as a read-only matrix of float64 rows computed on demand (row blocks or index
     arrays), so that the diameter of a float32 pair never holds an n x d float64 copy."""
 
+    ROWS = 8192                 # the blocks of mean() (pair_stats reproduces its sums)
+
     def __init__(self, A, B):
         self.A, self.B = A, B
         self.shape = A.shape
@@ -162,10 +180,15 @@ class DifferenceRows:
     def __len__(self) -> int:
         return self.shape[0]
 
+    def rows_into(self, k: int, m: int, out: np.ndarray) -> np.ndarray:
+        """Rows k .. k+m into `out` (m x d float64): the same values as ``self[k:k + m]``."""
+        np.copyto(out, self.A[k:k + m], casting="unsafe")
+        return np.subtract(out, self.B[k:k + m], out=out)     # B up-cast exactly
+
     def __array__(self, dtype=None, copy=None):
         return np.asarray(self[:], dtype=dtype)
 
-    def mean(self, axis=0, dtype=None, rows: int = 8192) -> np.ndarray:
+    def mean(self, axis=0, dtype=None, rows: int = ROWS) -> np.ndarray:
         assert axis == 0
         total = np.zeros(self.shape[1])
         for s in range(0, self.shape[0], rows):
@@ -297,7 +320,8 @@ def pair_base(A: np.ndarray, B: np.ndarray, pair_G: np.ndarray,
     stats = pair_stats(A, B)
     if np.asarray(pair_G[:1]).dtype != np.float64:    # a float32 search's G is rounded
         pair_G = DifferenceRows(A, B)                   # float64 rows, streamed
-    diam = row_diameter(pair_G)
+    mean = stats.gmean if isinstance(pair_G, DifferenceRows) else None   # saves a pass
+    diam = row_diameter(pair_G, mean=mean)
     _, dbias = readout.bias_offsets(A.shape[0])
     bias_range = float(dbias.max() - dbias.min())
     bias_scale = max(_abs_max(readout.bias_a), _abs_max(readout.bias_b))
@@ -504,24 +528,83 @@ class PairStats:
     norm_a: float               # max_i ||a_i||
     norm_b: float               # max_i ||b_i||
     eps_2inf: float             # max_i ||a_i - b_i||, the paper's eps
+    gmean: np.ndarray | None = None   # mean row of A - B, as DifferenceRows.mean computes it
+
+
+def _sub_rows(d: int, rows: int) -> int:
+    """Rows per cache-sized sub-block (~1 MB of float64) of a streamed block of `rows` rows.
+    Row-wise results do not depend on it, and _RunningSum keeps column sums bit-identical to
+    one sum over the whole block (numpy sums axis 0 row by row, except for d = 1, where it
+    sums pairwise: no sub-blocks for d <= 16, whose blocks are small anyway)."""
+    return rows if d <= 16 else max(16, min(rows, (1 << 17) // d))
+
+
+def _f64_rows(M, k: int, m: int, buf: np.ndarray) -> np.ndarray:
+    """Rows k .. k+m of M in float64: M's own rows when they are float64 (read only!),
+    else converted into buf[:m]."""
+    if isinstance(M, DifferenceRows):
+        return M.rows_into(k, m, buf[:m])
+    blk = M[k:k + m]
+    if isinstance(blk, np.ndarray) and blk.dtype == np.float64:
+        return blk
+    out = buf[:m]
+    np.copyto(out, blk, casting="unsafe")
+    return out
+
+
+class _RunningSum:
+    """Column sums of consecutive sub-blocks, added row by row in the order in which
+    ``block.sum(axis=0)`` over their concatenation adds them (so the bits are the same)."""
+
+    def __init__(self, d: int, sub: int):
+        self.buf = np.empty((sub + 1, d))
+        self.acc = None
+
+    def add(self, x: np.ndarray) -> None:
+        if self.acc is None:
+            self.acc = x.sum(axis=0)
+            return
+        m = x.shape[0]
+        self.buf[0] = self.acc
+        self.buf[1:m + 1] = x
+        self.acc = self.buf[:m + 1].sum(axis=0)
+
+    def pop(self) -> np.ndarray:
+        acc, self.acc = self.acc, None
+        return acc
 
 
 def pair_stats(A, B, rows: int = CEILING_ROWS) -> PairStats:
-    """Row means, largest row norms and ||A - B||_{2->inf} in one streamed pass."""
+    """Row means, largest row norms and ||A - B||_{2->inf} in one streamed pass (blocks of
+    `rows` rows, each read in cache-sized sub-blocks; the values do not depend on the latter)."""
     n, d = A.shape
-    sa, sb, sabs = np.zeros(d), np.zeros(d), np.zeros(d)
+    sub = _sub_rows(d, rows)
+    sa, sb, sg, sabs = np.zeros(d), np.zeros(d), np.zeros(d), np.zeros(d)
     na = nb = ng = 0.0
+    ta, tb, tg, tt, tu = (np.empty((sub, d)) for _ in range(5))
+    sums = [_RunningSum(d, sub) for _ in range(4)]
     for s in range(0, n, rows):
-        a = np.asarray(A[s:s + rows], dtype=np.float64)
-        b = np.asarray(B[s:s + rows], dtype=np.float64)
-        g = a - b
-        sa += a.sum(axis=0)
-        sb += b.sum(axis=0)
-        sabs += (np.abs(a) + np.abs(b) + np.abs(g)).sum(axis=0)
-        na = max(na, float(np.einsum("ij,ij->i", a, a).max()))
-        nb = max(nb, float(np.einsum("ij,ij->i", b, b).max()))
-        ng = max(ng, float(np.einsum("ij,ij->i", g, g).max()))
-    return PairStats(sa / n, sb / n, sabs / n, math.sqrt(na), math.sqrt(nb), math.sqrt(ng))
+        end = min(n, s + rows)
+        for k in range(s, end, sub):
+            m = min(end, k + sub) - k
+            a, b = _f64_rows(A, k, m, ta), _f64_rows(B, k, m, tb)
+            g = np.subtract(a, b, out=tg[:m])
+            na = max(na, float(np.einsum("ij,ij->i", a, a).max()))
+            nb = max(nb, float(np.einsum("ij,ij->i", b, b).max()))
+            ng = max(ng, float(np.einsum("ij,ij->i", g, g).max()))
+            sums[0].add(a)
+            sums[1].add(b)
+            sums[2].add(g)
+            t = np.abs(a, out=tt[:m])           # (|a| + |b|) + |g|, as before
+            t += np.abs(b, out=tu[:m])
+            t += np.abs(g, out=g)
+            sums[3].add(t)
+        sa += sums[0].pop()
+        sb += sums[1].pop()
+        sg += sums[2].pop()
+        sabs += sums[3].pop()
+    gmean = sg / n if rows == DifferenceRows.ROWS else None    # the same sums as its mean()
+    return PairStats(sa / n, sb / n, sabs / n, math.sqrt(na), math.sqrt(nb), math.sqrt(ng), gmean)
 
 
 def _link_oscillation(link, radius: float) -> float:
