@@ -468,6 +468,11 @@ def bound(A, B, energy: float, error: float = 0.05, *, link_a="exp", link_b="exp
 #            solved through a d x d eigendecomposition.
 
 CEILING_ROWS = 8192
+# The per-row ceiling's d x d Gram (2 n d^2 flops) and eigendecomposition are skipped when a
+# cheap lower bound on their result (one O(n d) pass) already exceeds the range ceiling, so
+# that they could not bind (docs/maths.md §15), for pairs with n d^2 at least this (below it
+# they cost little and the per-row value is reported as well). math.inf: never skip.
+PER_ROW_SKIP_MIN_WORK = float(1 << 30)
 
 
 @dataclass(frozen=True)
@@ -501,7 +506,7 @@ def variance_ceiling(A, B, energy: float, spread: float, readout: Readout | None
     if math.isfinite(spread):
         values["range"] = spread ** 2 / 4.0
     note = None
-    per_row, why = per_row_variance(A, B, energy, readout, stats, rows)
+    per_row, why = per_row_variance(A, B, energy, readout, stats, rows, above=values.get("range"))
     if per_row is not None:
         values["per_row"] = per_row
     else:
@@ -612,13 +617,16 @@ def _link_oscillation(link, radius: float) -> float:
 
 
 def per_row_variance(A, B, energy: float, readout: Readout | None = None, stats=None,
-                     rows: int = CEILING_ROWS):
+                     rows: int = CEILING_ROWS, *, above: float | None = None):
     """(V, None) with V >= sup_{x, t} Var_{pi_t}(delta) from per-row weight caps, or
-    (None, reason) when the proof does not cover the links.
+    (None, reason) when the proof does not cover the links, or when `above` (a variance
+    ceiling already known, e.g. the range one) is given, n d^2 >= PER_ROW_SKIP_MIN_WORK and a
+    lower bound on V exceeds it: then V could not be the smaller one and is not computed.
 
     One streamed pass over A and B (plus :func:`pair_stats` when not given), a d x d
     accumulator and one d x d eigendecomposition; rounding can only increase the result
-    (float64 throughout, margins from the standard error bounds: docs/maths.md).
+    (float64 throughout, margins from the standard error bounds: docs/maths.md). The skip
+    test costs one streamed pass without the d x d work (docs/maths.md §15).
     """
     readout = Readout() if readout is None else readout
     la, lb = readout.link_a, readout.link_b
@@ -648,6 +656,11 @@ def per_row_variance(A, B, energy: float, readout: Readout | None = None, stats=
     # rounding of the means: ||computed mean - exact|| <= gamma_{n+2} ||mean |.| || (any order)
     gam = _gamma(n + 2)
     mean_err = 1.01 * gam * float(np.linalg.norm(stats.mean_abs))
+    if above is not None and n * d * d >= PER_ROW_SKIP_MIN_WORK:
+        low = per_row_floor(A, B, E, stats, at, bt, e, osc_a, osc_b, mean_err, rows)
+        if low > above:
+            return None, (f"per-row ceiling not computed: it is at least {_h2(low):.3g}, above the "
+                          f"range ceiling {_h2(above):.3g}, so it cannot bind (docs/maths.md §15)")
     S = np.zeros((d, d))
     sv, sh = np.zeros(d), np.zeros(d)
     c0 = se = w = 0.0
@@ -698,6 +711,55 @@ def per_row_variance(A, B, energy: float, readout: Readout | None = None, stats=
     # Minkowski: the inexact h and e add at most E h_err + e_err to the root-mean-square
     root = math.sqrt(max(quad, 0.0)) + E * h_err + e_err + osc_a + osc_b
     return root * root * (1 + 4 * EPS), None
+
+
+def per_row_floor(A, B, E: float, stats: PairStats, at, bt, e, osc_a: float, osc_b: float,
+                  mean_err: float, rows: int = CEILING_ROWS) -> float:
+    """A lower bound on the value :func:`per_row_variance` computes (docs/maths.md §15):
+    (E^2 / d) min_m sum_i c_i ||h_i - m||^2 + min_mu sum_i c_i (e_i - mu)^2, with caps c_i
+    below the exact kappa(rho_i) (rho deflated by more than its rounding), minus the rounding
+    of these sums. One streamed pass, O(n d), no d x d work.
+
+    at, bt, e: the centred biases and their difference (as per_row_variance computes them);
+    osc_a, osc_b: the links' oscillations (0 for exp); mean_err: the bound on the rounding of
+    the mean rows.
+    """
+    n, d = A.shape
+    sub = _sub_rows(d, rows)
+    abar, bbar = stats.abar, stats.bbar
+    gbar = abar - bbar                          # as per_row_variance: the same h, bit for bit
+    log_n1 = math.log(n - 1) if n > 1 else -math.inf
+    bias_err = 2 * _gamma(n + 2) * (_abs_max(at) + _abs_max(bt) + 1.0)
+    ta, tb, tc = (np.empty((sub, d)) for _ in range(3))
+    v = np.zeros(d)
+    t1 = c2 = c1 = w = 0.0
+    for k in range(0, n, sub):
+        m = min(n, k + sub) - k
+        a, b = _f64_rows(A, k, m, ta), _f64_rows(B, k, m, tb)
+        c = np.subtract(a, abar, out=tc[:m])
+        na = np.sqrt(np.einsum("ij,ij->i", c, c))
+        c = np.subtract(b, bbar, out=tc[:m])
+        nb = np.sqrt(np.einsum("ij,ij->i", c, c))
+        ak, bk = at[k:k + m], bt[k:k + m]
+        rho = np.maximum(E * na + ak + osc_a, E * nb + bk + osc_b)
+        # rounding down, by more than per_row_variance rounds up: the exact rho is above
+        rho = (rho * (1 - 16 * (d + 4) * EPS) - 2 * E * mean_err - bias_err
+               - 16 * EPS * (E * (na + nb) + np.abs(ak) + np.abs(bk) + np.abs(rho) + log_n1 + 1.0))
+        cap = _weight_cap(rho, n, log_n1) * (1 - 16 * EPS)
+        h = np.subtract(a, b, out=tc[:m])
+        h -= gbar
+        es = e[k:k + m]
+        t1 += float(cap @ np.einsum("ij,ij->i", h, h))
+        v += cap @ h
+        w += float(cap.sum())
+        c2 += float(cap @ (es * es))
+        c1 += float(cap @ es)
+    if not w > 0:
+        return 0.0
+    gam = _gamma(n + d + 8)
+    trace = t1 - float(v @ v) / w - 8 * gam * t1
+    c0 = c2 - c1 * c1 / w - 8 * gam * c2
+    return (E * E * max(trace, 0.0) / d + max(c0, 0.0)) * (1 - 32 * EPS)
 
 
 def _gamma(k: int) -> float:
