@@ -168,3 +168,29 @@ def test_diameter_fallback_and_pruning_unchanged():
     ex = A.astype(np.float64) - B2.astype(np.float64)
     ref = max(np.linalg.norm(ex - ex[i], axis=1).max() for i in (3, 7000, 11000))
     assert got.exact and ref <= got.value <= ref * (1 + 1e-12)
+
+
+def _far_from_float64(G, i):
+    """far_from as it was: float64 distances from row i to every row, first maximum."""
+    gi = np.asarray(G[i:i + 1], dtype=np.float64)[0]
+    blk = np.asarray(G[:], dtype=np.float64) - gi
+    dist = np.einsum("ij,ij->i", blk, blk)
+    j = int(np.argmax(dist))
+    return math.sqrt(float(dist[j])), j
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_float32_screened_farthest_point_is_the_float64_one(seed):
+    """Same distance and row, bit for bit, on isotropic, heavy-tailed and tied rows."""
+    from bhtcli.maths.bounds import _far_from_screened, _sub_rows
+    rng = np.random.default_rng(seed)
+    n, d = int(rng.integers(50, 3000)), int(rng.integers(2, 300))
+    A = (rng.standard_normal((n, d)) * rng.exponential(1, (n, 1)) ** (seed % 3)).astype(np.float32)
+    B = (A + 0.01 * rng.standard_normal((n, d)) * rng.exponential(1, (n, 1))).astype(np.float32)
+    B[n // 3] = A[n // 3] - (A[5] - B[5])         # a tie at distance from row 5
+    B[n // 2] = A[n // 2] - 7.0
+    G = DifferenceRows(A, B)
+    raw = float(np.linalg.norm(A.astype(np.float64) - B, axis=1).max())
+    for i in (0, 5, n // 2, int(rng.integers(n))):
+        gi = np.asarray(G[i:i + 1], dtype=np.float64)[0]
+        assert _far_from_screened(G, gi, i, raw, _sub_rows(d, 8192)) == _far_from_float64(G, i)

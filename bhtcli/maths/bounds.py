@@ -100,8 +100,14 @@ def _pruned_diameter(G, mean, max_pair_work: float, rows: int = 8192,
     sub = _sub_rows(d, rows)
     tg, tc = np.empty((sub, d)), np.empty((sub, d))
 
+    screen = (isinstance(G, DifferenceRows) and np.asarray(G.A[:1]).dtype == np.float32
+              and np.asarray(G.B[:1]).dtype == np.float32)
+
     def far_from(i):
         gi = np.asarray(G[i:i + 1], dtype=np.float64)[0]
+        found = _far_from_screened(G, gi, i, raw, sub) if screen else None
+        if found is not None:
+            return found
         best_d, best_j = -1.0, i
         for s in range(0, n, sub):
             m = min(n, s + sub) - s
@@ -150,6 +156,45 @@ def _pruned_diameter(G, mean, max_pair_work: float, rows: int = 8192,
     # direct differences: relative (d + 2) eps; the centring only enters the pruning (any
     # centre bounds a distance by the two norms about it)
     return float(best * (1 + 4 * (d + 4) * EPS) + 4 * EPS * raw)
+
+
+def _far_from_screened(G: "DifferenceRows", gi: np.ndarray, i: int, raw: float, sub: int):
+    """far_from(i) of _pruned_diameter for float32 A and B, the same (distance, row) bit for
+    bit: float32 distances from row i screen the rows, and only those whose float32 value is
+    within twice its rounding bound of the largest are recomputed in float64 (as before).
+    Rounding (docs/maths.md §15): with r >= max_j ||g_j||, each float32 difference is within
+    e = 8 u32 r of the exact one (u32 = 2^-24), the float32 sum of squares adds gamma32_d of
+    it, so |dist32_j - D_j| <= gamma32_d (2r + e)^2 + 4 r e + e^2, and the float64 value is within
+    (d + 4) eps64 (2r)^2 of D_j; a row beaten by that much twice over cannot be the maximum.
+    None when float32 overflows (then the float64 loop runs)."""
+    n, d = G.shape
+    A, B = G.A, G.B
+    gi32 = gi.astype(np.float32)
+    dist = np.empty(n, dtype=np.float32)
+    buf = np.empty((sub, d), dtype=np.float32)
+    for s in range(0, n, sub):
+        m = min(n, s + sub) - s
+        x = np.subtract(A[s:s + m], B[s:s + m], out=buf[:m])
+        x -= gi32
+        dist[s:s + m] = np.einsum("ij,ij->i", x, x)
+    u32 = 2.0 ** -24
+    r = 1.001 * raw
+    e = 8 * u32 * r
+    g32 = d * u32 / (1 - d * u32)
+    tol = g32 * (2 * r + e) ** 2 + 4 * r * e + e * e + (d + 4) * EPS * 4 * r * r
+    top = float(dist.max())
+    if not (math.isfinite(top) and math.isfinite(tol)):
+        return None                             # float32 overflow: the float64 loop decides
+    cand = np.flatnonzero(dist.astype(np.float64) >= top - 4 * tol)
+    best_d, best_j = -1.0, i
+    for s in range(0, cand.size, sub):
+        idx = cand[s:s + sub]
+        blk = G[idx] - gi
+        dd = np.einsum("ij,ij->i", blk, blk)
+        j = int(np.argmax(dd))
+        if dd[j] > best_d:
+            best_d, best_j = float(dd[j]), int(idx[j])
+    return math.sqrt(best_d), best_j
 
 
 def _rows64(G, index) -> np.ndarray:
@@ -559,19 +604,22 @@ def _f64_rows(M, k: int, m: int, buf: np.ndarray) -> np.ndarray:
 
 class _RunningSum:
     """Column sums of consecutive sub-blocks, added row by row in the order in which
-    ``block.sum(axis=0)`` over their concatenation adds them (so the bits are the same)."""
+    ``block.sum(axis=0)`` over their concatenation adds them (so the bits are the same).
+    A sub-block is written into ``rows(m)`` (row 0 of the buffer is kept for the sum so far),
+    so adding it copies nothing."""
 
     def __init__(self, d: int, sub: int):
         self.buf = np.empty((sub + 1, d))
         self.acc = None
 
-    def add(self, x: np.ndarray) -> None:
+    def rows(self, m: int) -> np.ndarray:
+        return self.buf[1:m + 1]
+
+    def add(self, m: int) -> None:
         if self.acc is None:
-            self.acc = x.sum(axis=0)
+            self.acc = self.buf[1:m + 1].sum(axis=0)
             return
-        m = x.shape[0]
         self.buf[0] = self.acc
-        self.buf[1:m + 1] = x
         self.acc = self.buf[:m + 1].sum(axis=0)
 
     def pop(self) -> np.ndarray:
@@ -586,28 +634,30 @@ def pair_stats(A, B, rows: int = CEILING_ROWS) -> PairStats:
     sub = _sub_rows(d, rows)
     sa, sb, sg, sabs = np.zeros(d), np.zeros(d), np.zeros(d), np.zeros(d)
     na = nb = ng = 0.0
-    ta, tb, tg, tt, tu = (np.empty((sub, d)) for _ in range(5))
-    sums = [_RunningSum(d, sub) for _ in range(4)]
+    tu = np.empty((sub, d))
+    ra, rb, rg, rt = (_RunningSum(d, sub) for _ in range(4))
     for s in range(0, n, rows):
         end = min(n, s + rows)
         for k in range(s, end, sub):
             m = min(end, k + sub) - k
-            a, b = _f64_rows(A, k, m, ta), _f64_rows(B, k, m, tb)
-            g = np.subtract(a, b, out=tg[:m])
+            a, b, g, t = ra.rows(m), rb.rows(m), rg.rows(m), rt.rows(m)
+            np.copyto(a, A[k:k + m], casting="unsafe")
+            np.copyto(b, B[k:k + m], casting="unsafe")
+            np.subtract(a, b, out=g)
             na = max(na, float(np.einsum("ij,ij->i", a, a).max()))
             nb = max(nb, float(np.einsum("ij,ij->i", b, b).max()))
             ng = max(ng, float(np.einsum("ij,ij->i", g, g).max()))
-            sums[0].add(a)
-            sums[1].add(b)
-            sums[2].add(g)
-            t = np.abs(a, out=tt[:m])           # (|a| + |b|) + |g|, as before
+            ra.add(m)
+            rb.add(m)
+            rg.add(m)
+            np.abs(a, out=t)                    # (|a| + |b|) + |g|, as before
             t += np.abs(b, out=tu[:m])
             t += np.abs(g, out=g)
-            sums[3].add(t)
-        sa += sums[0].pop()
-        sb += sums[1].pop()
-        sg += sums[2].pop()
-        sabs += sums[3].pop()
+            rt.add(m)
+        sa += ra.pop()
+        sb += rb.pop()
+        sg += rg.pop()
+        sabs += rt.pop()
     gmean = sg / n if rows == DifferenceRows.ROWS else None    # the same sums as its mean()
     return PairStats(sa / n, sb / n, sabs / n, math.sqrt(na), math.sqrt(nb), math.sqrt(ng), gmean)
 
