@@ -7,7 +7,7 @@ Run:  .venv/bin/python benchmarks/bench_certificate.py --pair DIR          (DIR/
 The pair is bench_scale.py's (A rows of norm 0.6-1.6, B = A + 0.01 N(0, 1/d), float32
 safetensors, memory-mapped). In one process it measures the pass-time (``pass_seconds``: one
 forward product of the stacked 2n x d float32 matrix with a d x 32 block plus the backward
-one), then ``pair_base`` and ``analyse_pair`` at the budget (the fastest of --repeats), and
+one; timed before and after the rest, the smaller kept), then ``pair_base`` and ``analyse_pair`` at the budget (the fastest of --repeats), and
 the peak memory they allocate (tracemalloc, numpy's allocations included). ``--full`` also
 times the path without the per-row skip (math.inf threshold: the d x d Gram and its
 eigendecomposition, as before the skip existed).
@@ -64,6 +64,8 @@ def run(folder: Path, energy: float, repeats: int, full: bool) -> None:
         mem = peak_bytes(lambda: analyse_pair(A, B, pair.G, energy, readout))
         c = facts.ceiling
         rows.append((name, tb, ta, tf, mem, c))
+    pair._pass_seconds = None                   # again after the timings: the smaller one
+    pt = min(pt, pass_seconds(pair, repeats=3))
     print(f"{n} x {d} float32, E = {energy:g}: pass-time {pt:.4f} s")
     print("| path | pair_base | analyse_pair | + a budget (base given) | peak alloc | binds | per_row H² | range H² |")
     print("|---|---:|---:|---:|---:|---|---:|---:|")
