@@ -38,25 +38,24 @@ class Diameter:
 
 
 def row_diameter(G: np.ndarray, exact_max_n: int = EXACT_DIAMETER_MAX_N,
-                 max_pair_work: float = PRUNED_PAIR_WORK) -> Diameter:
+                 max_pair_work: float = PRUNED_PAIR_WORK, *, mean: np.ndarray | None = None) -> Diameter:
     """Diameter of the rows of G (a row-centred A - B; docs/maths.md §4.2).
 
     Exact, with a rounding margin so that it stays an upper bound: by pruned pairs when the
     row norms allow it (a pair can only beat the best distance found if the sum of its norms
     does; the farthest-point heuristic finds a good one first), else by blocked Gram products
     up to `exact_max_n` rows (O(n^2 d)); beyond, 2 max_i ||g_i - mean||, a rigorous upper bound.
+    `mean`: G's mean row when already known (it must be the value ``G.mean(axis=0)`` gives).
     """
     n, d = G.shape
-    mean = np.asarray(G.mean(axis=0, dtype=np.float64))
-    pruned = _pruned_diameter(G, mean, max_pair_work)
+    if mean is None:
+        mean = np.asarray(G.mean(axis=0, dtype=np.float64))
+    sq, raw = _centred_norms(G, mean)          # one streamed pass, shared by both paths
+    pruned = _pruned_diameter(G, mean, max_pair_work, norms=(sq, raw))
     if pruned is not None:
         return Diameter(pruned, True)
     if n > exact_max_n:                 # streamed: no copy of a large (or float32) G
-        far = 0.0
-        for s in range(0, n, 8192):
-            blk = np.asarray(G[s:s + 8192], dtype=np.float64) - mean
-            far = max(far, float(np.einsum("ij,ij->i", blk, blk).max()))
-        return Diameter(2.0 * math.sqrt(far) * (1 + 4 * d * EPS), False)
+        return Diameter(2.0 * math.sqrt(float(sq.max())) * (1 + 4 * d * EPS), False)
     Gc = np.asarray(G, dtype=np.float64) - mean
     sq = np.einsum("ij,ij->i", Gc, Gc)
     best = 0.0
@@ -70,26 +69,49 @@ def row_diameter(G: np.ndarray, exact_max_n: int = EXACT_DIAMETER_MAX_N,
     return Diameter(math.sqrt(max(best, 0.0) + margin), True)
 
 
-def _pruned_diameter(G, mean, max_pair_work: float, rows: int = 8192) -> float | None:
+def _centred_norms(G, mean, rows: int = 8192) -> tuple[np.ndarray, float]:
+    """(||G_i - mean||^2 for every i, max_i ||G_i||) in one streamed pass (cache-sized
+    sub-blocks; row by row the same values as whole blocks)."""
+    n, d = G.shape
+    sub = _sub_rows(d, rows)
+    sq = np.empty(n)
+    raw = 0.0                                   # max_i ||G_i|| (absolute rounding scale)
+    tg, tc = np.empty((sub, d)), np.empty((sub, d))
+    for k in range(0, n, sub):
+        m = min(n, k + sub) - k
+        blk = _f64_rows(G, k, m, tg)
+        raw = max(raw, float(np.sqrt(np.einsum("ij,ij->i", blk, blk).max())))
+        c = np.subtract(blk, mean, out=tc[:m])
+        sq[k:k + m] = np.einsum("ij,ij->i", c, c)
+    return sq, raw
+
+
+def _pruned_diameter(G, mean, max_pair_work: float, rows: int = 8192,
+                     norms: tuple[np.ndarray, float] | None = None) -> float | None:
     """The exact diameter (plus a rounding margin) from the pairs whose norms about the mean
     sum to more than the best distance found; None when those pairs cost more than
-    `max_pair_work` (pairs times d) or there are fewer than 3 rows."""
+    `max_pair_work` (pairs times d) or there are fewer than 3 rows. `norms`: what
+    :func:`_centred_norms` gives for G and mean, when already computed."""
     n, d = G.shape
     if n < 3:
         return None
-    sq = np.empty(n)
-    raw = 0.0                                   # max_i ||G_i|| (absolute rounding scale)
-    for s in range(0, n, rows):
-        blk = np.asarray(G[s:s + rows], dtype=np.float64)
-        raw = max(raw, float(np.sqrt(np.einsum("ij,ij->i", blk, blk).max())))
-        blk = blk - mean
-        sq[s:s + rows] = np.einsum("ij,ij->i", blk, blk)
+    sq, raw = _centred_norms(G, mean, rows) if norms is None else norms
     nu = np.sqrt(sq)
+    sub = _sub_rows(d, rows)
+    tg, tc = np.empty((sub, d)), np.empty((sub, d))
+
+    screen = (isinstance(G, DifferenceRows) and np.asarray(G.A[:1]).dtype == np.float32
+              and np.asarray(G.B[:1]).dtype == np.float32)
 
     def far_from(i):
+        gi = np.asarray(G[i:i + 1], dtype=np.float64)[0]
+        found = _far_from_screened(G, gi, i, raw, sub) if screen else None
+        if found is not None:
+            return found
         best_d, best_j = -1.0, i
-        for s in range(0, n, rows):
-            blk = np.asarray(G[s:s + rows], dtype=np.float64) - np.asarray(G[i], dtype=np.float64)
+        for s in range(0, n, sub):
+            m = min(n, s + sub) - s
+            blk = np.subtract(_f64_rows(G, s, m, tg), gi, out=tc[:m])
             dist = np.einsum("ij,ij->i", blk, blk)
             j = int(np.argmax(dist))
             if dist[j] > best_d:
@@ -136,6 +158,45 @@ def _pruned_diameter(G, mean, max_pair_work: float, rows: int = 8192) -> float |
     return float(best * (1 + 4 * (d + 4) * EPS) + 4 * EPS * raw)
 
 
+def _far_from_screened(G: "DifferenceRows", gi: np.ndarray, i: int, raw: float, sub: int):
+    """far_from(i) of _pruned_diameter for float32 A and B, the same (distance, row) bit for
+    bit: float32 distances from row i screen the rows, and only those whose float32 value is
+    within twice its rounding bound of the largest are recomputed in float64 (as before).
+    Rounding (docs/maths.md §15): with r >= max_j ||g_j||, each float32 difference is within
+    e = 8 u32 r of the exact one (u32 = 2^-24), the float32 sum of squares adds gamma32_d of
+    it, so |dist32_j - D_j| <= gamma32_d (2r + e)^2 + 4 r e + e^2, and the float64 value is within
+    (d + 4) eps64 (2r)^2 of D_j; a row beaten by that much twice over cannot be the maximum.
+    None when float32 overflows (then the float64 loop runs)."""
+    n, d = G.shape
+    A, B = G.A, G.B
+    gi32 = gi.astype(np.float32)
+    dist = np.empty(n, dtype=np.float32)
+    buf = np.empty((sub, d), dtype=np.float32)
+    for s in range(0, n, sub):
+        m = min(n, s + sub) - s
+        x = np.subtract(A[s:s + m], B[s:s + m], out=buf[:m])
+        x -= gi32
+        dist[s:s + m] = np.einsum("ij,ij->i", x, x)
+    u32 = 2.0 ** -24
+    r = 1.001 * raw
+    e = 8 * u32 * r
+    g32 = d * u32 / (1 - d * u32)
+    tol = g32 * (2 * r + e) ** 2 + 4 * r * e + e * e + (d + 4) * EPS * 4 * r * r
+    top = float(dist.max())
+    if not (math.isfinite(top) and math.isfinite(tol)):
+        return None                             # float32 overflow: the float64 loop decides
+    cand = np.flatnonzero(dist.astype(np.float64) >= top - 4 * tol)
+    best_d, best_j = -1.0, i
+    for s in range(0, cand.size, sub):
+        idx = cand[s:s + sub]
+        blk = G[idx] - gi
+        dd = np.einsum("ij,ij->i", blk, blk)
+        j = int(np.argmax(dd))
+        if dd[j] > best_d:
+            best_d, best_j = float(dd[j]), int(idx[j])
+    return math.sqrt(best_d), best_j
+
+
 def _rows64(G, index) -> np.ndarray:
     """Rows `index` of G (in that order) in float64; memory maps read them in sorted order."""
     index = np.asarray(index, dtype=np.int64)
@@ -151,6 +212,8 @@ class DifferenceRows:
     """A - B as a read-only matrix of float64 rows computed on demand (row blocks or index
     arrays), so that the diameter of a float32 pair never holds an n x d float64 copy."""
 
+    ROWS = 8192                 # the blocks of mean() (pair_stats reproduces its sums)
+
     def __init__(self, A, B):
         self.A, self.B = A, B
         self.shape = A.shape
@@ -162,10 +225,15 @@ class DifferenceRows:
     def __len__(self) -> int:
         return self.shape[0]
 
+    def rows_into(self, k: int, m: int, out: np.ndarray) -> np.ndarray:
+        """Rows k .. k+m into `out` (m x d float64): the same values as ``self[k:k + m]``."""
+        np.copyto(out, self.A[k:k + m], casting="unsafe")
+        return np.subtract(out, self.B[k:k + m], out=out)     # B up-cast exactly
+
     def __array__(self, dtype=None, copy=None):
         return np.asarray(self[:], dtype=dtype)
 
-    def mean(self, axis=0, dtype=None, rows: int = 8192) -> np.ndarray:
+    def mean(self, axis=0, dtype=None, rows: int = ROWS) -> np.ndarray:
         assert axis == 0
         total = np.zeros(self.shape[1])
         for s in range(0, self.shape[0], rows):
@@ -297,7 +365,8 @@ def pair_base(A: np.ndarray, B: np.ndarray, pair_G: np.ndarray,
     stats = pair_stats(A, B)
     if np.asarray(pair_G[:1]).dtype != np.float64:    # a float32 search's G is rounded
         pair_G = DifferenceRows(A, B)                   # float64 rows, streamed
-    diam = row_diameter(pair_G)
+    mean = stats.gmean if isinstance(pair_G, DifferenceRows) else None   # saves a pass
+    diam = row_diameter(pair_G, mean=mean)
     _, dbias = readout.bias_offsets(A.shape[0])
     bias_range = float(dbias.max() - dbias.min())
     bias_scale = max(_abs_max(readout.bias_a), _abs_max(readout.bias_b))
@@ -444,6 +513,11 @@ def bound(A, B, energy: float, error: float = 0.05, *, link_a="exp", link_b="exp
 #            solved through a d x d eigendecomposition.
 
 CEILING_ROWS = 8192
+# The per-row ceiling's d x d Gram (2 n d^2 flops) and eigendecomposition are skipped when a
+# cheap lower bound on their result (one O(n d) pass) already exceeds the range ceiling, so
+# that they could not bind (docs/maths.md §15), for pairs with n d^2 at least this (below it
+# they cost little and the per-row value is reported as well). math.inf: never skip.
+PER_ROW_SKIP_MIN_WORK = float(1 << 30)
 
 
 @dataclass(frozen=True)
@@ -477,7 +551,7 @@ def variance_ceiling(A, B, energy: float, spread: float, readout: Readout | None
     if math.isfinite(spread):
         values["range"] = spread ** 2 / 4.0
     note = None
-    per_row, why = per_row_variance(A, B, energy, readout, stats, rows)
+    per_row, why = per_row_variance(A, B, energy, readout, stats, rows, above=values.get("range"))
     if per_row is not None:
         values["per_row"] = per_row
     else:
@@ -504,24 +578,88 @@ class PairStats:
     norm_a: float               # max_i ||a_i||
     norm_b: float               # max_i ||b_i||
     eps_2inf: float             # max_i ||a_i - b_i||, the paper's eps
+    gmean: np.ndarray | None = None   # mean row of A - B, as DifferenceRows.mean computes it
+
+
+def _sub_rows(d: int, rows: int) -> int:
+    """Rows per cache-sized sub-block (~1 MB of float64) of a streamed block of `rows` rows.
+    Row-wise results do not depend on it, and _RunningSum keeps column sums bit-identical to
+    one sum over the whole block (numpy sums axis 0 row by row, except for d = 1, where it
+    sums pairwise: no sub-blocks for d <= 16, whose blocks are small anyway)."""
+    return rows if d <= 16 else max(16, min(rows, (1 << 17) // d))
+
+
+def _f64_rows(M, k: int, m: int, buf: np.ndarray) -> np.ndarray:
+    """Rows k .. k+m of M in float64: M's own rows when they are float64 (read only!),
+    else converted into buf[:m]."""
+    if isinstance(M, DifferenceRows):
+        return M.rows_into(k, m, buf[:m])
+    blk = M[k:k + m]
+    if isinstance(blk, np.ndarray) and blk.dtype == np.float64:
+        return blk
+    out = buf[:m]
+    np.copyto(out, blk, casting="unsafe")
+    return out
+
+
+class _RunningSum:
+    """Column sums of consecutive sub-blocks, added row by row in the order in which
+    ``block.sum(axis=0)`` over their concatenation adds them (so the bits are the same).
+    A sub-block is written into ``rows(m)`` (row 0 of the buffer is kept for the sum so far),
+    so adding it copies nothing."""
+
+    def __init__(self, d: int, sub: int):
+        self.buf = np.empty((sub + 1, d))
+        self.acc = None
+
+    def rows(self, m: int) -> np.ndarray:
+        return self.buf[1:m + 1]
+
+    def add(self, m: int) -> None:
+        if self.acc is None:
+            self.acc = self.buf[1:m + 1].sum(axis=0)
+            return
+        self.buf[0] = self.acc
+        self.acc = self.buf[:m + 1].sum(axis=0)
+
+    def pop(self) -> np.ndarray:
+        acc, self.acc = self.acc, None
+        return acc
 
 
 def pair_stats(A, B, rows: int = CEILING_ROWS) -> PairStats:
-    """Row means, largest row norms and ||A - B||_{2->inf} in one streamed pass."""
+    """Row means, largest row norms and ||A - B||_{2->inf} in one streamed pass (blocks of
+    `rows` rows, each read in cache-sized sub-blocks; the values do not depend on the latter)."""
     n, d = A.shape
-    sa, sb, sabs = np.zeros(d), np.zeros(d), np.zeros(d)
+    sub = _sub_rows(d, rows)
+    sa, sb, sg, sabs = np.zeros(d), np.zeros(d), np.zeros(d), np.zeros(d)
     na = nb = ng = 0.0
+    tu = np.empty((sub, d))
+    ra, rb, rg, rt = (_RunningSum(d, sub) for _ in range(4))
     for s in range(0, n, rows):
-        a = np.asarray(A[s:s + rows], dtype=np.float64)
-        b = np.asarray(B[s:s + rows], dtype=np.float64)
-        g = a - b
-        sa += a.sum(axis=0)
-        sb += b.sum(axis=0)
-        sabs += (np.abs(a) + np.abs(b) + np.abs(g)).sum(axis=0)
-        na = max(na, float(np.einsum("ij,ij->i", a, a).max()))
-        nb = max(nb, float(np.einsum("ij,ij->i", b, b).max()))
-        ng = max(ng, float(np.einsum("ij,ij->i", g, g).max()))
-    return PairStats(sa / n, sb / n, sabs / n, math.sqrt(na), math.sqrt(nb), math.sqrt(ng))
+        end = min(n, s + rows)
+        for k in range(s, end, sub):
+            m = min(end, k + sub) - k
+            a, b, g, t = ra.rows(m), rb.rows(m), rg.rows(m), rt.rows(m)
+            np.copyto(a, A[k:k + m], casting="unsafe")
+            np.copyto(b, B[k:k + m], casting="unsafe")
+            np.subtract(a, b, out=g)
+            na = max(na, float(np.einsum("ij,ij->i", a, a).max()))
+            nb = max(nb, float(np.einsum("ij,ij->i", b, b).max()))
+            ng = max(ng, float(np.einsum("ij,ij->i", g, g).max()))
+            ra.add(m)
+            rb.add(m)
+            rg.add(m)
+            np.abs(a, out=t)                    # (|a| + |b|) + |g|, as before
+            t += np.abs(b, out=tu[:m])
+            t += np.abs(g, out=g)
+            rt.add(m)
+        sa += ra.pop()
+        sb += rb.pop()
+        sg += rg.pop()
+        sabs += rt.pop()
+    gmean = sg / n if rows == DifferenceRows.ROWS else None    # the same sums as its mean()
+    return PairStats(sa / n, sb / n, sabs / n, math.sqrt(na), math.sqrt(nb), math.sqrt(ng), gmean)
 
 
 def _link_oscillation(link, radius: float) -> float:
@@ -529,13 +667,16 @@ def _link_oscillation(link, radius: float) -> float:
 
 
 def per_row_variance(A, B, energy: float, readout: Readout | None = None, stats=None,
-                     rows: int = CEILING_ROWS):
+                     rows: int = CEILING_ROWS, *, above: float | None = None):
     """(V, None) with V >= sup_{x, t} Var_{pi_t}(delta) from per-row weight caps, or
-    (None, reason) when the proof does not cover the links.
+    (None, reason) when the proof does not cover the links, or when `above` (a variance
+    ceiling already known, e.g. the range one) is given, n d^2 >= PER_ROW_SKIP_MIN_WORK and a
+    lower bound on V exceeds it: then V could not be the smaller one and is not computed.
 
     One streamed pass over A and B (plus :func:`pair_stats` when not given), a d x d
     accumulator and one d x d eigendecomposition; rounding can only increase the result
-    (float64 throughout, margins from the standard error bounds: docs/maths.md).
+    (float64 throughout, margins from the standard error bounds: docs/maths.md). The skip
+    test costs one streamed pass without the d x d work (docs/maths.md §15).
     """
     readout = Readout() if readout is None else readout
     la, lb = readout.link_a, readout.link_b
@@ -565,6 +706,11 @@ def per_row_variance(A, B, energy: float, readout: Readout | None = None, stats=
     # rounding of the means: ||computed mean - exact|| <= gamma_{n+2} ||mean |.| || (any order)
     gam = _gamma(n + 2)
     mean_err = 1.01 * gam * float(np.linalg.norm(stats.mean_abs))
+    if above is not None and n * d * d >= PER_ROW_SKIP_MIN_WORK:
+        low = per_row_floor(A, B, E, stats, at, bt, e, osc_a, osc_b, mean_err, rows)
+        if low > above:
+            return None, (f"per-row ceiling not computed: it is at least {_h2(low):.3g}, above the "
+                          f"range ceiling {_h2(above):.3g}, so it cannot bind (docs/maths.md §15)")
     S = np.zeros((d, d))
     sv, sh = np.zeros(d), np.zeros(d)
     c0 = se = w = 0.0
@@ -615,6 +761,55 @@ def per_row_variance(A, B, energy: float, readout: Readout | None = None, stats=
     # Minkowski: the inexact h and e add at most E h_err + e_err to the root-mean-square
     root = math.sqrt(max(quad, 0.0)) + E * h_err + e_err + osc_a + osc_b
     return root * root * (1 + 4 * EPS), None
+
+
+def per_row_floor(A, B, E: float, stats: PairStats, at, bt, e, osc_a: float, osc_b: float,
+                  mean_err: float, rows: int = CEILING_ROWS) -> float:
+    """A lower bound on the value :func:`per_row_variance` computes (docs/maths.md §15):
+    (E^2 / d) min_m sum_i c_i ||h_i - m||^2 + min_mu sum_i c_i (e_i - mu)^2, with caps c_i
+    below the exact kappa(rho_i) (rho deflated by more than its rounding), minus the rounding
+    of these sums. One streamed pass, O(n d), no d x d work.
+
+    at, bt, e: the centred biases and their difference (as per_row_variance computes them);
+    osc_a, osc_b: the links' oscillations (0 for exp); mean_err: the bound on the rounding of
+    the mean rows.
+    """
+    n, d = A.shape
+    sub = _sub_rows(d, rows)
+    abar, bbar = stats.abar, stats.bbar
+    gbar = abar - bbar                          # as per_row_variance: the same h, bit for bit
+    log_n1 = math.log(n - 1) if n > 1 else -math.inf
+    bias_err = 2 * _gamma(n + 2) * (_abs_max(at) + _abs_max(bt) + 1.0)
+    ta, tb, tc = (np.empty((sub, d)) for _ in range(3))
+    v = np.zeros(d)
+    t1 = c2 = c1 = w = 0.0
+    for k in range(0, n, sub):
+        m = min(n, k + sub) - k
+        a, b = _f64_rows(A, k, m, ta), _f64_rows(B, k, m, tb)
+        c = np.subtract(a, abar, out=tc[:m])
+        na = np.sqrt(np.einsum("ij,ij->i", c, c))
+        c = np.subtract(b, bbar, out=tc[:m])
+        nb = np.sqrt(np.einsum("ij,ij->i", c, c))
+        ak, bk = at[k:k + m], bt[k:k + m]
+        rho = np.maximum(E * na + ak + osc_a, E * nb + bk + osc_b)
+        # rounding down, by more than per_row_variance rounds up: the exact rho is above
+        rho = (rho * (1 - 16 * (d + 4) * EPS) - 2 * E * mean_err - bias_err
+               - 16 * EPS * (E * (na + nb) + np.abs(ak) + np.abs(bk) + np.abs(rho) + log_n1 + 1.0))
+        cap = _weight_cap(rho, n, log_n1) * (1 - 16 * EPS)
+        h = np.subtract(a, b, out=tc[:m])
+        h -= gbar
+        es = e[k:k + m]
+        t1 += float(cap @ np.einsum("ij,ij->i", h, h))
+        v += cap @ h
+        w += float(cap.sum())
+        c2 += float(cap @ (es * es))
+        c1 += float(cap @ es)
+    if not w > 0:
+        return 0.0
+    gam = _gamma(n + d + 8)
+    trace = t1 - float(v @ v) / w - 8 * gam * t1
+    c0 = c2 - c1 * c1 / w - 8 * gam * c2
+    return (E * E * max(trace, 0.0) / d + max(c0, 0.0)) * (1 - 32 * EPS)
 
 
 def _gamma(k: int) -> float:

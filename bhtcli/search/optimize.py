@@ -130,7 +130,7 @@ def swap_directions(pair: SoftmaxPair, energy: float, keep: int, bulk: bool = Fa
     to rows i, j and the SWAP_ROWS rows of largest ||c||; the best 4 * keep are scored
     exactly (one product per block) and the best `keep` returned. With `bulk`, the pre-score
     also counts the other rows, as a bulk at logit 0 (the scores are centred) holding their
-    mass; at vocabulary scale that mass is what a swap competes with (docs/maths.md §15).
+    mass; at vocabulary scale that mass is what a swap competes with (docs/maths.md §16).
     """
     n, d = pair.n, pair.d
     if n < 3 or keep <= 0:

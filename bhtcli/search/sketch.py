@@ -4,7 +4,7 @@ At a KKT point of D on the ball, x* = (C^T w_c + G^T w_g) / mu: the maximiser li
 span of the rows (c_i, g_i) that carry weight there (docs/maths.md §14). The search
 
 1. screens every row for a single-row maximum against the bulk of the others (closed form,
-   no product; docs/maths.md §15) and pre-scores two-row swaps with the bulk counted;
+   no product; docs/maths.md §16) and pre-scores two-row swaps with the bulk counted;
 2. builds an orthonormal basis Q (d x r, r ~ 70-100) of the screened rows' (c_i, g_i), the
    swap directions, a few spectral directions of A - B and the rows of largest ||c_i||,
    ||g_i||; one wide product gives K Q (2n x r);
@@ -115,7 +115,7 @@ def single_row_screen(pair: SoftmaxPair, energy: float, count: int,
 
     A common kind of maximum puts a large share of the softmax mass on one row i and spends
     the rest of the budget on separating that row: x = E (cos t c_i/|c_i| + sin t u_i) with
-    u_i the unit part of g_i orthogonal to c_i (docs/maths.md §15). With the other n - 1
+    u_i the unit part of g_i orthogonal to c_i (docs/maths.md §16). With the other n - 1
     rows modelled as a bulk at logit 0 (the scores are centred), D at such x depends only on
     |c_i|, g_i.c_i and |g_i| -- numbers one read of K gives for every row -- so all rows are
     ranked at `angles` angles in O(n * angles) with no product. Returns (rows, X): the best
