@@ -118,7 +118,8 @@ SWAP_PARTNERS = 4096  # at most this many partners (by ||g_j||) for each of them
 SWAP_ROWS = 192       # rows (largest ||c_i||) the cheap pre-score looks at, besides i and j
 
 
-def swap_directions(pair: SoftmaxPair, energy: float, keep: int, bulk: bool = False) -> np.ndarray:
+def swap_directions(pair: SoftmaxPair, energy: float, keep: int, bulk: bool = False,
+                    exact: bool = True) -> np.ndarray:
     """The best `keep` two-row-swap directions (unit columns), screened cheaply.
 
     A swap maximum puts most of P_A's mass on row i and most of P_B's on row j. For every
@@ -131,6 +132,8 @@ def swap_directions(pair: SoftmaxPair, energy: float, keep: int, bulk: bool = Fa
     exactly (one product per block) and the best `keep` returned. With `bulk`, the pre-score
     also counts the other rows, as a bulk at logit 0 (the scores are centred) holding their
     mass; at vocabulary scale that mass is what a swap competes with (docs/maths.md §16).
+    With exact=False the best `keep` by the pre-score are returned without the exact scoring
+    (the sketched search ranks them itself, in its subspace, for no pass over A and B).
     """
     n, d = pair.n, pair.d
     if n < 3 or keep <= 0:
@@ -195,7 +198,7 @@ def swap_directions(pair: SoftmaxPair, energy: float, keep: int, bulk: bool = Fa
                 dirs.append((i, sign, a_gi, a_gj, a_ci, a_cj))
     flat = np.concatenate(scores)
     m = len(J)
-    pick = np.argsort(-flat, kind="stable")[:4 * keep]
+    pick = np.argsort(-flat, kind="stable")[:4 * keep if exact else keep]
     pick = pick[np.isfinite(flat[pick])]
     cols = []
     for q in pick:
@@ -206,8 +209,10 @@ def swap_directions(pair: SoftmaxPair, energy: float, keep: int, bulk: bool = Fa
     if not cols:
         return np.zeros((d, 0))
     cand = np.stack(cols, axis=1)
-    exact = np.concatenate([pair.value(cand[:, s:s + 64]) for s in range(0, cand.shape[1], 64)])
-    order = np.argsort(-exact, kind="stable")[:keep]
+    if not exact:
+        return cand / np.maximum(np.linalg.norm(cand, axis=0), 1e-300)
+    scores = np.concatenate([pair.value(cand[:, s:s + 64]) for s in range(0, cand.shape[1], 64)])
+    order = np.argsort(-scores, kind="stable")[:keep]
     return cand[:, order] / np.maximum(np.linalg.norm(cand[:, order], axis=0), 1e-300)
 
 

@@ -36,7 +36,7 @@ SKETCH_MIN_SIZE = 5_000_000   # n * d from which search_space="auto" uses the sk
 SKETCH_MIN_D = 256            # ... when d is also at least this (below, the basis is most of R^d)
 SKETCH_SPECTRAL = 8           # spectral directions of A - B in the first basis
 SKETCH_ROWS = 4               # rows of largest ||c_i|| and of largest ||g_i|| in it
-SKETCH_SWAPS = 8              # best two-row-swap directions (screened in full d) in it
+SKETCH_SWAPS = 16             # best two-row-swap directions by the bulk-aware pre-score
 SKETCH_CANDIDATES = 24        # rows of the single-row screen (two starts each)
 SKETCH_RANDOM = 4             # random starts in the subspace
 SCREEN_ANGLES = 24            # angles per row in the single-row screen
@@ -44,7 +44,7 @@ HALVING = ((0, 24), (8, 4))   # (iterations, survivors) before the survivors cli
 SKETCH_HEAVY = 4              # rows of largest weight at the best lifted point added per round
 SKETCH_ROUNDS = 6             # rounds of basis growth at most
 SKETCH_KKT = (1e-7, 3e-5)     # (float64, float32): a lifted point with a smaller relative KKT residual ends the growth
-SKETCH_POLISH = 1e-3          # a stalled growth still polishes in full d above this residual
+SKETCH_POLISH = (1e-3, 1e-2)  # (float64, float32): a stalled growth still polishes in full d above
 SKETCH_MAX_RANK = 512
 
 
@@ -203,7 +203,7 @@ def sketch_search(pair: SoftmaxPair, energy: float, *, starts=None, seed: int = 
     V = spectral_directions(pair, SKETCH_SPECTRAL, seed, power=1)
     if progress:
         progress("spectral directions")
-    W = swap_directions(pair, energy, SKETCH_SWAPS, bulk=True)
+    W = swap_directions(pair, energy, SKETCH_SWAPS, bulk=True, exact=False)
     if progress:
         progress("swap directions")
     rows, S = single_row_screen(pair, energy, SKETCH_CANDIDATES)
@@ -280,7 +280,7 @@ def sketch_search(pair: SoftmaxPair, energy: float, *, starts=None, seed: int = 
         iterations += run.iterations
         Y = run.X
     points = Q @ Y
-    if residual > kkt_target and (not stalled or residual > SKETCH_POLISH):
+    if residual > kkt_target and (not stalled or residual > SKETCH_POLISH[0 if exact else 1]):
         # the subspace could not grow further (rank cap, nothing new): polish in full d
         if progress:
             progress("polishing the best point in full d")
