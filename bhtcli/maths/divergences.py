@@ -23,7 +23,7 @@ exps and one expm1 per entry over row blocks that stay in cache (docs/maths.md Â
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.optimize import minimize_scalar
@@ -42,15 +42,36 @@ def logsumexp(x: np.ndarray, axis: int = 0) -> np.ndarray:
     return s + np.squeeze(m, axis=axis)
 
 
+def _h_series(y: np.ndarray) -> np.ndarray:
+    """sum_j 2 y^j / (j+2)! by Horner's rule in place (the same roundings as np.polyval)."""
+    out = np.full_like(y, _H_SERIES[0])
+    for coef in _H_SERIES[1:]:
+        out *= y
+        out += coef
+    return out
+
+
+def _log_h_small(y: np.ndarray) -> np.ndarray:
+    """log h(y) for |y| < 1/2: 2 log|y| - log 2 + log(series)."""
+    series = _h_series(y)
+    with np.errstate(divide="ignore"):
+        out = np.abs(y)
+        np.log(out, out=out)
+        out *= 2.0
+        out -= LN2
+        np.log(series, out=series)
+        out += series
+    return out
+
+
 def log_h(y: np.ndarray) -> np.ndarray:
     """log(expm1(y) - y), elementwise; -inf at y = 0. Accurate for every finite y."""
     y = np.asarray(y, dtype=np.float64)
-    out = np.empty_like(y)
     small = np.abs(y) < 0.5
-    ys = y[small]
-    series = np.polyval(_H_SERIES, ys)
-    with np.errstate(divide="ignore"):
-        out[small] = 2.0 * np.log(np.abs(ys)) - LN2 + np.log(series)
+    if small.all():               # the usual case: no masked copies
+        return _log_h_small(y)
+    out = np.empty_like(y)
+    out[small] = _log_h_small(y[small])
     big = y > 700.0
     yb = y[big]
     out[big] = yb + np.log1p(-(1.0 + yb) * np.exp(-yb))
@@ -228,6 +249,9 @@ class Tilt:
     logpi: np.ndarray
     pi: np.ndarray
     dbar: np.ndarray
+    # g(t) and the log-sum of g'(t)'s terms by t: the counts and Chernoff's search ask for the
+    # same t several times (kappa, kappa', kappa'' at one lambda); the arrays are not changed
+    _memo: dict = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def from_logits(cls, c: np.ndarray, delta: np.ndarray) -> "Tilt":
@@ -243,16 +267,22 @@ class Tilt:
         """g(t) = log E_pi exp(t dbar)."""
         if t == 0:
             return np.zeros(self.dbar.shape[1:])
-        return softplus(logsumexp(self.logpi + log_h(t * self.dbar), axis=0))
+        key = ("g", float(t))
+        if key not in self._memo:
+            self._memo[key] = softplus(logsumexp(self.logpi + log_h(t * self.dbar), axis=0))
+        return self._memo[key].copy()
 
     def cgf_prime(self, t: float, g_t=None) -> np.ndarray:
         """g'(t) = E_pi[dbar expm1(t dbar)] / exp(g(t)); the summands all have the sign of t."""
         if t == 0:
             return np.zeros(self.dbar.shape[1:])
         g_t = self.cgf(t) if g_t is None else g_t
-        with np.errstate(divide="ignore"):
-            log_terms = self.logpi + np.log(np.abs(self.dbar)) + log_abs_expm1(t * self.dbar)
-        return math.copysign(1.0, t) * np.exp(logsumexp(log_terms, axis=0) - g_t)
+        key = ("g1", float(t))
+        if key not in self._memo:
+            with np.errstate(divide="ignore"):
+                log_terms = self.logpi + np.log(np.abs(self.dbar)) + log_abs_expm1(t * self.dbar)
+            self._memo[key] = logsumexp(log_terms, axis=0)
+        return math.copysign(1.0, t) * np.exp(self._memo[key] - g_t)
 
     def cgf_second(self, t: float, g_t=None) -> np.ndarray:
         """g''(t) = variance of dbar under the tilted law pi_t proportional to pi exp(t dbar)."""

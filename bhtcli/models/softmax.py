@@ -143,12 +143,23 @@ class SoftmaxPair:
         return divergences(c, delta)
 
 
+STREAM_BLOCK_BYTES = 1 << 17   # float64 row blocks of the streamed products: ~1 MB, in L2
+
+
+def stream_rows(d: int) -> int:
+    """Rows per float64 block of the one-query streamed products (logits_at, scores_at):
+    blocks above ~2 MB made each matrix-vector product 5-10x slower here (0.6 s instead of
+    0.06 s at 50,000 x 1,024)."""
+    return max(16, STREAM_BLOCK_BYTES // max(8 * d, 1))
+
+
 def logits_at(A: np.ndarray, B: np.ndarray, x: np.ndarray, readout: Readout | None = None,
-              rows: int = 8192):
+              rows: int | None = None):
     """(c, delta) for one query, streamed over row blocks in float64: no 2n x d matrix is
     built. The scores' difference comes from the difference matrix, so nearly equal models
-    keep it."""
+    keep it. `rows` (default: :func:`stream_rows`) changes no digit, only the speed."""
     n = A.shape[0]
+    rows = stream_rows(A.shape[1]) if rows is None else rows
     x = np.asarray(x, dtype=np.float64)
     m, D = np.empty(n), np.empty(n)
     for s in range(0, n, rows):
@@ -160,8 +171,9 @@ def logits_at(A: np.ndarray, B: np.ndarray, x: np.ndarray, readout: Readout | No
     return c, delta
 
 
-def scores_at(A: np.ndarray, x: np.ndarray, rows: int = 8192) -> np.ndarray:
-    """A x in float64, streamed over row blocks."""
+def scores_at(A: np.ndarray, x: np.ndarray, rows: int | None = None) -> np.ndarray:
+    """A x in float64, streamed over row blocks (`rows` as in :func:`logits_at`)."""
+    rows = stream_rows(A.shape[1]) if rows is None else rows
     x = np.asarray(x, dtype=np.float64)
     out = np.empty(A.shape[0])
     for s in range(0, A.shape[0], rows):
