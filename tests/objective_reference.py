@@ -87,3 +87,26 @@ def old_weights(c, delta):
         Ds, wcs, wgs = tilt_weights(c[:, cols], delta[:, cols])
         D[cols], w_c[:, cols], w_g[:, cols] = Ds, wcs, wgs
     return np.maximum(D, 0.0), w_c, w_g
+
+
+def old_tilt(c, delta):
+    """A Tilt whose g(t) and g'(t) are computed as before (no memo, np.polyval log_h): the
+    counts and divergences from it are the former report path's."""
+    from bhtcli.maths.divergences import Tilt, log_abs_expm1
+
+    class OldTilt(Tilt):
+        def cgf(self, t):
+            if t == 0:
+                return np.zeros(self.dbar.shape[1:])
+            return softplus(logsumexp(self.logpi + log_h(t * self.dbar), axis=0))
+
+        def cgf_prime(self, t, g_t=None):
+            if t == 0:
+                return np.zeros(self.dbar.shape[1:])
+            g_t = self.cgf(t) if g_t is None else g_t
+            with np.errstate(divide="ignore"):
+                log_terms = self.logpi + np.log(np.abs(self.dbar)) + log_abs_expm1(t * self.dbar)
+            return math.copysign(1.0, t) * np.exp(logsumexp(log_terms, axis=0) - g_t)
+
+    t = Tilt.from_logits(c, delta)
+    return OldTilt(t.logpi, t.pi, t.dbar)
