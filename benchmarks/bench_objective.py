@@ -8,10 +8,12 @@ Run:  .venv/bin/python benchmarks/bench_objective.py                  (50,000 x 
 
 The pair is bench_scale.py's (A rows of norm 0.6-1.6, B = A + 0.01 N(0, 1/d), float32),
 generated in memory with a seed, unless --pair gives two files. Queries have norm E = 10:
-"random" columns (the early climb: D ~ 1e-6) and "local" ones (near local maxima: D ~ 3e-4;
-from --points, a d x m array, or else the normalised sums of the few rows of A - B of
-largest norm, which land there too). "reduced" is the same pair restricted to an orthonormal
-d x 224 basis (the sketched search's space: products n x 224, elementwise work unchanged).
+"random" columns (the early climb: D ~ 1e-6) and "local" ones: from --points, a d x m array
+(e.g. local maxima of the search: D ~ 3e-4 on the 50,000 x 1,024 pair), or else the normalised
+running sums of the few rows of A - B of largest norm (on the generated pair these give
+D ~ 2e-6 only, like the random ones: pass --points for the regime near a maximum). "reduced" is the same pair restricted to an orthonormal
+d x 224 basis holding the local points (the sketched search's space: products n x 224,
+elementwise work unchanged).
 
 Rows (each the fastest of --repeats, in seconds, and in pass-times: one forward plus one
 backward product of the stacked 2n x d matrix with a d x 32 block, timed here):
@@ -116,14 +118,16 @@ def main(argv=None):
     pair = SoftmaxPair(A, B, dtype="float32")
     pt = pass_seconds(pair)
     rng = np.random.default_rng(1)
-    Q = np.linalg.qr(rng.standard_normal((d, args.rank)))[0]
+    X_local = np.load(args.points) if args.points else local_points(pair)
+    # the reduced basis holds the local points (as the sketch's basis holds its best points)
+    Q = np.linalg.qr(np.concatenate([X_local, rng.standard_normal((d, args.rank - X_local.shape[1]))],
+                                    axis=1))[0]
     AQ = np.empty((n, args.rank))
     BQ = np.empty((n, args.rank))
     for s in range(0, n, 8192):
         AQ[s:s + 8192] = np.asarray(A[s:s + 8192], dtype=np.float64) @ Q
         BQ[s:s + 8192] = np.asarray(B[s:s + 8192], dtype=np.float64) @ Q
     reduced = SoftmaxPair(AQ, BQ, dtype="float32")
-    X_local = np.load(args.points) if args.points else local_points(pair)
     print(f"pair {n} x {d} float32, reduced rank {args.rank}; pass-time {pt:.4f} s; "
           f"best of {args.repeats}", flush=True)
     rows = []
