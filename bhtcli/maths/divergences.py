@@ -16,11 +16,14 @@ generating function of dbar under pi,
 Every sum has terms of one sign, so relative accuracy is a few eps for models that agree to
 1e-9 as well as for logits of 1e6 (no exp ever overflows). Functions take (n,) vectors or
 (n, k) blocks (k queries side by side, reduced over axis 0).
+
+The optimiser's objective uses :func:`bhattacharyya_weights`, the same quantities from two
+exps and one expm1 per entry over row blocks that stay in cache (docs/maths.md §17).
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.optimize import minimize_scalar
@@ -39,15 +42,36 @@ def logsumexp(x: np.ndarray, axis: int = 0) -> np.ndarray:
     return s + np.squeeze(m, axis=axis)
 
 
+def _h_series(y: np.ndarray) -> np.ndarray:
+    """sum_j 2 y^j / (j+2)! by Horner's rule in place (the same roundings as np.polyval)."""
+    out = np.full_like(y, _H_SERIES[0])
+    for coef in _H_SERIES[1:]:
+        out *= y
+        out += coef
+    return out
+
+
+def _log_h_small(y: np.ndarray) -> np.ndarray:
+    """log h(y) for |y| < 1/2: 2 log|y| - log 2 + log(series)."""
+    series = _h_series(y)
+    with np.errstate(divide="ignore"):
+        out = np.abs(y)
+        np.log(out, out=out)
+        out *= 2.0
+        out -= LN2
+        np.log(series, out=series)
+        out += series
+    return out
+
+
 def log_h(y: np.ndarray) -> np.ndarray:
     """log(expm1(y) - y), elementwise; -inf at y = 0. Accurate for every finite y."""
     y = np.asarray(y, dtype=np.float64)
-    out = np.empty_like(y)
     small = np.abs(y) < 0.5
-    ys = y[small]
-    series = np.polyval(_H_SERIES, ys)
-    with np.errstate(divide="ignore"):
-        out[small] = 2.0 * np.log(np.abs(ys)) - LN2 + np.log(series)
+    if small.all():               # the usual case: no masked copies
+        return _log_h_small(y)
+    out = np.empty_like(y)
+    out[small] = _log_h_small(y[small])
     big = y > 700.0
     yb = y[big]
     out[big] = yb + np.log1p(-(1.0 + yb) * np.exp(-yb))
@@ -74,6 +98,150 @@ def softplus(x):
     return np.logaddexp(0.0, x)
 
 
+# Row blocks of about this many entries (k columns x rows) keep the elementwise work of
+# bhattacharyya_weights in the L2/L3 caches (an n x k float64 array at n = 50,000 is 12.8 MB).
+BLOCK_ENTRIES = 32768
+# Columns whose logit difference spans more than this (max delta - min delta) use the log-space
+# Tilt form: below it no exp can overflow and an entry whose midpoint weight underflows carries
+# under either model a mass below e^(-700) (docs/maths.md §17).
+FUSED_SPREAD = 40.0
+
+
+def column_max(x: np.ndarray, rows: int = 1024) -> np.ndarray:
+    """max over axis 0 of an (n, k) array, exact: a running elementwise maximum of row blocks
+    folded at the end (numpy's axis-0 max reduction is several times slower for narrow k)."""
+    return _column_extremes(x, None, rows)[0]
+
+
+def _column_extremes(c: np.ndarray, delta: np.ndarray | None, rows: int):
+    """(max of c, max - min of delta) over axis 0, from running elementwise extremes of row
+    blocks (one read of each; NaN entries propagate)."""
+    n = c.shape[0]
+    if n <= 2 * rows:
+        hi = c.max(axis=0)
+        return hi, (None if delta is None else delta.max(axis=0) - delta.min(axis=0))
+    top = c[:rows].copy()
+    dhi = None if delta is None else delta[:rows].copy()
+    dlo = None if delta is None else delta[:rows].copy()
+    for s in range(rows, n - rows + 1, rows):
+        np.maximum(top, c[s:s + rows], out=top)
+        if delta is not None:
+            np.maximum(dhi, delta[s:s + rows], out=dhi)
+            np.minimum(dlo, delta[s:s + rows], out=dlo)
+    tail = n - n % rows if n % rows else n
+    last = slice(tail, n)
+    hi = np.maximum(top.max(axis=0), c[last].max(axis=0, initial=-np.inf))
+    if delta is None:
+        return hi, None
+    spread = (np.maximum(dhi.max(axis=0), delta[last].max(axis=0, initial=-np.inf))
+              - np.minimum(dlo.min(axis=0), delta[last].min(axis=0, initial=np.inf)))
+    return hi, spread
+
+
+def bhattacharyya_weights(c: np.ndarray, delta: np.ndarray, block: int = BLOCK_ENTRIES):
+    """D = -log sum sqrt(p_a p_b) per column and the gradient weights (w_c, w_g) of
+    docs/maths.md §2.4, for a = c + delta/2, b = c - delta/2, without cancellation.
+
+    Same quantities as ``Tilt.from_logits(c, delta).gradient_weights()`` (to a few eps
+    relative), from two exps and one expm1 per entry, over row blocks of about `block`
+    entries (docs/maths.md §17): with pi = softmax(c), dbar = delta - E_pi delta and
+    u = expm1(dbar/2) (1 + u = exp(dbar/2) is computed by its own exp),
+
+        D = log1p(E_pi[u^2/(1+u)] + E_pi[u] E_pi[-u/(1+u)]) / 2,
+
+    every term of the first mean >= 0 and the product O(D^2); with kappa = (g(1/2) - g(-1/2))/2
+    and a = expm1(dbar/2 - kappa) = u e^-kappa + expm1(-kappa), 1 + a = exp(dbar/2) e^-kappa,
+
+        w_c = pi (e^-D a^2/(2(1+a)) + expm1(-D)),   w_g = pi e^-D a (a+2) / (4(1+a)).
+
+    Columns whose delta spans more than FUSED_SPREAD, or holds a non-finite value, use the
+    Tilt form. Takes (n,) vectors or (n, k) blocks; returns (D, w_c, w_g) of matching shape.
+    """
+    c = np.asarray(c, dtype=np.float64)
+    delta = np.asarray(delta, dtype=np.float64)
+    if c.ndim == 1:
+        D, w_c, w_g = bhattacharyya_weights(c[:, None], delta[:, None], block)
+        return D[0], w_c[:, 0], w_g[:, 0]
+    n, k = c.shape
+    rows = max(16, block // max(k, 1))
+    m, spread = _column_extremes(c, delta, rows)
+    with np.errstate(invalid="ignore"):
+        wide = ~((spread <= FUSED_SPREAD) & np.isfinite(m))
+    if wide.any():
+        D = np.empty(k)
+        w_c, w_g = np.empty((n, k)), np.empty((n, k))
+        cols = np.flatnonzero(wide)
+        D[cols], w_c[:, cols], w_g[:, cols] = Tilt.from_logits(c[:, cols], delta[:, cols]).gradient_weights()
+        rest = np.flatnonzero(~wide)
+        if rest.size:
+            D[rest], w_c[:, rest], w_g[:, rest] = _fused_weights(c[:, rest], delta[:, rest], rows,
+                                                                 m[rest])
+        return D, w_c, w_g
+    return _fused_weights(c, delta, rows, m)
+
+
+def _fused_weights(c: np.ndarray, delta: np.ndarray, rows: int, m: np.ndarray):
+    """bhattacharyya_weights for columns of moderate spread (m = column max of c): three
+    passes over blocks of `rows` rows."""
+    n, k = c.shape
+    e = np.empty((n, k))        # exp(c - m), then w_c
+    u = np.empty((n, k))        # expm1(dbar/2), then expm1(z), then w_g
+    v = np.empty((n, k))        # exp(dbar/2): 1 + u without its cancellation near u = -1
+    t1, t2 = np.empty((min(rows, n), k)), np.empty((min(rows, n), k))
+    ones = np.ones(min(rows, n))
+    S, M1 = np.zeros(k), np.zeros(k)
+    for s in range(0, n, rows):
+        eb = e[s:s + rows]
+        r = eb.shape[0]
+        t, o = t1[:r], ones[:r]
+        np.subtract(c[s:s + rows], m, out=eb)
+        np.exp(eb, out=eb)
+        S += o @ eb
+        np.multiply(eb, delta[s:s + rows], out=t)
+        M1 += o @ t
+    half_mean = 0.5 * (M1 / S)
+    Yp, Ym, T = np.zeros(k), np.zeros(k), np.zeros(k)
+    for s in range(0, n, rows):
+        eb, ub, vb = e[s:s + rows], u[s:s + rows], v[s:s + rows]
+        r = eb.shape[0]
+        t, tt, o = t1[:r], t2[:r], ones[:r]
+        np.multiply(delta[s:s + rows], 0.5, out=ub)
+        ub -= half_mean                     # dbar/2
+        np.exp(ub, out=vb)
+        np.expm1(ub, out=ub)                # u = expm1(dbar/2)
+        np.multiply(eb, ub, out=tt)         # e u
+        Yp += o @ tt
+        np.divide(tt, vb, out=t)            # e u/(1+u) = -e expm1(-dbar/2)
+        Ym -= o @ t
+        t *= ub                             # e u^2/(1+u) = 4 e sinh^2(dbar/4) >= 0
+        T += o @ t
+    Yp /= S
+    Ym /= S
+    T /= S
+    D = 0.5 * np.log1p(T + Yp * Ym)
+    kappa = 0.5 * (np.log1p(Yp) - np.log1p(Ym))
+    E1, F1 = np.exp(-kappa), np.expm1(-kappa)
+    eD = np.exp(-D)
+    al, be, ga = 0.5 * eD / S, np.expm1(-D) / S, 0.25 * eD / S
+    for s in range(0, n, rows):
+        eb, ub, vb = e[s:s + rows], u[s:s + rows], v[s:s + rows]
+        r = eb.shape[0]
+        t, tt = t1[:r], t2[:r]
+        ub *= E1
+        ub += F1                            # a = expm1(z), z = dbar/2 - kappa
+        np.multiply(vb, E1, out=t)          # 1 + a = e^z
+        np.divide(ub, t, out=t)             # a/(1+a)
+        np.multiply(ub, t, out=tt)          # a^2/(1+a)
+        tt *= al
+        tt += be
+        ub += 2.0
+        ub *= t
+        ub *= ga
+        ub *= eb                            # w_g = pi e^-D a(a+2)/(4(1+a))
+        eb *= tt                            # w_c = pi (e^-D a^2/(2(1+a)) + expm1(-D))
+    return D, e, u
+
+
 @dataclass
 class Tilt:
     """pi = softmax(c) and the centred logit difference dbar, for one or k queries."""
@@ -81,6 +249,9 @@ class Tilt:
     logpi: np.ndarray
     pi: np.ndarray
     dbar: np.ndarray
+    # g(t) and the log-sum of g'(t)'s terms by t: the counts and Chernoff's search ask for the
+    # same t several times (kappa, kappa', kappa'' at one lambda); the arrays are not changed
+    _memo: dict = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def from_logits(cls, c: np.ndarray, delta: np.ndarray) -> "Tilt":
@@ -96,16 +267,22 @@ class Tilt:
         """g(t) = log E_pi exp(t dbar)."""
         if t == 0:
             return np.zeros(self.dbar.shape[1:])
-        return softplus(logsumexp(self.logpi + log_h(t * self.dbar), axis=0))
+        key = ("g", float(t))
+        if key not in self._memo:
+            self._memo[key] = softplus(logsumexp(self.logpi + log_h(t * self.dbar), axis=0))
+        return self._memo[key].copy()
 
     def cgf_prime(self, t: float, g_t=None) -> np.ndarray:
         """g'(t) = E_pi[dbar expm1(t dbar)] / exp(g(t)); the summands all have the sign of t."""
         if t == 0:
             return np.zeros(self.dbar.shape[1:])
         g_t = self.cgf(t) if g_t is None else g_t
-        with np.errstate(divide="ignore"):
-            log_terms = self.logpi + np.log(np.abs(self.dbar)) + log_abs_expm1(t * self.dbar)
-        return math.copysign(1.0, t) * np.exp(logsumexp(log_terms, axis=0) - g_t)
+        key = ("g1", float(t))
+        if key not in self._memo:
+            with np.errstate(divide="ignore"):
+                log_terms = self.logpi + np.log(np.abs(self.dbar)) + log_abs_expm1(t * self.dbar)
+            self._memo[key] = logsumexp(log_terms, axis=0)
+        return math.copysign(1.0, t) * np.exp(self._memo[key] - g_t)
 
     def cgf_second(self, t: float, g_t=None) -> np.ndarray:
         """g''(t) = variance of dbar under the tilted law pi_t proportional to pi exp(t dbar)."""

@@ -196,7 +196,7 @@ def _target(pair, energy, carried, starts, seed, max_starts, keep, progress,
     found = finish(pair, X, f, energy, polish_gtol=polish_gtol, ray_gtol=ray_gtol, keep=keep,
                    progress=progress)
     finals = distinct(X, f, energy, tol=1e-3)
-    values = sorted({float(v) for v in f[finals]} | {found.value}, reverse=True)
+    values = with_polished(f[finals], found.value)
     on_boundary, residual = kkt_state(pair, found.x, energy)
     points, _ = _best_points(X, f, energy)
     return SearchResult(x=found.x, value=found.value, starts=total,
@@ -204,6 +204,14 @@ def _target(pair, energy, carried, starts, seed, max_starts, keep, progress,
                         values=values[:10], on_boundary=on_boundary, kkt_residual=residual,
                         seconds=time.perf_counter() - t0, best_hits=hits, rounds=rounds,
                         stop_reason=stop, budget_exhausted=ran_out, points=points)
+
+
+def with_polished(explored, polished: float, rtol: float = 1e-9) -> list:
+    """Distinct local-maximum values, best first: the explored ones and the polished best,
+    where an explored value just below the polished one (within `rtol`) is the same maximum
+    before its polish, not another one."""
+    kept = {float(v) for v in explored if not polished * (1 - rtol) <= v <= polished}
+    return sorted(kept | {float(polished)}, reverse=True)
 
 
 def _more_starts(pair, energy, count, seed) -> np.ndarray:
