@@ -144,7 +144,7 @@ def swap_directions(pair: SoftmaxPair, energy: float, keep: int, bulk: bool = Fa
     half = SWAP_PARTNERS // 2
     J = np.arange(n) if n <= SWAP_PARTNERS else \
         np.unique(np.concatenate([by_g[:half], by_c[:half]]))
-    R = by_c[:SWAP_ROWS]
+    R = by_c[:SWAP_ROWS // 4 if bulk else SWAP_ROWS]     # with the bulk counted, fewer suffice
     f64 = np.float64
     CJ, GJ = np.asarray(pair.C[J], f64), np.asarray(pair.G[J], f64)       # m x d
     CT, GT = np.asarray(pair.C[top], f64).T, np.asarray(pair.G[top], f64).T  # d x t

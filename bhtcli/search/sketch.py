@@ -43,7 +43,7 @@ SCREEN_ANGLES = 24            # angles per row in the single-row screen
 HALVING = ((0, 24), (8, 4))   # (iterations, survivors) before the survivors climb to the end
 SKETCH_HEAVY = 4              # rows of largest weight at the best lifted point added per round
 SKETCH_ROUNDS = 6             # rounds of basis growth at most
-SKETCH_KKT = (1e-7, 3e-5)     # (float64, float32): a lifted point with a smaller relative KKT residual ends the growth
+SKETCH_KKT = (1e-7, 1e-3)     # (float64, float32): a lifted point with a smaller relative KKT residual ends the growth
 SKETCH_POLISH = (1e-3, 1e-2)  # (float64, float32): a stalled growth still polishes in full d above
 SKETCH_MAX_RANK = 512
 
@@ -178,13 +178,16 @@ def _kkt_residuals(X: np.ndarray, f: np.ndarray, g: np.ndarray, energy: float) -
 
 
 def _halving(reduced: SoftmaxPair, Y0: np.ndarray, energy: float, gtol: float):
-    """Climb every column a few iterations, keep the best distinct ones, climb on (HALVING)."""
-    run = BatchedAscent(reduced, Y0, energy)
-    iterations = 0
-    for steps, survivors in HALVING:
+    """Score every column once (values only), keep the best distinct ones, climb them a few
+    iterations, keep the best distinct ones again, ..., climb the last survivors to the end
+    (HALVING: (iterations, survivors) per stage)."""
+    f0 = reduced.value(project(Y0, energy))
+    first_steps, first_keep = HALVING[0]
+    Y = Y0[:, distinct(Y0, f0, energy, tol=1e-3)[:first_keep]] if first_steps == 0 else Y0
+    run = BatchedAscent(reduced, Y, energy)
+    for steps, survivors in HALVING[1 if first_steps == 0 else 0:]:
         run.run(steps, gtol=gtol)
-        keep = distinct(run.X, run.f, energy, tol=1e-3)[:survivors]
-        run.keep(keep)
+        run.keep(distinct(run.X, run.f, energy, tol=1e-3)[:survivors])
     run.run(500, gtol=gtol)
     return run
 
@@ -247,7 +250,7 @@ def sketch_search(pair: SoftmaxPair, energy: float, *, starts=None, seed: int = 
         g_full = pair.pullback(w_c, w_g)
         res = _kkt_residuals(points, f_full, g_full, energy)
         b = int(np.argmax(f_full))
-        improved = f_full[b] > best_f * (1 + (1e-9 if exact else 1e-7))
+        improved = f_full[b] > best_f * (1 + (1e-9 if exact else 1e-6))
         if f_full[b] >= best_f:
             best_x, best_f, residual = points[:, b].copy(), float(f_full[b]), float(res[b])
         if progress:
