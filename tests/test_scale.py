@@ -155,3 +155,37 @@ def test_sketch_with_fixed_starts_is_refused(capsys, tmp_path):
         assert exit_info.value.code == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("Error: --search-space sketch") and extra[0] in err[0]
+
+
+def test_single_row_model_is_the_bhattacharyya_distance_of_row_against_bulk():
+    """The screen's closed form against D = -log sum sqrt(p q) on explicit laws: row i with
+    score z_i +- delta/2 and n - 1 bulk rows at score 0."""
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        n = int(rng.integers(2, 10_000))
+        z, delta = rng.uniform(-5, 25), rng.uniform(-3, 3)
+        pa = np.array([np.exp(z + delta / 2), n - 1.0])
+        pb = np.array([np.exp(z - delta / 2), n - 1.0])
+        pa, pb = pa / pa.sum(), pb / pb.sum()
+        direct = -np.log(np.sum(np.sqrt(pa * pb)))
+        model = sketch.row_against_bulk(z - np.log(n - 1), delta)
+        # the screen's form is a difference of log-sums of size <= 26: ~1e-14 absolute
+        assert model == pytest.approx(direct, rel=1e-9, abs=1e-13)
+
+
+def test_single_row_screen_finds_the_planted_row():
+    """One row with a large midpoint and a large difference among small ones: the screen
+    ranks it first, and its start has norm E and puts most of the mass near that row."""
+    rng = np.random.default_rng(4)
+    n, d, E = 3000, 64, 6.0
+    A = rng.standard_normal((n, d)) / np.sqrt(d)
+    B = A + 0.01 * rng.standard_normal((n, d)) / np.sqrt(d)
+    A[17] = 2.0 * rng.standard_normal(d) / np.sqrt(d)
+    B[17] = A[17] + 0.2 * rng.standard_normal(d) / np.sqrt(d)
+    pair = SoftmaxPair(A, B)
+    rows, X = sketch.single_row_screen(pair, E, 5)
+    assert rows[0] == 17 and X.shape == (d, 10)
+    assert np.allclose(np.linalg.norm(X, axis=0), E)
+    # the screened start is a better start than any of the spectral directions
+    V = sketch.spectral_directions(pair, 4, 0)
+    assert pair.value(X[:, :1])[0] > pair.value(E * np.concatenate([V, -V], axis=1)).max()

@@ -141,8 +141,7 @@ def single_row_screen(pair: SoftmaxPair, energy: float, count: int,
     best, best_t, best_s = np.full(n, -np.inf), np.zeros(n), np.ones(n)
     for sign in (1.0, -1.0):
         delta = gpar[:, None] * a + sign * gperp[:, None] * b + bd
-        D = 0.5 * (np.logaddexp(0.0, w + 0.5 * delta) + np.logaddexp(0.0, w - 0.5 * delta)) \
-            - np.logaddexp(0.0, w)
+        D = row_against_bulk(w, delta)
         j = np.argmax(D, axis=1)
         v = D[np.arange(n), j]
         better = v > best
@@ -157,6 +156,14 @@ def single_row_screen(pair: SoftmaxPair, energy: float, count: int,
     first = energy * (cos * ch + best_s[rows][:, None] * sin * u)
     second = energy * (cos * ch - best_s[rows][:, None] * sin * u)
     return rows, np.concatenate([first.T, second.T], axis=1)
+
+
+def row_against_bulk(w, delta):
+    """D between two laws on {row i, bulk}: row i with log-weight w + delta/2 (A) or
+    w - delta/2 (B) against a bulk of log-weight 0 under both, w = z_i - log(n - 1)
+    (docs/maths.md §16)."""
+    return 0.5 * (np.logaddexp(0.0, w + 0.5 * delta) + np.logaddexp(0.0, w - 0.5 * delta)) \
+        - np.logaddexp(0.0, w)
 
 
 def _row_dots(pair: SoftmaxPair) -> np.ndarray:
