@@ -189,3 +189,39 @@ def test_single_row_screen_finds_the_planted_row():
     # the screened start is a better start than any of the spectral directions
     V = sketch.spectral_directions(pair, 4, 0)
     assert pair.value(X[:, :1])[0] > pair.value(E * np.concatenate([V, -V], axis=1)).max()
+
+
+def _edge_pairs():
+    rng = np.random.default_rng(0)
+    from bhtcli.models.readout import Readout
+    A = rng.standard_normal((20, 3)) * 1e5
+    yield "saturated", A, A + rng.standard_normal((20, 3)) * 1e3, 2.0, None
+    A = rng.standard_normal((2, 5))
+    yield "two rows", A, A + 0.1 * rng.standard_normal((2, 5)), 1.0, None
+    A = rng.standard_normal((3, 1))
+    B = A + 0.1
+    B[0] += 0.5
+    yield "d = 1", A, B, 3.0, None
+    A = rng.standard_normal((500, 40)) / 6
+    yield "biases", A, A + 0.05 * rng.standard_normal((500, 40)) / 6, 5.0, \
+        Readout(bias_a=rng.standard_normal(500), bias_b=rng.standard_normal(500))
+    A = rng.standard_normal((300, 20))
+    B = A.copy()
+    B[5] += 1.0
+    yield "one row, tiny budget", A, B, 0.01, None
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("case", list(_edge_pairs()), ids=lambda c: c[0])
+def test_forced_sketch_on_edge_cases(case, dtype):
+    """Saturated logits (1e5), two rows, d = 1, biases, a tiny budget: the forced sketch
+    stays in the ball, warns of nothing, and reaches the full search's maximum."""
+    import warnings
+    _, A, B, E, readout = case
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fast = search_budgets(SoftmaxPair(A, B, readout=readout, dtype=dtype), [E], space="sketch")[0]
+    full = search_budgets(SoftmaxPair(A, B, readout=readout, dtype=dtype), [E], space="full")[0]
+    assert np.linalg.norm(fast.x) <= E * (1 + 1e-9)
+    h2_full, h2_fast = -np.expm1(-full.value), -np.expm1(-fast.value)
+    assert h2_fast >= h2_full * (1 - (1e-9 if dtype == "float64" else 1e-6))

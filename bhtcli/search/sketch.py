@@ -180,7 +180,7 @@ def _kkt_residuals(X: np.ndarray, f: np.ndarray, g: np.ndarray, energy: float) -
     nx = np.linalg.norm(X, axis=0)
     scale = np.maximum(np.maximum(np.linalg.norm(g, axis=0), f / energy), 1e-300)
     on = nx >= energy * (1 - 1e-9)
-    mu = np.where(on, np.maximum(np.sum(g * X, axis=0), 0.0) / np.maximum(nx, 1e-300) ** 2, 0.0)
+    mu = np.where(on, np.maximum(np.sum(g * X, axis=0), 0.0) / np.maximum(nx * nx, 1e-300), 0.0)
     return np.linalg.norm(g - mu * X, axis=0) / scale
 
 
