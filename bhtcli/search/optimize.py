@@ -115,6 +115,7 @@ def row_norms(pair: SoftmaxPair):
 SWAP_TOP = 4          # rows of largest ||g_i||, and twice as many of largest ||c_i||, paired
                       # with every other row
 SWAP_PARTNERS = 4096  # at most this many partners (by ||g_j||) for each of them
+SWAP_MIXES = (0.5, 1.0, 2.0)  # with the bulk counted: weights of the difference part against the midpoint part
 SWAP_ROWS = 192       # rows (largest ||c_i||) the cheap pre-score looks at, besides i and j
 
 
@@ -168,12 +169,13 @@ def swap_directions(pair: SoftmaxPair, energy: float, keep: int, bulk: bool = Fa
             gd_cd = gc_i - cj_gi - gj_ci + gc_j            # (g_i - g_j).(c_i - c_j)
             gd_cs = gc_i + cj_gi - gj_ci - gc_j            # (g_i - g_j).(c_i + c_j)
             cs_cd = cc_i - cc_j                            # (c_i + c_j).(c_i - c_j)
-            for sign in (1.0, -1.0):
-                # u0 = sign (g_i - g_j)/n_gd + (c_i + c_j)/n_cs, minus its part along c_i - c_j
-                tt = np.where(n_cd > 0, (sign * gd_cd / n_gd + cs_cd / n_cs) / n_cd, 0.0)
-                n1 = np.sqrt(np.maximum(2.0 + 2 * sign * gd_cs / (n_gd * n_cs) - tt ** 2, 0.0))
+            for sign, mix in ((s_, w_) for s_ in (1.0, -1.0) for w_ in (SWAP_MIXES if bulk else (1.0,))):
+                # u0 = sign mix (g_i - g_j)/n_gd + (c_i + c_j)/n_cs, minus its part along c_i - c_j
+                tt = np.where(n_cd > 0, (sign * mix * gd_cd / n_gd + cs_cd / n_cs) / n_cd, 0.0)
+                n1 = np.sqrt(np.maximum(1.0 + mix * mix + 2 * sign * mix * gd_cs / (n_gd * n_cs)
+                                        - tt ** 2, 0.0))
                 k = energy / n1
-                a_gi, a_gj = k * sign / n_gd, -k * sign / n_gd
+                a_gi, a_gj = k * sign * mix / n_gd, -k * sign * mix / n_gd
                 a_ci = k * (1.0 / n_cs - np.where(n_cd > 0, tt / n_cd, 0.0))
                 a_cj = k * (1.0 / n_cs + np.where(n_cd > 0, tt / n_cd, 0.0))
                 ok = np.isfinite(a_gi) & np.isfinite(a_ci) & np.isfinite(a_cj) & (J != i)

@@ -1,0 +1,119 @@
+"""Benchmark: the sketched search against the full multistart search, pair by pair.
+
+Run:  .venv/bin/python benchmarks/bench_sketch_quality.py                    (15 pairs, float64)
+      .venv/bin/python benchmarks/bench_sketch_quality.py --dtype float32
+      .venv/bin/python benchmarks/bench_sketch_quality.py --minilm           (needs make audit's weights)
+
+Seeded 10,000 x 256 pairs of five structures (E per structure), each searched twice in the
+same process with `bhtcli.search.ladder.search_budgets`: `space="sketch"` (the default at
+vocabulary scale) and `space="full"` (the adaptive multistart search). Prints H^2, passes over
+A and B and the ratio sketch / full. With --minilm: all-MiniLM-L6-v2's token embeddings
+(30,522 x 384) against their int8 per-row and float16 round trips at six budgets, float32,
+the full search with 32 starts (what examples/quantization_audit/audit.py runs).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from bhtcli.models.softmax import SoftmaxPair, pass_seconds
+from bhtcli.search.ladder import search_budgets
+
+
+def gaussian(n, d, seed):
+    """bench_scale.py's structure: row norms 0.6-1.6, B = A + 0.01 N(0, 1/d)."""
+    rng = np.random.default_rng(seed)
+    A = rng.standard_normal((n, d)) * np.exp(0.25 * rng.standard_normal((n, 1))) / np.sqrt(d)
+    return A, A + 0.01 / np.sqrt(d) * rng.standard_normal((n, d))
+
+
+def lowrank(n, d, seed, rank=16):
+    """Low-rank-plus-noise A; B = A except in 8 rows."""
+    rng = np.random.default_rng(seed)
+    A = rng.standard_normal((n, rank)) @ rng.standard_normal((rank, d)) / np.sqrt(d * rank) * 2 \
+        + 0.1 * rng.standard_normal((n, d)) / np.sqrt(d)
+    B = A.copy()
+    rows = rng.choice(n, 8, replace=False)
+    B[rows] += 0.5 * rng.standard_normal((8, d)) / np.sqrt(d)
+    return A, B
+
+
+def checkpoint(n, d, seed):
+    """bench_search.py's structure: N(0, 9/d) entries, B = A + 10% noise."""
+    rng = np.random.default_rng(seed)
+    s = 3.0 / np.sqrt(d)
+    A = s * rng.standard_normal((n, d))
+    return A, A + 0.1 * s * rng.standard_normal((n, d))
+
+
+def int8(n, d, seed):
+    """B = A's per-row symmetric int8 round trip."""
+    rng = np.random.default_rng(seed)
+    A = rng.standard_normal((n, d)) * np.exp(0.3 * rng.standard_normal((n, 1))) / np.sqrt(d)
+    scale = np.abs(A).max(axis=1, keepdims=True) / 127
+    return A, np.round(A / scale) * scale
+
+
+def zipf(n, d, seed):
+    """LM-head-like: a few frequent rows of large norm, a direction shared by all rows."""
+    rng = np.random.default_rng(seed)
+    norms = 0.5 + 2.0 / (1 + np.arange(n)) ** 0.3
+    A = (rng.standard_normal((n, d)) + 0.5 * rng.standard_normal(d)) * (norms / np.sqrt(d))[:, None]
+    return A, A + 0.02 / np.sqrt(d) * rng.standard_normal((n, d)) * norms[:, None]
+
+
+STRUCTURES = {"gaussian": (gaussian, 10.0), "lowrank": (lowrank, 8.0),
+              "checkpoint": (checkpoint, 4.0), "int8": (int8, 10.0), "zipf": (zipf, 6.0)}
+
+
+def compare(A, B, energy, dtype, full_starts=None):
+    out = {}
+    for space, starts in (("sketch", None), ("full", full_starts)):
+        pair = SoftmaxPair(A, B, dtype=dtype)
+        pt = pass_seconds(pair)
+        t0 = time.perf_counter()
+        r = search_budgets(pair, [energy], starts=starts, space=space)[0]
+        out[space] = (-np.expm1(-r.value), pair.passes, (time.perf_counter() - t0) / pt)
+    return out
+
+
+def row(label, energy, out):
+    (hs, ps, ts), (hf, pf, tf) = out["sketch"], out["full"]
+    return (f"| {label} | {energy:g} | {hs:.8g} | {ps} | {ts:.0f} | {hf:.8g} | {pf} | {tf:.0f} "
+            f"| {hs / hf if hf else float('nan'):.6f} |")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--size", default="10000x256")
+    ap.add_argument("--dtype", default="float64", choices=("float64", "float32"))
+    ap.add_argument("--seeds", default="0,1,2")
+    ap.add_argument("--minilm", action="store_true")
+    args = ap.parse_args(argv)
+    print("| pair | E | sketch H² | passes | search pass-times | full H² | passes | search pass-times "
+          "| sketch / full |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    if args.minilm:
+        sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples" / "quantization_audit"))
+        from audit import TENSOR, int8_round_trip, model_file
+        from bhtcli.io.load import load_matrix
+        A = np.asarray(load_matrix(f"{model_file()}:{TENSOR}"), dtype=np.float32)
+        variants = {"MiniLM int8": int8_round_trip(A), "MiniLM float16": A.astype(np.float16).astype(np.float32)}
+        for label, B in variants.items():
+            for energy in (1.0, 3.0, 10.0, 16.17, 30.0, 100.0):
+                print(row(label, energy, compare(A, B, energy, "float32", full_starts=32)), flush=True)
+        return
+    n, d = (int(v) for v in args.size.split("x"))
+    for name, (make, energy) in STRUCTURES.items():
+        for seed in (int(s) for s in args.seeds.split(",")):
+            A, B = make(n, d, seed)
+            print(row(f"{name} {n:,} x {d}, seed {seed}, {args.dtype}", energy,
+                      compare(A, B, energy, args.dtype)), flush=True)
+
+
+if __name__ == "__main__":
+    main()
