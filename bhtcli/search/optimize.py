@@ -142,8 +142,9 @@ def swap_directions(pair: SoftmaxPair, energy: float, keep: int, bulk: bool = Fa
     cn, gn = row_norms(pair)
     by_g, by_c = np.argsort(-gn, kind="stable"), np.argsort(-cn, kind="stable")
     top = np.unique(np.concatenate([by_g[:SWAP_TOP], by_c[:2 * SWAP_TOP]]))
-    half = SWAP_PARTNERS // 2
-    J = np.arange(n) if n <= SWAP_PARTNERS else \
+    partners = SWAP_PARTNERS // 2 if bulk else SWAP_PARTNERS   # three mixes: half the partners
+    half = partners // 2
+    J = np.arange(n) if n <= partners else \
         np.unique(np.concatenate([by_g[:half], by_c[:half]]))
     R = by_c[:SWAP_ROWS // 4 if bulk else SWAP_ROWS]     # with the bulk counted, fewer suffice
     f64 = np.float64
