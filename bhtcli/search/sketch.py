@@ -27,7 +27,7 @@ import time
 import numpy as np
 
 from bhtcli.models.softmax import SoftmaxPair, block_product
-from bhtcli.search.optimize import (BatchedAscent, SearchResult, distinct, finish, kkt_state, project,
+from bhtcli.search.optimize import (BatchedAscent, SearchResult, distinct, project,
                                     row_norms, spectral_directions, swap_directions)
 
 SEARCH_SPACES = ("full", "sketch", "auto")
@@ -205,7 +205,11 @@ def _halving(reduced: SoftmaxPair, Y0: np.ndarray, energy: float, gtol: float):
 def sketch_search(pair: SoftmaxPair, energy: float, *, starts=None, seed: int = 0,
                   max_starts: int = 128, keep: int = 4, progress=None, tolerances,
                   carried=None) -> SearchResult:
-    """One budget's search through the sketched subspace (module docstring)."""
+    """One budget's search through the sketched subspace (module docstring).
+
+    `starts`, `max_starts` and `keep` are accepted for the signature of the full search and
+    not used: the screens choose the starts (a fixed number of starts selects the full search,
+    see use_sketch)."""
     t0 = time.perf_counter()
     explore_gtol, polish_gtol, ray_gtol = tolerances
     f64 = np.float64
@@ -214,14 +218,10 @@ def sketch_search(pair: SoftmaxPair, energy: float, *, starts=None, seed: int = 
     top = np.unique(np.concatenate([np.argsort(-cn, kind="stable")[:SKETCH_ROWS],
                                     np.argsort(-gn, kind="stable")[:SKETCH_ROWS]]))
     V = spectral_directions(pair, SKETCH_SPECTRAL, seed, power=1)
-    if progress:
-        progress("spectral directions")
     W = swap_directions(pair, energy, SKETCH_SWAPS, bulk=True, exact=False)
+    _, S = single_row_screen(pair, energy, SKETCH_CANDIDATES)
     if progress:
-        progress("swap directions")
-    rows, S = single_row_screen(pair, energy, SKETCH_CANDIDATES)
-    if progress:
-        progress("single-row screen")
+        progress(f"screened every row and {W.shape[1]} two-row swaps against the bulk")
     extra = np.zeros((d, 0)) if carried is None or not np.size(carried) else \
         project(np.asarray(carried, dtype=f64), energy)
     Q = _orth(np.zeros((d, 0)),
