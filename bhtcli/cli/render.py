@@ -307,7 +307,9 @@ def _solver_table(r: dict) -> Table:
                           f"{v['passes']} passes over A and B")
     sol.add_row("distinct local maxima", f"{v['local_maxima']}  (best H^2: "
                 + ", ".join(_num(h, 6) for h in v["local_maxima_values"]) + ")")
-    if v.get("stop_reason"):
+    if v.get("search_space") == "sketch":
+        sol.add_row("search", f"sketched (vocabulary scale, docs/search.md §5): {v['stop_reason']}")
+    elif v.get("stop_reason"):
         why = "" if v["stop_reason"].startswith("best maximum") else f"; stopped: {v['stop_reason']}"
         sol.add_row("evidence", f"best maximum reached from {v['best_hits']} of {v['starts']} starts "
                     f"in {v['rounds']} round{'s' if v['rounds'] != 1 else ''}{why}")

@@ -331,6 +331,6 @@ def sketch_search(pair: SoftmaxPair, energy: float, *, starts=None, seed: int = 
                         local_maxima=len(values), values=values[:10],
                         on_boundary=on_boundary, kkt_residual=residual,
                         seconds=time.perf_counter() - t0, best_hits=max(hits, 1),
-                        rounds=1, stop_reason=f"successive halving of {total} starts in a "
+                        rounds=1, stop_reason=f"successive halving of {total} screened starts in a "
                         f"subspace of rank {Q.shape[1]}", budget_exhausted=False, rungs=[energy],
                         points=project(points[:, keep_idx], energy), search_space="sketch")
