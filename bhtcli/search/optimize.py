@@ -291,9 +291,7 @@ class BatchedAscent:
         self.tick = None            # progress hook: tick(iterations, best value, passes)
 
     def _lagrangian_gradient(self, X, g):
-        on_sphere = np.linalg.norm(X, axis=0) >= self.energy * (1 - 1e-12)
-        mu = np.where(on_sphere, np.maximum(np.sum(g * X, axis=0), 0.0) / self.energy ** 2, 0.0)
-        return g - mu * X, mu
+        return lagrangian_gradient(X, g, self.energy)
 
     def _direction(self, idx, gl):
         """Two-loop recursion (ascent form) with each column's own pairs."""
@@ -462,6 +460,25 @@ def maximize(pair: SoftmaxPair, energy: float, starts: int | None = DEFAULT_STAR
                           carried=carried)[0]
 
 
+def lagrangian_gradient(X: np.ndarray, g: np.ndarray, energy: float, sphere_rtol: float = 1e-12):
+    """(g - mu X, mu) per column: mu = max(g.x, 0) / E^2 on the sphere (||x|| >= E (1 -
+    sphere_rtol)), 0 inside; the part of the gradient that the ball's constraint does not absorb."""
+    on_sphere = np.linalg.norm(X, axis=0) >= energy * (1 - sphere_rtol)
+    mu = np.where(on_sphere, np.maximum(np.sum(g * X, axis=0), 0.0) / energy ** 2, 0.0)
+    return g - mu * X, mu
+
+
+def kkt_residuals(X: np.ndarray, f: np.ndarray, g: np.ndarray, energy: float,
+                  boundary_rtol: float = 1e-9) -> np.ndarray:
+    """The relative KKT residual of :func:`kkt_state` for every column of X, from values f and
+    gradients g already computed."""
+    nx = np.linalg.norm(X, axis=0)
+    scale = np.maximum(np.maximum(np.linalg.norm(g, axis=0), f / energy), 1e-300)
+    on = nx >= energy * (1 - boundary_rtol)
+    mu = np.where(on, np.maximum(np.sum(g * X, axis=0), 0.0) / np.maximum(nx * nx, 1e-300), 0.0)
+    return np.linalg.norm(g - mu * X, axis=0) / scale
+
+
 def kkt_state(pair: SoftmaxPair, x: np.ndarray, energy: float, boundary_rtol: float = 1e-9):
     """(on_boundary, relative KKT residual) at x (on the sphere: ||x|| >= E (1 - boundary_rtol)).
 
@@ -469,13 +486,7 @@ def kkt_state(pair: SoftmaxPair, x: np.ndarray, energy: float, boundary_rtol: fl
     The residual is the norm of the part of g that violates this, over the norm of g at x or
     of g's scale (D / E), whichever is larger.
     """
-    D, g = pair.value_and_grad(x[:, None])
-    D, g = float(D[0]), g[:, 0]
-    nx = np.linalg.norm(x)
-    on_boundary = nx >= energy * (1 - boundary_rtol)
-    scale = max(np.linalg.norm(g), D / energy, 1e-300)
-    if on_boundary:
-        mu = float(g @ x) / nx ** 2
-        viol = g - max(mu, 0.0) * x
-        return True, float(np.linalg.norm(viol) / scale)
-    return False, float(np.linalg.norm(g) / scale)
+    X = np.asarray(x, dtype=np.float64)[:, None]
+    D, g = pair.value_and_grad(X)
+    on_boundary = bool(np.linalg.norm(X) >= energy * (1 - boundary_rtol))
+    return on_boundary, float(kkt_residuals(X, D, g, energy, boundary_rtol)[0])

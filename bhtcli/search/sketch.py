@@ -27,7 +27,8 @@ import time
 import numpy as np
 
 from bhtcli.models.softmax import SoftmaxPair, block_product
-from bhtcli.search.optimize import (BatchedAscent, SearchResult, distinct, project,
+from bhtcli.search.optimize import (BatchedAscent, SearchResult, distinct, kkt_residuals,
+                                    lagrangian_gradient, project,
                                     row_norms, spectral_directions, swap_directions)
 
 SEARCH_SPACES = ("full", "sketch", "auto")
@@ -40,7 +41,8 @@ SKETCH_SWAPS = 16             # best two-row-swap directions by the bulk-aware p
 SKETCH_CANDIDATES = 24        # rows of the single-row screen (two starts each)
 SKETCH_RANDOM = 4             # random starts in the subspace
 SCREEN_ANGLES = 24            # angles per row in the single-row screen
-HALVING = ((0, 24), (8, 4))   # (iterations, survivors) before the survivors climb to the end
+HALVING_FIRST = 24            # starts kept after one evaluation of all of them
+HALVING = ((8, 4),)           # (iterations, survivors) before the survivors climb to the end
 SKETCH_HEAVY = 4              # rows of largest weight at the best lifted point added per round
 SKETCH_ROUNDS = 6             # rounds of basis growth at most
 SKETCH_KKT = (1e-7, 1e-3)     # (float64, float32): a lifted point with a smaller relative KKT residual ends the growth
@@ -175,27 +177,16 @@ def _row_dots(pair: SoftmaxPair) -> np.ndarray:
     return cached
 
 
-def _kkt_residuals(X: np.ndarray, f: np.ndarray, g: np.ndarray, energy: float) -> np.ndarray:
-    """Relative KKT residual of every column (as optimize.kkt_state, from a computed gradient)."""
-    nx = np.linalg.norm(X, axis=0)
-    scale = np.maximum(np.maximum(np.linalg.norm(g, axis=0), f / energy), 1e-300)
-    on = nx >= energy * (1 - 1e-9)
-    mu = np.where(on, np.maximum(np.sum(g * X, axis=0), 0.0) / np.maximum(nx * nx, 1e-300), 0.0)
-    return np.linalg.norm(g - mu * X, axis=0) / scale
-
-
 def _halving(reduced: SoftmaxPair, Y0: np.ndarray, energy: float, gtol: float):
-    """Score every column once (values only), keep the best distinct ones, climb them a few
-    iterations, keep the best distinct ones again, ..., climb the last survivors to the end
-    (HALVING: (iterations, survivors) per stage)."""
+    """Score every column once (values only) and keep the best HALVING_FIRST distinct ones,
+    then per stage of HALVING climb that many iterations and keep the best distinct ones;
+    the last survivors climb to the end."""
     Y0 = project(Y0, energy)
     # 32 columns at a time: one n x 100 block of float64 temporaries costs more in fresh pages
     # (~0.4 s at n = 50,000) than the whole evaluation in blocks that the allocator reuses
     f0 = np.concatenate([reduced.value(Y0[:, s:s + 32]) for s in range(0, Y0.shape[1], 32)])
-    first_steps, first_keep = HALVING[0]
-    Y = Y0[:, distinct(Y0, f0, energy, tol=1e-3)[:first_keep]] if first_steps == 0 else Y0
-    run = BatchedAscent(reduced, Y, energy)
-    for steps, survivors in HALVING[1 if first_steps == 0 else 0:]:
+    run = BatchedAscent(reduced, Y0[:, distinct(Y0, f0, energy, tol=1e-3)[:HALVING_FIRST]], energy)
+    for steps, survivors in HALVING:
         run.run(steps, gtol=gtol)
         run.keep(distinct(run.X, run.f, energy, tol=1e-3)[:survivors])
     run.run(500, gtol=gtol)
@@ -258,7 +249,7 @@ def sketch_search(pair: SoftmaxPair, energy: float, *, starts=None, seed: int = 
         points = Q @ Y
         f_full, w_c, w_g = reduced.evaluate(Y)
         g_full = pair.pullback(w_c, w_g)
-        res = _kkt_residuals(points, f_full, g_full, energy)
+        res = kkt_residuals(points, f_full, g_full, energy)
         b = int(np.argmax(f_full))
         improved = f_full[b] > best_f * (1 + (1e-9 if exact else 1e-6))
         if f_full[b] >= best_f:
@@ -274,9 +265,8 @@ def sketch_search(pair: SoftmaxPair, energy: float, *, starts=None, seed: int = 
             break
         last_res = float(res[b])
         heavy = _heavy_rows(reduced, Y[:, [b]], SKETCH_HEAVY)
-        on = np.linalg.norm(points, axis=0) >= energy * (1 - 1e-9)
-        mu = np.where(on, np.maximum(np.sum(g_full * points, axis=0), 0.0) / energy ** 2, 0.0)
-        grow = _orth(Q, np.concatenate([g_full - mu * points, np.asarray(pair.C[heavy], f64).T,
+        g_lagrange, _ = lagrangian_gradient(points, g_full, energy, sphere_rtol=1e-9)
+        grow = _orth(Q, np.concatenate([g_lagrange, np.asarray(pair.C[heavy], f64).T,
                                         np.asarray(pair.G[heavy], f64).T], axis=1))
         if grow.shape[1] == 0:
             break
@@ -292,7 +282,6 @@ def sketch_search(pair: SoftmaxPair, energy: float, *, starts=None, seed: int = 
         run.run(500, gtol=polish_gtol)
         iterations += run.iterations
         Y = run.X
-    points = Q @ Y
     if residual > kkt_target and (not stalled or residual > SKETCH_POLISH[0 if exact else 1]):
         # the subspace could not grow further (rank cap, nothing new): polish in full d
         if progress:
@@ -303,7 +292,7 @@ def sketch_search(pair: SoftmaxPair, energy: float, *, starts=None, seed: int = 
         if run.f[0] >= best_f:
             fx, gx = pair.value_and_grad(run.X)
             best_x, best_f = run.X[:, 0].copy(), float(fx[0])
-            residual = float(_kkt_residuals(run.X, fx, gx, energy)[0])
+            residual = float(kkt_residuals(run.X, fx, gx, energy)[0])
             reduced = pair             # the winner left the subspace: check the ray in full d
     # interior check along the ray through the winner, in the subspace (x = Q y exactly)
     lift = (lambda Y: Y) if reduced is pair else (lambda Y: Q @ Y)
@@ -321,7 +310,7 @@ def sketch_search(pair: SoftmaxPair, energy: float, *, starts=None, seed: int = 
             fx, gx = pair.value_and_grad(xr)
             if fx[0] > best_f:
                 best_x, best_f = xr[:, 0].copy(), float(fx[0])
-                residual = float(_kkt_residuals(xr, fx, gx, energy)[0])
+                residual = float(kkt_residuals(xr, fx, gx, energy)[0])
     on_boundary = bool(np.linalg.norm(best_x) >= energy * (1 - 1e-9))
     values = sorted(set(values) | {best_f}, reverse=True)
     keep_idx = distinct(points, f_full, energy, tol=1e-3)[:4]
