@@ -28,7 +28,7 @@ SAMPLES = {
 
 READOUT = {
     "readout": ("object or null", "[softmax] How each model turns scores into probabilities."),
-    "readout.link_a": ("string", "Link of model A: exp, poly:K or taylor:K."),
+    "readout.link_a": ("string", "Link of model A: exp, poly:K, taylor:K or softcap:C."),
     "readout.link_b": ("string", "Link of model B."),
     "readout.bias_a": ("boolean", "Whether model A has a bias."),
     "readout.bias_b": ("boolean", "Whether model B has a bias."),

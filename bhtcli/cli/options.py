@@ -12,8 +12,8 @@ from bhtcli.search.optimize import DEFAULT_STARTS
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 
-LINK_HELP = ("exp (softmax), poly:K (p_i ∝ s_i^K) or taylor:K (p_i ∝ sum_{j<=K} s_i^j/j!), "
-             "K even; s = A x + bias")
+LINK_HELP = ("exp (softmax), poly:K (p_i ∝ s_i^K), taylor:K (p_i ∝ sum_{j<=K} s_i^j/j!), "
+             "K even, or softcap:C (p_i ∝ exp(C tanh(s_i/C))); s = A x + bias")
 INPUTS_HELP = (f"A and B are n x d matrices: {FORMATS.replace(' or ', ', ')} (FILE.npz:KEY, "
                "FILE.safetensors:TENSOR), or - for standard input.")
 

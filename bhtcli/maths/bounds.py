@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from bhtcli.models.links import softcap_spread
 from bhtcli.models.readout import Readout
 from bhtcli.results import Result
 from bhtcli.maths.counts import ceil_count
@@ -402,6 +403,16 @@ def analyse_pair(A: np.ndarray, B: np.ndarray, pair_G: np.ndarray, energy: float
             note = ("certificate for taylor links: log-weights are the scores plus psi = log T_K(s) - s, "
                     f"whose oscillation over the ball ({wobble:.3g}) widens both the range and the "
                     "per-row bounds; valid but looser than for exp links")
+        capped = softcap_spread(readout.link_a, readout.link_b, energy, energy * norm_a + ba,
+                                energy * norm_b + bb, stats.eps_2inf, diam.value, base.bias_range,
+                                _abs_max(readout.bias_offsets(A.shape[0])[1]))
+        if "softcap" in (readout.link_a.kind, readout.link_b.kind):
+            note = ("certificate for softcap links: log-weights are the scores plus psi = C tanh(s/C) - s "
+                    f"(oscillation over the ball {wobble:.3g})"
+                    + ("; both capped, so the range bound uses |phi| < C and 0 < phi' <= 1 "
+                       "(docs/maths.md §18)" if capped < math.inf else "")
+                    + "; valid but looser than for exp links")
+        spread = min(spread, capped)
     ceiling = variance_ceiling(A, B, energy, spread, readout, stats)
     return PairFacts(stats.eps_2inf, diam, True, None, spread, note, ceiling)
 
@@ -420,10 +431,11 @@ def _same_model(A, B, readout: Readout, diam: float, bias_range: float, tiny: fl
                     + "), so softmax(Ax) = softmax(Bx) for every query")
         return None
     blocks = lambda: _augmented_blocks(A, B, readout.bias_a, readout.bias_b)
-    if la == lb and la.kind == "taylor":
+    if la == lb and la.kind in ("taylor", "softcap"):
         if max(row_norm_2inf(ta - tb) for ta, tb in blocks()) <= tiny:
             return f"A and B are equal (rows and biases), with the same link {la.name}"
-        return None
+        if la.kind == "taylor":
+            return None
     if la == lb and la.kind == "poly":
         sa = sb = 0.0
         for ta, tb in blocks():                 # one pass for both norms
