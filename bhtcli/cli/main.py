@@ -13,13 +13,14 @@ import sys
 import click
 
 from bhtcli import __version__
-from bhtcli.cli.options import (CONTEXT, INPUTS_HELP, LINK_HELP, design_pair_options, dtype_option, error_option,
+from bhtcli.cli.options import (CONTEXT, INPUTS_HELP, LINK_DEFAULT, LINK_HELP, design_pair_options, dtype_option, error_option,
                                 force_option, json_option, model_option, model_pair_options,
                                 out_option, query_option, quiet_option, readout_options,
                                 seed_option, starts_option)
 from bhtcli.commands.design import METHODS
 from bhtcli.errors import BhtError, InputError, OutputError, parameter_names
 from bhtcli.models.spec import ModelSpec
+from bhtcli.notes import notes_to
 
 EXIT_STATUSES = (   # (status, short meaning for --help, what it covers for docs/cli.md)
     (0, "success, the result is on stdout",
@@ -61,6 +62,7 @@ def cli():
     """Design queries under an energy budget that tell two softmax models apart."""
     # the library's messages name its parameters; here they name the flags
     click.get_current_context().with_resource(parameter_names(_flag))
+    click.get_current_context().with_resource(notes_to(lambda message: click.echo(f"Note: {message}", err=True)))
 
 
 def _flag(name: str) -> str:
@@ -68,12 +70,13 @@ def _flag(name: str) -> str:
 
 
 def _spec(model, energy, floor, link_a, link_b, bias_a, bias_b, dtype="float64",
-          need_energy=True) -> ModelSpec:
-    """The model options checked together, once (bhtcli.models.spec)."""
+          need_energy=True, inputs=None) -> ModelSpec:
+    """The model options checked together, once (bhtcli.models.spec); links not given are the
+    checkpoints' own (`inputs`: A and B)."""
     if need_energy and energy is None:
         raise click.UsageError("Missing option '--energy' / '-E'.", ctx=click.get_current_context())
     return ModelSpec.build(model, energy, floor, link_a=link_a, link_b=link_b, bias_a=bias_a,
-                           bias_b=bias_b, dtype=dtype, need_energy=need_energy)
+                           bias_b=bias_b, dtype=dtype, need_energy=need_energy, inputs=inputs)
 
 
 def _reporter(quiet: bool, bar: bool = False):
@@ -183,7 +186,7 @@ def bound(a, b, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, as_
       bht bound A.npy B.npy --energy 1.0 --json | jq .samples_lower_any_strategy
     """
     from bhtcli.api import bound as bound_fn
-    spec = _spec(model, energy, floor, link_a, link_b, bias_a, bias_b)
+    spec = _spec(model, energy, floor, link_a, link_b, bias_a, bias_b, inputs=(a, b))
     _emit(bound_fn(a, b, model=spec, error=alpha), as_json)
 
 
@@ -193,8 +196,8 @@ def bound(a, b, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, as_
 @query_option(required=True)
 @click.option("--count", "-n", type=int, required=True, help="Number of answers to draw.")
 @seed_option
-@click.option("--link-a", "link", default="exp", show_default=True, metavar="LINK",
-              help="Link of model A: " + LINK_HELP + ".")
+@click.option("--link-a", "link", default=None, metavar="LINK",
+              help="Link of model A: " + LINK_HELP + LINK_DEFAULT)
 @click.option("--bias-a", "bias", default=None, metavar="FILE", help="Bias of model A, one entry per row.")
 def sample(a, model, query, count, seed, link, bias):
     """Draw answers of model A to query x: 0-based indices, one per line (a stand-in black box).
@@ -232,7 +235,7 @@ def decide(a, b, answers, model, query, alpha, link_a, link_b, bias_a, bias_b, a
     from bhtcli.api import decide as decide_fn
     if a == "-" or b == "-":
         raise InputError("A and B must be files for decide (standard input carries the answers)")
-    spec = _spec(model, None, None, link_a, link_b, bias_a, bias_b, need_energy=False)
+    spec = _spec(model, None, None, link_a, link_b, bias_a, bias_b, need_energy=False, inputs=(a, b))
     _emit(decide_fn(a, b, query, answers, model=spec, error=alpha), as_json)
 
 
@@ -262,7 +265,7 @@ def simulate(a, b, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, 
     """
     from bhtcli.api import simulate as simulate_fn
     from bhtcli.io.load import check_output_path
-    spec = _spec(model, energy, floor, link_a, link_b, bias_a, bias_b, dtype)
+    spec = _spec(model, energy, floor, link_a, link_b, bias_a, bias_b, dtype, inputs=(a, b))
     if plot:
         check_output_path(plot, "--plot", inputs=(a, b, query), force=None, suffixes=(".png",))
         if policy not in ("fixed", "all"):
@@ -302,7 +305,8 @@ def rank(a, b, h, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, n
       bht rank A.npy B.npy H.safetensors:hidden --names prompts.txt --top 5 --json | jq .top
     """
     from bhtcli.commands.candidates import rank as rank_fn
-    spec = _spec(model, energy, floor, link_a, link_b, bias_a, bias_b, dtype, need_energy=False)
+    spec = _spec(model, energy, floor, link_a, link_b, bias_a, bias_b, dtype, need_energy=False,
+                 inputs=(a, b))
     with _reporter(quiet) as progress:
         result = rank_fn(a, b, h, spec.energy, model=spec.family, floor=spec.floor, error=alpha,
                          names=names, top=top, out=out, dtype=spec.dtype, progress=progress,
