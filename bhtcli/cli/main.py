@@ -18,6 +18,7 @@ from bhtcli.cli.options import (CONTEXT, INPUTS_HELP, LINK_DEFAULT, LINK_HELP, d
                                 out_option, query_option, quiet_option, readout_options,
                                 seed_option, starts_option)
 from bhtcli.commands.design import METHODS
+from bhtcli.commands.quantize import TYPES as QUANT_TYPES
 from bhtcli.errors import BhtError, InputError, OutputError, parameter_names
 from bhtcli.models.spec import ModelSpec
 from bhtcli.notes import notes_to
@@ -382,6 +383,51 @@ def shift(a, data, lr, steps, out, force, energy, alpha, seed, as_json, quiet):
     with _reporter(quiet) as progress:
         result = shift_fn(a, data, lr, steps, out=out, energy=energy, error=alpha, seed=seed,
                           progress=progress, force=force)
+    _emit(result, as_json)
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("path", metavar="FILE|DIR")
+@json_option
+def tensors(path, as_json):
+    """List a checkpoint's tensors (name, shape, stored type, bytes) and the head bht reads.
+
+    FILE is a .gguf, .safetensors, .npz or .npy file; DIR a Hugging Face checkpoint folder
+    (config.json, model.safetensors or shards with model.safetensors.index.json). Shapes are
+    in the order bht reads them (a GGUF head: n_vocab x d). Only headers are read.
+
+    \b
+    Examples:
+      bht tensors model.gguf
+      bht tensors ./gemma-2-2b-it --json | jq '.tensors[] | select(.shape | length == 2) | .name'
+    """
+    from bhtcli.commands.tensors import list_tensors
+    _emit(list_tensors(path), as_json)
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("src", metavar="SRC")
+@click.option("--to", "to", required=True, type=click.Choice(QUANT_TYPES, case_sensitive=False),
+              help="The type of the round trip: GGML q8_0 ... q4_0, f16, bf16 (the gguf package's "
+                   "quantizers), or int8-row (per-row symmetric int8).")
+@out_option("SRC's round trip (float32; never over SRC)", required=True)
+@json_option
+@quiet_option
+def quantize(src, to, out, as_json, quiet):
+    """Write SRC's round trip through a quantization type: how detectable would it be?
+
+    SRC is any matrix bht reads (FILE.gguf, DIR, FILE.safetensors:TENSOR, .npy, ...). The GGML
+    types quantize blocks of 32 values of a row, so the row length must be a multiple of 32.
+    Then `bht design SRC OUT --energy E` says how many queries tell the two apart.
+
+    \b
+    Examples:
+      bht quantize model.safetensors:lm_head.weight --to q4_0 --out head_q4_0.npy
+      bht quantize head.npy --to int8-row --out head_int8.npy --json | jq .delta_2inf
+    """
+    from bhtcli.commands.quantize import quantize as quantize_fn
+    with _reporter(quiet) as progress:
+        result = quantize_fn(src, to, out, progress=progress)
     _emit(result, as_json)
 
 
