@@ -12,7 +12,7 @@ from gguf import GGMLQuantizationType as Q
 
 from bhtcli import InputError, load_matrix
 from bhtcli.cli.main import main
-from bhtcli.io.checkpoint import checkpoint_link
+from bhtcli.io.checkpoint import checkpoint_softcap
 from bhtcli.io.gguf_file import open_gguf
 from bhtcli.io.load import read_array
 
@@ -163,8 +163,8 @@ def test_softcapping_metadata_selects_the_softcap_readout(tmp_path, capsys):
     meta = {"gemma2.final_logit_softcapping": 30.0}
     a = write_gguf(tmp_path / "a.gguf", {"token_embd.weight": (A, Q.Q8_0)}, "gemma2", meta)
     b = write_gguf(tmp_path / "b.gguf", {"token_embd.weight": (B, Q.Q8_0)}, "gemma2", meta)
-    assert checkpoint_link(a).name == "softcap:30"
-    assert checkpoint_link(f"{a}:token_embd.weight").name == "softcap:30"
+    assert checkpoint_softcap(a) == 30.0 and checkpoint_softcap(f"{a}:token_embd.weight") == 30.0
+    assert checkpoint_softcap(f"{a}:output_norm.weight") is None
     code, out, err = run(capsys, "bound", a, b, "-E", "1", "--json")
     assert code == 0 and json.loads(out)["readout"]["link_a"] == "softcap:30"
     assert "declares final_logit_softcapping 30: model A reads out with softcap:30 (set --link-a" in err

@@ -98,15 +98,14 @@ def _folder(path):
 
 
 def _safetensors(path):
-    from bhtcli.io.checkpoint import checkpoint_link
+    from bhtcli.io.checkpoint import checkpoint_softcap
     from bhtcli.io.hf_folder import Folder
     rows = _safetensor_rows(path)
     two_d = [r["name"] for r in rows if len(r["shape"]) == 2]
     head, tied = Folder(path, {r["name"]: path for r in rows}, {}).head()
     if head is None and (len(rows) == 1 or len(two_d) == 1):    # what FILE alone reads
         head, tied = (rows[0]["name"] if len(rows) == 1 else two_d[0]), False
-    link = checkpoint_link(path)
-    return _result(path, "safetensors", rows, head, tied, link.cap if link else None)
+    return _result(path, "safetensors", rows, head, tied, checkpoint_softcap(path))
 
 
 def _npy_header(fh):

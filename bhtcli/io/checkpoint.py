@@ -5,21 +5,17 @@
     DIR                  the head of a checkpoint folder (lm_head.weight, else the embedding)
     DIR:TENSOR           that tensor, from whichever shard holds it
 
-`checkpoint_link` says which readout a checkpoint declares: Gemma-2's
+`checkpoint_softcap` says which readout a checkpoint declares: Gemma-2's
 `final_logit_softcapping` (config.json, or `<arch>.final_logit_softcapping` in GGUF metadata)
 means softcap:C. The messages shared by both formats (an unknown tensor with its close names,
-no head found, the note saying which tensor is the head) live here too.
+no head found, the note saying which tensor is the head) are in bhtcli.io.tensor_names.
 """
 from __future__ import annotations
 
-import difflib
-import math
 import os
 
 from bhtcli.errors import InputError
 from bhtcli.io.gguf_file import SUFFIX as GGUF_SUFFIX, split_gguf_name
-
-LISTED = 8
 
 
 def split_checkpoint(spec: str):
@@ -51,10 +47,10 @@ def read_checkpoint(kind: str, path: str, tensor: str | None, dtype=None):
     return read_folder(path, tensor)
 
 
-def checkpoint_link(spec):
-    """The readout a checkpoint declares for its head: softcap:C when a GGUF file's metadata
-    or a folder's config.json (also beside a .safetensors file) gives a positive
-    `final_logit_softcapping`, else None. Only when the spec names the head (no tensor, or the
+def checkpoint_softcap(spec) -> float | None:
+    """The cap C of the softcap:C readout a checkpoint declares for its head: a positive
+    `final_logit_softcapping` in a GGUF file's metadata or a folder's config.json (also beside
+    a .safetensors file), else None. Only when the spec names the head (no tensor, or the
     head's or the embedding's name). Anything that is not a readable checkpoint: None."""
     if not isinstance(spec, (str, os.PathLike)):
         return None
@@ -83,36 +79,4 @@ def checkpoint_link(spec):
                     cap = Folder(os.path.dirname(path), {}, _read_json(config, path)).softcap
     except (InputError, OSError):
         return None                     # reading the matrix itself will say what is wrong
-    if cap is None:
-        return None
-    from bhtcli.models.links import Link
-    return Link("softcap", cap=cap)
-
-
-def missing_tensor(label: str, tensor: str, shapes: dict) -> InputError:
-    """'no tensor X; close names: ...; its 2-D tensors: ...' (shapes: name -> (shape, type))."""
-    close = difflib.get_close_matches(tensor, list(shapes), n=5, cutoff=0.5)
-    said = f"close names: {', '.join(close)}; " if close else ""
-    return InputError(f"{label} has no tensor {tensor!r}; {said}its largest 2-D tensors: "
-                      f"{_listing(shapes)} (bht tensors {label} lists them all)")
-
-
-def no_head(label: str, tried, shapes: dict) -> InputError:
-    return InputError(f"{label}: no output layer found (looked for {', '.join(tried)}); name the "
-                      f"tensor with {label}:TENSOR; its largest 2-D tensors: {_listing(shapes)}")
-
-
-def _listing(shapes: dict) -> str:
-    two_d = sorted((k for k, (shape, _) in shapes.items() if len(shape) == 2),
-                   key=lambda k: (-math.prod(shapes[k][0]), k))
-    text = ", ".join(f"{k} ({' x '.join(map(str, shapes[k][0]))} {shapes[k][1]})"
-                     for k in two_d[:LISTED]) or "none"
-    return text + (f" and {len(two_d) - LISTED} more" if len(two_d) > LISTED else "")
-
-
-def note_head(label: str, name: str, shape, stored: str, tied: bool, absent: str) -> None:
-    """The note saying which tensor was read as the head."""
-    from bhtcli.notes import note
-    size = " x ".join(f"{v:,}" for v in shape)
-    why = f" (tied to the input embedding; {absent})" if tied else ""
-    note(f"{label}: the head is {name}, {size} {stored}{why}")
+    return cap

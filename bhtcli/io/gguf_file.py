@@ -245,7 +245,7 @@ def read_gguf(path: str, tensor: str | None = None, dtype=None) -> np.ndarray:
 
 def choose_tensor(header: GGUFHeader, tensor: str | None) -> str:
     """The requested tensor's name, or the output layer's; InputError naming close names."""
-    from bhtcli.io.checkpoint import missing_tensor, no_head, note_head
+    from bhtcli.io.tensor_names import missing_tensor, no_head, note_head
     if tensor is not None:
         if tensor not in header.tensors:
             raise missing_tensor(header.label, tensor, _shapes(header))

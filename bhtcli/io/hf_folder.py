@@ -134,7 +134,7 @@ def read_folder(path: str, tensor: str | None = None):
 
 def choose_tensor(folder: Folder, tensor: str | None, quiet: bool = False) -> str:
     """The requested tensor's name, or the head's; InputError naming close names."""
-    from bhtcli.io.checkpoint import missing_tensor, no_head, note_head
+    from bhtcli.io.tensor_names import missing_tensor, no_head, note_head
     if tensor is not None:
         if tensor not in folder.weight_map:
             raise missing_tensor(folder.path, tensor, folder_shapes(folder))

@@ -69,7 +69,7 @@ class ModelSpec:
         link_a, link_b : str, Link or None
             "exp" (default), "poly:K" or "taylor:K" with K even, "softcap:C"; None: the link
             the model's checkpoint declares (softcap:C for a `final_logit_softcapping`, see
-            :func:`bhtcli.io.checkpoint.checkpoint_link`), else exp.
+            :func:`bhtcli.io.checkpoint.checkpoint_softcap`), else exp.
         bias_a, bias_b : array_like or path, optional
         dtype : {"float64", "float32"}
         need_energy : bool
@@ -140,8 +140,9 @@ def _checkpoint_links(link_a, link_b, inputs):
     out = []
     for which, link, spec in zip(("a", "b"), (link_a, link_b), (*inputs, None, None)):
         if link is None:
-            from bhtcli.io.checkpoint import checkpoint_link
-            link = checkpoint_link(spec) or EXP
+            from bhtcli.io.checkpoint import checkpoint_softcap
+            cap = checkpoint_softcap(spec)
+            link = EXP if cap is None else Link("softcap", cap=cap)
             if not link.is_exp:
                 from bhtcli.notes import note
                 note(f"{spec} declares final_logit_softcapping {link.cap:g}: model {which.upper()} "
