@@ -85,7 +85,9 @@ def test_every_type_the_package_dequantizes(tmp_path, qtype):
     writer.close()
     got = read_array(f"{tmp_path / 'r.gguf'}:t")
     assert got.shape == (rows, width) and got.dtype == np.float32
-    np.testing.assert_array_equal(got, gguf.quants.dequantize(raw, qtype))
+    with np.errstate(all="ignore"):       # random scales: NaN and inf are expected
+        expected = gguf.quants.dequantize(raw, qtype)
+    np.testing.assert_array_equal(got, expected)
 
 
 def test_real_k_quant_blocks_match_the_originals():
