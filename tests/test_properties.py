@@ -4,7 +4,8 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from bhtcli import design
-from bhtcli.maths.bounds import certificate, row_diameter
+from bhtcli.analysis.diameter import row_diameter
+from bhtcli.maths.certificate import certificate
 from bhtcli.models.softmax import SoftmaxPair
 
 # Entries are 0 or of modest size: matrices of 1e-155 are refused by design (their logits are

@@ -8,7 +8,9 @@ from hypothesis import strategies as st
 
 from bhtcli import design
 from bhtcli.cli.main import main
-from bhtcli.commands.design import NotReachable, design_curve, design_for_queries, report_for_query
+from bhtcli.commands.budgets import design_curve, design_for_queries
+from bhtcli.commands.report import report_for_query
+from bhtcli.errors import NotReachable
 from bhtcli.maths.counts import query_counts
 from bhtcli.maths.divergences import Tilt
 from bhtcli.models.softmax import SoftmaxPair

@@ -202,9 +202,11 @@ def test_sweep_with_a_softcap_column(tmp_path):
 
     def engine(tasks, on_done, **kwargs):
         for t in tasks:
-            on_done(t, run_task(t))
+            on_done(t, run_task(t, kwargs["design"]))
         return {"engine": "test", "workers": 1, "startup_seconds": 0.0, "run_seconds": 0.0}
-    result = driver.sweep(str(tmp_path / "m.csv"), str(tmp_path / "r.jsonl"), engine=engine)
+    import bhtcli.api
+    result = driver.sweep(str(tmp_path / "m.csv"), str(tmp_path / "r.jsonl"), engine=engine,
+                          design=bhtcli.api.design)
     assert result.ok == 1
     row = json.loads((tmp_path / "r.jsonl").read_text().splitlines()[-1])
     expected = design(A, B, 1.0, link_a="softcap:3", link_b="softcap:3", starts=32)

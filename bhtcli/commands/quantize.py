@@ -12,34 +12,15 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from bhtcli.errors import InputError, parameter_name
-from bhtcli.results import Result
+from bhtcli.results import QuantizeResult
+from bhtcli.settings import QUANTIZE_TYPES as TYPES
 
-TYPES = ("q8_0", "q5_1", "q5_0", "q4_1", "q4_0", "f16", "bf16", "int8-row")
 BLOCK_BYTES = 1 << 24            # rows per block: about 16 MB of float32
-
-
-@dataclass(frozen=True)
-class QuantizeResult(Result):
-    source: str
-    to: str
-    out: str
-    block_size: int               # values per quantization block (int8-row: the row length)
-    bits_per_weight: float        # stored bits per value, scales included
-    max_abs_error: float          # max |a' - a|
-    relative_frobenius_error: float   # ||A' - A||_F / ||A||_F
-    delta_2inf: float             # ||A' - A||_{2->inf}: the largest row change
-    seconds: float
-    model: str | None = None
-    n: int = 0
-    d: int = 0
-    energy: float | None = None
-    target_error: float | None = None
 
 
 def quantize(src, to: str, out: str, *, progress=None) -> QuantizeResult:

@@ -5,29 +5,11 @@ from __future__ import annotations
 import math
 import os
 import zipfile
-from dataclasses import dataclass
 
 import numpy as np
 
 from bhtcli.errors import InputError
-from bhtcli.results import Result
-
-
-@dataclass(frozen=True)
-class TensorsResult(Result):
-    file: str
-    format: str                    # "gguf", "folder", "safetensors", "npz" or "npy"
-    tensors: list                  # [{name, shape, dtype, bytes}] (shapes in numpy's order)
-    total_bytes: int
-    head: str | None               # the tensor bht reads for FILE alone (None: none found)
-    head_tied: bool | None         # the head is the input embedding
-    softcap: float | None          # final_logit_softcapping the checkpoint declares
-    architecture: str | None
-    model: str | None = None
-    n: int | None = None           # the head's rows and columns
-    d: int | None = None
-    energy: float | None = None
-    target_error: float | None = None
+from bhtcli.results import TensorsResult
 
 
 def list_tensors(path) -> TensorsResult:

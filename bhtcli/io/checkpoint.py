@@ -74,9 +74,9 @@ def checkpoint_softcap(spec) -> float | None:
             path, tensor = split_tensor_name(spec)
             config = os.path.join(os.path.dirname(os.path.abspath(path)), "config.json")
             if path.lower().endswith(".safetensors") and os.path.isfile(config):
-                from bhtcli.io.hf_folder import HEADS, EMBEDDINGS, Folder, _read_json
+                from bhtcli.io.hf_folder import HEADS, EMBEDDINGS, Folder, read_json
                 if tensor is None or tensor in HEADS + EMBEDDINGS:
-                    cap = Folder(os.path.dirname(path), {}, _read_json(config, path)).softcap
+                    cap = Folder(os.path.dirname(path), {}, read_json(config, path)).softcap
     except (InputError, OSError):
         return None                     # reading the matrix itself will say what is wrong
     return cap

@@ -85,10 +85,10 @@ def open_folder(path: str) -> Folder:
         No safetensors weights (PyTorch .bin files are refused), an unreadable index or
         config, an index naming a shard that is missing.
     """
-    config = _read_json(os.path.join(path, CONFIG), path) if os.path.isfile(os.path.join(path, CONFIG)) else {}
+    config = read_json(os.path.join(path, CONFIG), path) if os.path.isfile(os.path.join(path, CONFIG)) else {}
     index = os.path.join(path, INDEX)
     if os.path.isfile(index):
-        data = _read_json(index, path)
+        data = read_json(index, path)
         wmap = data.get("weight_map") if isinstance(data, dict) else None
         if not isinstance(wmap, dict) or not all(isinstance(v, str) for v in wmap.values()):
             raise InputError(f"{index} has no weight_map of tensor names to shard files; download it again")
@@ -115,7 +115,7 @@ def open_folder(path: str) -> Folder:
     return Folder(path, wmap, config)
 
 
-def _read_json(file: str, folder: str) -> dict:
+def read_json(file: str, folder: str) -> dict:
     try:
         with open(file, encoding="utf-8") as fh:
             return json.load(fh)

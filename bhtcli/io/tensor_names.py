@@ -33,7 +33,7 @@ def _listing(shapes: dict) -> str:
 
 def note_head(label: str, name: str, shape, stored: str, tied: bool, absent: str) -> None:
     """The note saying which tensor was read as the head."""
-    from bhtcli.notes import note
+    from bhtcli.errors import note
     size = " x ".join(f"{v:,}" for v in shape)
     why = f" (tied to the input embedding; {absent})" if tied else ""
     note(f"{label}: the head is {name}, {size} {stored}{why}")

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bhtcli.models.links import EXP, LOG_FLOOR, Link, taylor_difference, _log_taylor
+from bhtcli.models.links import EXP, LOG_FLOOR, Link, taylor_difference, log_taylor
 
 
 @dataclass(frozen=True)
@@ -103,7 +103,7 @@ class Readout:
                 K = la.degree
                 ok = (np.abs(sa) <= 700.0) & (np.abs(sb) <= 700.0)
                 sa_, sb_, ds_ = (np.where(ok, z, 0.0) for z in (sa, sb, ds))
-                ratio = taylor_difference(sa_, sb_, ds_, K) * np.exp(-_log_taylor(sb_, K))
+                ratio = taylor_difference(sa_, sb_, ds_, K) * np.exp(-log_taylor(sb_, K))
                 close = np.log1p(ratio)
                 return np.where(ok, close, la.log_weight(sa) - lb.log_weight(sb))
             if la == lb and la.kind == "softcap":

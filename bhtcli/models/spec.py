@@ -144,7 +144,7 @@ def _checkpoint_links(link_a, link_b, inputs):
             cap = checkpoint_softcap(spec)
             link = EXP if cap is None else Link("softcap", cap=cap)
             if not link.is_exp:
-                from bhtcli.notes import note
+                from bhtcli.errors import note
                 note(f"{spec} declares final_logit_softcapping {link.cap:g}: model {which.upper()} "
                      f"reads out with {link.name} (set {parameter_name('link_' + which)} to change it)")
         out.append(link)
