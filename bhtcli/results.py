@@ -267,3 +267,42 @@ class SweepResult(Result):
     d: None = None
     energy: None = None
     target_error: None = None
+
+
+@dataclass(frozen=True)
+class TensorsResult(Result):
+    """What `bht tensors` lists: a checkpoint's tensors, its head and softcap (headers only)."""
+
+    file: str
+    format: str                    # "gguf", "folder", "safetensors", "npz" or "npy"
+    tensors: list                  # [{name, shape, dtype, bytes}] (shapes in numpy's order)
+    total_bytes: int
+    head: str | None               # the tensor bht reads for FILE alone (None: none found)
+    head_tied: bool | None         # the head is the input embedding
+    softcap: float | None          # final_logit_softcapping the checkpoint declares
+    architecture: str | None
+    model: str | None = None
+    n: int | None = None           # the head's rows and columns
+    d: int | None = None
+    energy: float | None = None
+    target_error: float | None = None
+
+
+@dataclass(frozen=True)
+class QuantizeResult(Result):
+    """What `bht quantize` reports about the round trip it wrote."""
+
+    source: str
+    to: str
+    out: str
+    block_size: int               # values per quantization block (int8-row: the row length)
+    bits_per_weight: float        # stored bits per value, scales included
+    max_abs_error: float          # max |a' - a|
+    relative_frobenius_error: float   # ||A' - A||_F / ||A||_F
+    row_norm_2inf: float             # ||A' - A||_{2->inf}: the largest row change
+    seconds: float
+    model: str | None = None
+    n: int = 0
+    d: int = 0
+    energy: float | None = None
+    target_error: float | None = None

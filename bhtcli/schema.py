@@ -28,7 +28,7 @@ SAMPLES = {
 
 READOUT = {
     "readout": ("object or null", "[softmax] How each model turns scores into probabilities."),
-    "readout.link_a": ("string", "Link of model A: exp, poly:K or taylor:K."),
+    "readout.link_a": ("string", "Link of model A: exp, poly:K, taylor:K or softcap:C."),
     "readout.link_b": ("string", "Link of model B."),
     "readout.bias_a": ("boolean", "Whether model A has a bias."),
     "readout.bias_b": ("boolean", "Whether model B has a bias."),
@@ -325,6 +325,43 @@ SWEEP = {
     "notes": ("array", "Notes (strings), also printed on stderr."),
 }
 
+TENSORS = {
+    "model": ("null", "Null: a listing has no model family."),
+    "n": ("integer or null", "Rows of the head bht reads for FILE alone (null: no head found)."),
+    "d": ("integer or null", "Columns of that head."),
+    "energy": ("null", "Null: no budget."),
+    "target_error": ("null", "Null: no error target."),
+    "file": ("string", "The file or folder listed."),
+    "format": ("string", "gguf, folder (Hugging Face checkpoint), safetensors, npz or npy."),
+    "tensors": ("array of objects", "Every tensor, in the file's order."),
+    "tensors[].name": ("string", "Its name (FILE:NAME reads it)."),
+    "tensors[].shape": ("array", "Its shape in the order bht reads it (a GGUF head: n_vocab x d)."),
+    "tensors[].dtype": ("string", "Stored type: F32, BF16, Q4_K, ... (numpy dtype names for .npz/.npy)."),
+    "tensors[].bytes": ("integer", "Bytes of its data as stored."),
+    "total_bytes": ("integer", "Bytes of all tensor data."),
+    "head": ("string or null", "The tensor bht reads for FILE alone: the output layer (null: none found)."),
+    "head_tied": ("boolean or null", "Whether the head is the input embedding (tied)."),
+    "softcap": ("number or null", "final_logit_softcapping the checkpoint declares (bht then reads out with softcap:C)."),
+    "architecture": ("string or null", "general.architecture (GGUF) or model_type (config.json)."),
+}
+
+QUANTIZE = {
+    "model": ("null", "Null: no model family."),
+    "n": ("integer", "Rows of the matrix."),
+    "d": ("integer", "Columns of the matrix."),
+    "energy": ("null", "Null: no budget."),
+    "target_error": ("null", "Null: no error target."),
+    "source": ("string", "The matrix quantized."),
+    "to": ("string", "The type of the round trip (q8_0 ... q4_0, f16, bf16, int8-row)."),
+    "out": ("string", "Where the round trip was written (float32)."),
+    "block_size": ("integer", "Values per quantization block (int8-row: the row length)."),
+    "bits_per_weight": ("number", "Stored bits per value, scales included."),
+    "max_abs_error": ("number", "max |A' - A| over all entries."),
+    "relative_frobenius_error": ("number or null", "||A' - A||_F / ||A||_F (null for A = 0 with A' != 0)."),
+    "row_norm_2inf": ("number", "||A' - A||_{2->inf}, the largest change of a row."),
+    "seconds": ("number", "Seconds in all."),
+}
+
 ERROR = {
     "error": ("string", "The message of the `Error:` line on stderr."),
     "exit_status": ("integer", "The exit status (2 bad input, 1 run-time failure, 130 interrupted)."),
@@ -340,6 +377,8 @@ SCHEMA = {
     "shift": (("ShiftResult",), SHIFT),
     "sweep": (("SweepResult",), SWEEP),
     "rank": (("RankResult",), RANK),
+    "tensors": (("TensorsResult",), TENSORS),
+    "quantize": (("QuantizeResult",), QUANTIZE),
 }
 
 

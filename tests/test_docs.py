@@ -50,6 +50,19 @@ def _sweep(capsys, tmp_path):
 
 
 
+def _softcapped_gguf(tmp_path):
+    import gguf
+    path = str(tmp_path / "g.gguf")
+    writer = gguf.GGUFWriter(path, "gemma2")
+    writer.add_float32("gemma2.final_logit_softcapping", 30.0)
+    writer.add_tensor("token_embd.weight", np.load(os.path.join(EX, "A.npy")).astype(np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
 def test_schema_matches_real_outputs(capsys, tmp_path):
     A, B, LA, LB = (os.path.join(EX, f) for f in ("A.npy", "B.npy", "leverage_A.npy", "leverage_B.npy"))
     lev = ["--model", "leverage", "-E", "4", "--floor", "1"]
@@ -73,6 +86,8 @@ def test_schema_matches_real_outputs(capsys, tmp_path):
                      ["simulate", LA, LB, *lev, "--trials", "200", "--policy", "sprt"]],
         "shift": [["shift", os.path.join(EX, "shift_A.npy"), "--data", os.path.join(EX, "shift_data.npz"),
                    "--lr", "10", "--out", str(tmp_path / "B.npy"), "-E", "1"]],
+        "tensors": [["tensors", _softcapped_gguf(tmp_path)], ["tensors", os.path.join(EX, "shift_data.npz")]],
+        "quantize": [["quantize", A, "--to", "bf16", "--out", str(tmp_path / "A_bf16.npy")]],
     }
     seen = {command: {} for command in SCHEMA}
     for command, invocations in runs.items():

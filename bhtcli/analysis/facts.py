@@ -11,6 +11,7 @@ import numpy as np
 from bhtcli.analysis.ceilings import Ceiling, abs_max, PairStats, pair_stats, variance_ceiling
 from bhtcli.analysis.diameter import DifferenceRows, Diameter, row_diameter, row_norm_2inf
 from bhtcli.maths.certificate import EPS
+from bhtcli.models.links import softcap_spread
 from bhtcli.models.readout import Readout
 from bhtcli.io.validation import check_logit_scale
 
@@ -84,6 +85,16 @@ def analyse_pair(A: np.ndarray, B: np.ndarray, pair_G: np.ndarray, energy: float
             note = ("certificate for taylor links: log-weights are the scores plus psi = log T_K(s) - s, "
                     f"whose oscillation over the ball ({wobble:.3g}) widens both the range and the "
                     "per-row bounds; valid but looser than for exp links")
+        capped = softcap_spread(readout.link_a, readout.link_b, energy, energy * norm_a + ba,
+                                energy * norm_b + bb, stats.eps_2inf, diam.value, base.bias_range,
+                                abs_max(readout.bias_offsets(A.shape[0])[1]))
+        if "softcap" in (readout.link_a.kind, readout.link_b.kind):
+            note = ("certificate for softcap links: log-weights are the scores plus psi = C tanh(s/C) - s "
+                    f"(oscillation over the ball {wobble:.3g})"
+                    + ("; both capped, so the range bound uses |phi| < C and 0 < phi' <= 1 "
+                       "(docs/maths.md §18)" if capped < math.inf else "")
+                    + "; valid but looser than for exp links")
+        spread = min(spread, capped)
     ceiling = variance_ceiling(A, B, energy, spread, readout, stats)
     return PairFacts(stats.eps_2inf, diam, True, None, spread, note, ceiling)
 
@@ -98,10 +109,11 @@ def _same_model(A, B, readout: Readout, diam: float, bias_range: float, tiny: fl
                     + "), so softmax(Ax) = softmax(Bx) for every query")
         return None
     blocks = lambda: _augmented_blocks(A, B, readout.bias_a, readout.bias_b)
-    if la == lb and la.kind == "taylor":
+    if la == lb and la.kind in ("taylor", "softcap"):
         if max(row_norm_2inf(ta - tb) for ta, tb in blocks()) <= tiny:
             return f"A and B are equal (rows and biases), with the same link {la.name}"
-        return None
+        if la.kind == "taylor":
+            return None
     if la == lb and la.kind == "poly":
         sa = sb = 0.0
         for ta, tb in blocks():                 # one pass for both norms

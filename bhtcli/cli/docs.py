@@ -59,8 +59,10 @@ no JSON object (there is nowhere to write it).
 
 ### Input files
 
-Matrices, queries and biases are read from {FORMATS} (`FILE.npz:KEY`, `FILE.safetensors:TENSOR`
-pick one array), or `-` for standard input. A name without an extension (`-x <(python
+Matrices, queries and biases are read from {FORMATS} (`FILE.npz:KEY`, `FILE.safetensors:TENSOR`,
+`FILE.gguf:TENSOR` pick one array; `FILE.gguf` alone is its output layer), Hugging Face checkpoint
+folders (`DIR`: the head, `DIR:TENSOR`), or `-` for standard input. Which tensor a checkpoint's
+head is goes to stderr as a `Note:` line ([inputs.md](inputs.md)). A name without an extension (`-x <(python
 make_x.py)`, `/dev/stdin`) is read by its bytes: the .npy magic, a zip (.npz), a safetensors
 header, JSON, else text. Pickles and PyTorch checkpoints are refused (loading one runs code).
 Text files: numbers separated by commas, semicolons, tabs or spaces (sniffed from the first row);

@@ -12,12 +12,13 @@ import sys
 
 import click
 
-from bhtcli.cli.options import (CONTEXT, INPUTS_HELP, LINK_HELP, design_pair_options, dtype_option, error_option,
+from bhtcli.cli.options import (CONTEXT, INPUTS_HELP, LINK_DEFAULT, LINK_HELP, design_pair_options, dtype_option, error_option,
                                 force_option, json_option, model_option, model_pair_options,
                                 out_option, query_option, quiet_option, readout_options,
                                 seed_option, starts_option)
 import bhtcli.api as api
-from bhtcli.api import BhtError, InputError, OutputError, __version__, parameter_names
+from bhtcli.api import (BhtError, InputError, OutputError, QUANTIZE_TYPES, __version__, notes_to,
+                        parameter_names)
 
 EXIT_STATUSES = (   # (status, short meaning for --help, what it covers for docs/cli.md)
     (0, "success, the result is on stdout",
@@ -59,6 +60,7 @@ def cli():
     """Design queries under an energy budget that tell two softmax models apart."""
     # the library's messages name its parameters; here they name the flags
     click.get_current_context().with_resource(parameter_names(_flag))
+    click.get_current_context().with_resource(notes_to(lambda message: click.echo(f"Note: {message}", err=True)))
 
 
 def _flag(name: str) -> str:
@@ -66,12 +68,13 @@ def _flag(name: str) -> str:
 
 
 def _spec(model, energy, floor, link_a, link_b, bias_a, bias_b, dtype="float64",
-          need_energy=True):
-    """The model options checked together, once (bhtcli.models.spec)."""
+          need_energy=True, inputs=None):
+    """The model options checked together, once (bhtcli.models.spec); links not given are the
+    checkpoints' own (`inputs`: A and B)."""
     if need_energy and energy is None:
         raise click.UsageError("Missing option '--energy' / '-E'.", ctx=click.get_current_context())
     return api.ModelSpec.build(model, energy, floor, link_a=link_a, link_b=link_b, bias_a=bias_a,
-                           bias_b=bias_b, dtype=dtype, need_energy=need_energy)
+                               bias_b=bias_b, dtype=dtype, need_energy=need_energy, inputs=inputs)
 
 
 def _reporter(quiet: bool, bar: bool = False):
@@ -180,7 +183,7 @@ def bound(a, b, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, as_
       bht bound A.npy B.npy --energy 1.0 --json | jq .samples_lower_any_strategy
     """
     from bhtcli.api import bound as bound_fn
-    spec = _spec(model, energy, floor, link_a, link_b, bias_a, bias_b)
+    spec = _spec(model, energy, floor, link_a, link_b, bias_a, bias_b, inputs=(a, b))
     _emit(bound_fn(a, b, model=spec, error=alpha), as_json)
 
 
@@ -190,8 +193,8 @@ def bound(a, b, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, as_
 @query_option(required=True)
 @click.option("--count", "-n", type=int, required=True, help="Number of answers to draw.")
 @seed_option
-@click.option("--link-a", "link", default="exp", show_default=True, metavar="LINK",
-              help="Link of model A: " + LINK_HELP + ".")
+@click.option("--link-a", "link", default=None, metavar="LINK",
+              help="Link of model A: " + LINK_HELP + LINK_DEFAULT)
 @click.option("--bias-a", "bias", default=None, metavar="FILE", help="Bias of model A, one entry per row.")
 def sample(a, model, query, count, seed, link, bias):
     """Draw answers of model A to query x: 0-based indices, one per line (a stand-in black box).
@@ -229,7 +232,7 @@ def decide(a, b, answers, model, query, alpha, link_a, link_b, bias_a, bias_b, a
     from bhtcli.api import decide as decide_fn
     if a == "-" or b == "-":
         raise InputError("A and B must be files for decide (standard input carries the answers)")
-    spec = _spec(model, None, None, link_a, link_b, bias_a, bias_b, need_energy=False)
+    spec = _spec(model, None, None, link_a, link_b, bias_a, bias_b, need_energy=False, inputs=(a, b))
     _emit(decide_fn(a, b, query, answers, model=spec, error=alpha), as_json)
 
 
@@ -259,7 +262,7 @@ def simulate(a, b, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, 
     """
     from bhtcli.api import simulate as simulate_fn
     from bhtcli.api import check_output_path
-    spec = _spec(model, energy, floor, link_a, link_b, bias_a, bias_b, dtype)
+    spec = _spec(model, energy, floor, link_a, link_b, bias_a, bias_b, dtype, inputs=(a, b))
     if plot:
         check_output_path(plot, "--plot", inputs=(a, b, query), force=None, suffixes=(".png",))
         if policy not in ("fixed", "all"):
@@ -299,7 +302,8 @@ def rank(a, b, h, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, n
       bht rank A.npy B.npy H.safetensors:hidden --names prompts.txt --top 5 --json | jq .top
     """
     from bhtcli.api import rank as rank_fn
-    spec = _spec(model, energy, floor, link_a, link_b, bias_a, bias_b, dtype, need_energy=False)
+    spec = _spec(model, energy, floor, link_a, link_b, bias_a, bias_b, dtype, need_energy=False,
+                 inputs=(a, b))
     with _reporter(quiet) as progress:
         result = rank_fn(a, b, h, spec.energy, model=spec.family, floor=spec.floor, error=alpha,
                          names=names, top=top, out=out, dtype=spec.dtype, progress=progress,
@@ -375,6 +379,49 @@ def shift(a, data, lr, steps, out, force, energy, alpha, seed, as_json, quiet):
     with _reporter(quiet) as progress:
         result = shift_fn(a, data, lr, steps, out=out, energy=energy, error=alpha, seed=seed,
                           progress=progress, force=force)
+    _emit(result, as_json)
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("path", metavar="FILE|DIR")
+@json_option
+def tensors(path, as_json):
+    """List a checkpoint's tensors (name, shape, stored type, bytes) and the head bht reads.
+
+    FILE is a .gguf, .safetensors, .npz or .npy file; DIR a Hugging Face checkpoint folder
+    (config.json, model.safetensors or shards with model.safetensors.index.json). Shapes are
+    in the order bht reads them (a GGUF head: n_vocab x d). Only headers are read.
+
+    \b
+    Examples:
+      bht tensors model.gguf
+      bht tensors ./gemma-2-2b-it --json | jq '.tensors[] | select(.shape | length == 2) | .name'
+    """
+    _emit(api.list_tensors(path), as_json)
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("src", metavar="SRC")
+@click.option("--to", "to", required=True, type=click.Choice(QUANTIZE_TYPES, case_sensitive=False),
+              help="The type of the round trip: GGML q8_0 ... q4_0, f16, bf16 (the gguf package's "
+                   "quantizers), or int8-row (per-row symmetric int8).")
+@out_option("SRC's round trip (float32; never over SRC)", required=True)
+@json_option
+@quiet_option
+def quantize(src, to, out, as_json, quiet):
+    """Write SRC's round trip through a quantization type: how detectable would it be?
+
+    SRC is any matrix bht reads (FILE.gguf, DIR, FILE.safetensors:TENSOR, .npy, ...). The GGML
+    types quantize blocks of 32 values of a row, so the row length must be a multiple of 32.
+    Then `bht design SRC OUT --energy E` says how many queries tell the two apart.
+
+    \b
+    Examples:
+      bht quantize model.safetensors:lm_head.weight --to q4_0 --out head_q4_0.npy
+      bht quantize head.npy --to int8-row --out head_int8.npy --json | jq .row_norm_2inf
+    """
+    with _reporter(quiet) as progress:
+        result = api.quantize(src, to, out, progress=progress)
     _emit(result, as_json)
 
 

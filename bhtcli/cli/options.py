@@ -11,10 +11,13 @@ from bhtcli.api import DEFAULT_STARTS, FORMATS, OUT_FORMATS
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 
-LINK_HELP = ("exp (softmax), poly:K (p_i ∝ s_i^K) or taylor:K (p_i ∝ sum_{j<=K} s_i^j/j!), "
-             "K even; s = A x + bias")
+LINK_HELP = ("exp (softmax), poly:K (p_i ∝ s_i^K), taylor:K (p_i ∝ sum_{j<=K} s_i^j/j!), "
+             "K even, or softcap:C (p_i ∝ exp(C tanh(s_i/C))); s = A x + bias")
+LINK_DEFAULT = (" [default: the checkpoint's softcap:C when it declares final_logit_softcapping, "
+                "else exp].")
 INPUTS_HELP = (f"A and B are n x d matrices: {FORMATS.replace(' or ', ', ')} (FILE.npz:KEY, "
-               "FILE.safetensors:TENSOR), or - for standard input.")
+               "FILE.safetensors:TENSOR, FILE.gguf:TENSOR; FILE.gguf alone: its output layer), "
+               "Hugging Face checkpoint folders (DIR: the head, DIR:TENSOR), or - for standard input.")
 
 
 def _stack(*decorators):
@@ -73,9 +76,9 @@ def out_option(what: str, required: bool = False):
 
 
 readout_options = _stack(
-    click.option("--link-a", default="exp", show_default=True, metavar="LINK",
-                 help="Link of model A: " + LINK_HELP + "."),
-    click.option("--link-b", default="exp", show_default=True, metavar="LINK",
+    click.option("--link-a", default=None, metavar="LINK",
+                 help="Link of model A: " + LINK_HELP + LINK_DEFAULT),
+    click.option("--link-b", default=None, metavar="LINK",
                  help="Link of model B (as --link-a)."),
     click.option("--bias-a", default=None, metavar="FILE",
                  help="Bias of model A, one entry per row (any input format, e.g. F.safetensors:lm_head.bias)."),

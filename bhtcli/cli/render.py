@@ -18,7 +18,8 @@ from rich.console import Console
 from rich.table import Table
 
 from bhtcli.api import (BoundResult, BudgetCurveResult, DecideResult, DesignResult,
-                        LeverageBoundResult, RankResult, ShiftResult, SimulateResult, SweepResult)
+                        LeverageBoundResult, QuantizeResult, RankResult, ShiftResult, SimulateResult,
+                        SweepResult, TensorsResult)
 
 from bhtcli.cli.output import ClosedPipe, OutputState  # noqa: E402
 
@@ -545,7 +546,53 @@ def render_curve_table(result, console: Console) -> None:
                       "raise --max-starts", markup=False, highlight=False)
 
 
+def _bytes(count: int) -> str:
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if count >= size:
+            return f"{count / size:.3g} {unit}"
+    return f"{count} B"
+
+
+def render_tensors_table(result, console: Console) -> None:
+    r = result.to_dict()
+    head = _table(f"bht tensors  {r['format']}  {_plural(len(r['tensors']), 'tensor')}")
+    head.add_row("file", r["file"])
+    head.add_row("size", f"{_bytes(r['total_bytes'])}  (tensor data)")
+    if r["architecture"]:
+        head.add_row("architecture", r["architecture"])
+    if r["head"]:
+        tied = "  (tied: the input embedding)" if r["head_tied"] else ""
+        head.add_row("head", f"{r['head']}{tied}")
+    else:
+        head.add_row("head", "none found: name a tensor with FILE:TENSOR")
+    if r["softcap"]:
+        head.add_row("softcap", f"final_logit_softcapping {_num(r['softcap'])}: read out with softcap:{r['softcap']:g}")
+    console.print(head)
+    t = Table(box=None, pad_edge=False, show_edge=False)
+    for name, justify in (("name", "left"), ("shape", "right"), ("dtype", "left"), ("bytes", "right")):
+        t.add_column(name, justify=justify, no_wrap=True)
+    for row in r["tensors"]:
+        t.add_row(row["name"], " x ".join(map(str, row["shape"])) or "scalar", row["dtype"], f"{row['bytes']:,}")
+    console.print()
+    console.print(t)
+
+
+def render_quantize_table(result, console: Console) -> None:
+    r = result.to_dict()
+    t = _table(f"bht quantize  {r['to']}  n={r['n']}  d={r['d']}")
+    t.add_row("source", r["source"])
+    t.add_row("written to", f"{r['out']}  (float32)")
+    t.add_row("bits per weight", f"{_num(r['bits_per_weight'], 4)}  (blocks of {r['block_size']:,} values)")
+    t.add_row("max |A' - A|", _num(r["max_abs_error"]))
+    t.add_row("||A' - A||_F / ||A||_F", _num(r["relative_frobenius_error"]))
+    t.add_row("||A' - A||_{2->inf}", _num(r["row_norm_2inf"]))
+    t.add_row("time", f"{r['seconds']:.2f} s")
+    console.print(t)
+
+
 RENDERERS = {
+    TensorsResult: render_tensors_table,
+    QuantizeResult: render_quantize_table,
     DesignResult: render_design_table,
     BoundResult: render_bound_table,
     LeverageBoundResult: render_bound_table,

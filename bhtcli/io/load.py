@@ -28,6 +28,7 @@ import numpy as np
 
 from bhtcli.errors import InputError, OutputError, parameter_name
 from bhtcli.io.pickles import PICKLE_MAGICS, refuse_pickles
+from bhtcli.io.checkpoint import read_checkpoint, split_checkpoint
 from bhtcli.io.safetensors_file import read_safetensors, split_tensor_name
 from bhtcli.io.validation import check_matrix, check_pair
 
@@ -68,7 +69,7 @@ def load_matrix(spec, name: str | None = None, stdin=None, dtype=np.float64) -> 
     """
     if not isinstance(spec, (str, os.PathLike)):
         return check_matrix(spec, name or "matrix", dtype)
-    return check_matrix(read_array(spec, name, stdin), _label(spec, name, "matrix"), dtype)
+    return check_matrix(read_array(spec, name, stdin, dtype=dtype), _label(spec, name, "matrix"), dtype)
 
 
 def load_query(spec, length: int, name: str | None = None, what: str = "the query x") -> np.ndarray:
@@ -94,24 +95,29 @@ def load_vector(spec, length: int, option: str) -> np.ndarray:
     return check_query(arr, label, length, what="a vector with one entry per row")
 
 
-def read_array(spec, name: str | None = None, stdin=None) -> np.ndarray:
+def read_array(spec, name: str | None = None, stdin=None, dtype=None) -> np.ndarray:
     """Read an array from a path or '-' without the matrix checks (see load_matrix).
 
     Any shape comes back (``FILE.safetensors:lm_head.bias`` gives a 1-D array), in the
     stored dtype: a ``.npy`` file or ``.safetensors`` tensor as a read-only memory map
     (float16 as float16, bfloat16 as ``ml_dtypes.bfloat16``; ``.astype`` up-casts them).
+    ``FILE.gguf[:TENSOR]`` and checkpoint folders ``DIR[:TENSOR]`` are read by
+    bhtcli.io.checkpoint (quantized GGUF tensors are dequantized into `dtype`, None: float32).
     """
     spec = os.fspath(spec)
     label = name or ("standard input" if spec == "-" else spec)
     if spec == "-":
         stream = stdin if stdin is not None else sys.stdin.buffer
         return _parse_bytes(stream.read(), label)
+    checkpoint = split_checkpoint(spec)
+    if checkpoint is not None:
+        return read_checkpoint(*checkpoint, dtype=dtype)
     path, key = _split_key(spec)
     suffix = Path(path).suffix.lower()
     if not os.path.exists(path):
         raise InputError(f"{path}: no such file; check the path")
     if os.path.isdir(path):
-        raise InputError(f"{path} is a folder, expected a matrix file ({FORMATS})")
+        raise InputError(f"{path} is a folder, expected a matrix file ({FORMATS}) or a checkpoint folder")
     if key is not None and suffix not in (".npz", ".safetensors"):
         raise InputError(f"{spec}: ':KEY' selects an array inside a .npz or .safetensors file only")
     try:
@@ -162,6 +168,9 @@ def _sniffed(path: str, key: str | None) -> np.ndarray:
             except ValueError:
                 raise InputError(f"{path} holds a pickled/object array, which bht refuses to load; "
                                  "save float arrays with numpy.savez") from None
+    if data.startswith(b"GGUF"):
+        from bhtcli.io.gguf_file import read_gguf_bytes
+        return read_gguf_bytes(data, path, key)
     if _looks_like_safetensors(data):
         from bhtcli.io.safetensors_file import read_safetensors_bytes
         return read_safetensors_bytes(data, path, key)
@@ -184,6 +193,9 @@ def _split_key(spec: str):
     path, tensor = split_tensor_name(spec)
     if tensor is not None:
         return path, tensor
+    checkpoint = split_checkpoint(spec)
+    if checkpoint is not None:
+        return checkpoint[1], checkpoint[2]
     head, sep, tail = spec.rpartition(":")
     if sep and head.lower().endswith(".npz") and tail:
         return head, tail
