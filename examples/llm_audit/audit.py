@@ -279,7 +279,11 @@ def main(argv=None) -> None:
     d = bhtcli.design(pair.A.head, pair.B.head, E, dtype="float32", starts=8)
     times["design"] = time.perf_counter() - t0
     designed = {"hellinger_squared": d.hellinger_squared, "predicted": d.samples["predicted"],
-                "energy": E, "distinguishable": d.to_dict().get("distinguishable")}
+                "energy": E, "distinguishable": d.to_dict().get("distinguishable"), "note": None}
+    if pair.head_identical:
+        designed["note"] = ("W_A = W_B: the tied head (token_embd) is stored as Q8_0, and its Q8_0 "
+                            "re-encoding is bit-identical, so no common hidden state separates A "
+                            "and B; every bit of H^2 comes from h_A(p) != h_B(p)")
     print(f"head-only design at ||h|| <= {E:.4g} (median over the natural prompts): H^2 "
           f"{d.hellinger_squared:.4g}, predicted {d.samples['predicted']}")
 
