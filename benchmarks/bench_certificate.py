@@ -25,9 +25,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-import bhtcli.maths.bounds as bounds  # noqa: E402
+import bhtcli.analysis.ceilings as bounds  # noqa: E402
 from bhtcli.io.load import load_pair  # noqa: E402
-from bhtcli.maths.bounds import Readout, analyse_pair, pair_base  # noqa: E402
+from bhtcli.analysis.facts import Readout, analyse_pair, pair_base  # noqa: E402
 from bhtcli.models.softmax import SoftmaxPair, pass_seconds  # noqa: E402
 
 

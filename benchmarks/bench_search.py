@@ -19,7 +19,7 @@ import time
 import numpy as np
 
 from bhtcli.models.softmax import SoftmaxPair
-from bhtcli.search.optimize import maximize
+from bhtcli.search import maximize
 
 PAIRS = [(2000, 64, 8.0, 1), (3000, 128, 16.0, 2), (5000, 16, 4.0, 3), (2000, 16, 2.0, 4),
          (4000, 32, 8.0, 5), (2500, 128, 12.0, 6)]

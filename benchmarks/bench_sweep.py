@@ -24,7 +24,7 @@ for _name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import numpy as np  # noqa: E402
 
-from bhtcli.sweep.driver import sweep  # noqa: E402
+from bhtcli.api import sweep  # noqa: E402
 
 
 def write_zoo(folder: str, checkpoints: int = 10, n: int = 500, d: int = 32, pairs: int = 40) -> str:

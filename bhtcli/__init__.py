@@ -8,23 +8,29 @@ of the CLI command of the same name, returning the result object whose ``to_dict
     >>> r = design("examples/A.npy", "examples/B.npy", 1.0)      # doctest: +SKIP
     >>> r.samples["predicted"]                                     # doctest: +SKIP
     8
+
+Every public name lives in :mod:`bhtcli.api`; importing the package loads nothing heavy until
+a name is used (PEP 562).
 """
 __version__ = "0.1.0"
 
-from bhtcli.api import bound, decide, design, sample, simulate  # noqa: E402
-from bhtcli.commands.decide import DecideResult  # noqa: E402
-from bhtcli.commands.design import BudgetCurveResult, DesignResult, NotReachable  # noqa: E402
-from bhtcli.commands.leverage_design import LeverageBoundResult  # noqa: E402
-from bhtcli.commands.candidates import RankResult, rank  # noqa: E402
-from bhtcli.commands.shift import ShiftResult, shift  # noqa: E402
-from bhtcli.commands.simulate import SimulateResult  # noqa: E402
-from bhtcli.errors import BhtError, InputError, SolverError  # noqa: E402
-from bhtcli.io.load import load_matrix  # noqa: E402
-from bhtcli.maths.bounds import BoundResult  # noqa: E402
-from bhtcli.models.spec import ModelSpec  # noqa: E402
-from bhtcli.sweep.driver import SweepResult, sweep  # noqa: E402
-
 __all__ = ["design", "bound", "sample", "decide", "simulate", "shift", "sweep", "rank", "load_matrix",
-           "ModelSpec", "DesignResult", "BudgetCurveResult", "NotReachable", "BoundResult", "LeverageBoundResult", "DecideResult",
-           "SimulateResult", "ShiftResult", "RankResult", "SweepResult", "BhtError", "InputError", "SolverError",
-           "__version__"]
+           "ModelSpec", "DesignResult", "BudgetCurveResult", "NotReachable", "BoundResult",
+           "LeverageBoundResult", "DecideResult", "SimulateResult", "ShiftResult", "RankResult",
+           "SweepResult", "BhtError", "InputError", "SolverError", "__version__"]
+
+# The subpackage bhtcli.sweep is loaded first, so that the name `sweep` stays the function
+# (loading a subpackage later would set the package attribute to the module).
+import bhtcli.sweep  # noqa: E402,F401
+from bhtcli.api import bound, decide, design, sample, simulate, sweep  # noqa: E402,F401  (cheap: no numpy yet)
+
+
+def __getattr__(name):
+    if name in __all__:
+        from bhtcli import api
+        return getattr(api, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

@@ -11,12 +11,43 @@ their messages name the parameters of these functions.
 """
 from __future__ import annotations
 
-from bhtcli.errors import InputError
-from bhtcli.models.spec import ModelSpec
+from bhtcli.errors import (BhtError, InputError, NotReachable, OutputError, SolverError,  # noqa: F401
+                           parameter_name, parameter_names)
+
+from bhtcli.settings import (DEFAULT_STARTS, DESIGN_METHODS, FORMATS, OUT_FORMATS,  # noqa: F401
+                             OUT_SUFFIXES)
+
+from bhtcli import __version__  # noqa: E402,F401  (one version, in the package)
+
+# Names importable from here without loading numpy until they are used (PEP 562): the result
+# types, the model settings, loading, and what the command-line front end needs besides.
+_LAZY = {
+    "ModelSpec": "bhtcli.models.spec",
+    "load_matrix": "bhtcli.io.load",
+    "rank": "bhtcli.commands.candidates",
+    "shift": "bhtcli.commands.shift",
+    **dict.fromkeys(["DesignResult", "BudgetCurveResult", "BoundResult", "LeverageBoundResult",
+                     "DecideResult", "SimulateResult", "ShiftResult", "RankResult",
+                     "SweepResult"], "bhtcli.results"),
+    # for front ends: formats, output checks and writers, budget parsing, defaults
+    **dict.fromkeys(["check_output_path", "save_array", "atomic_file"], "bhtcli.io.load"),
+    **dict.fromkeys(["check_queries", "energies_of"], "bhtcli.io.validation"),
+    "COLUMNS": "bhtcli.sweep.manifest",
+    **dict.fromkeys(["SCHEMA", "HEADER", "ERROR"], "bhtcli.schema"),
+}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 def model_spec(model="softmax", energy=None, floor=None, *, link_a="exp", link_b="exp",
-               bias_a=None, bias_b=None, dtype="float64", need_energy: bool = True) -> ModelSpec:
+               bias_a=None, bias_b=None, dtype="float64", need_energy: bool = True):
     """The ModelSpec for these settings; `model` may already be one (then nothing else is given)."""
+    from bhtcli.models.spec import ModelSpec
     if isinstance(model, ModelSpec):
         given = dict(energy=energy is not None, floor=floor is not None,
                      link_a=str(link_a) != "exp", link_b=str(link_b) != "exp",
@@ -43,7 +74,7 @@ def design(A, B, energy=None, *, model="softmax", floor=None, error: float = 0.0
     energy : float or list of float
         softmax: the budget E on ||x||_2; leverage: the upper end C of c <= s_i^2 <= C.
         An increasing list (or "0.5,1,2,4") gives the budget curve: one design per budget from
-        one warm-started ladder, as a :class:`bhtcli.commands.design.BudgetCurveResult`.
+        one warm-started ladder, as a :class:`bhtcli.results.BudgetCurveResult`.
         With `queries`, the largest budget to consider.
     model : {"softmax", "leverage"} or ModelSpec
     floor : float, optional
@@ -59,7 +90,7 @@ def design(A, B, energy=None, *, model="softmax", floor=None, error: float = 0.0
     queries : int, optional
         The smallest budget <= `energy` whose designed query needs at most this many queries
         (bisection, 0.5% relative); the result carries `energy_search`. Raises
-        :class:`bhtcli.commands.design.NotReachable` when even `energy` needs more.
+        :class:`bhtcli.errors.NotReachable` when even `energy` needs more.
     seed : int
         Seed of the random starting points; equal seeds give equal results.
     method : {"lbfgs", "ccp"}
@@ -85,7 +116,7 @@ def design(A, B, energy=None, *, model="softmax", floor=None, error: float = 0.0
 
     Returns
     -------
-    bhtcli.commands.design.DesignResult
+    bhtcli.results.DesignResult
     """
     energies = None
     if energy is not None:
@@ -96,68 +127,74 @@ def design(A, B, energy=None, *, model="softmax", floor=None, error: float = 0.0
             energies = None
     spec = model_spec(model, energy, floor, link_a=link_a, link_b=link_b, bias_a=bias_a,
                       bias_b=bias_b, dtype=dtype, need_energy=candidates is None)
-    if energies is not None or queries is not None:
-        return _design_budgets(A, B, spec, energies, queries, error=error, starts=starts,
-                               seed=seed, method=method, max_starts=max_starts, progress=progress,
-                               others=dict(candidates=candidates, subspace=subspace, names=names,
-                                           search_space=search_space))
-    if spec.leverage and candidates is not None:
-        from bhtcli.commands.candidates import design_candidates
-        from bhtcli.errors import parameter_name
-        if subspace is not None:
-            raise InputError(f"{parameter_name('subspace')} is for softmax models (a leverage query "
-                             "is a weight vector s)")
-        return design_candidates(A, B, candidates, spec.energy, model="leverage", floor=spec.floor,
-                                 error=error, names=names, top=top, starts=starts, seed=seed,
-                                 progress=progress)
-    if spec.leverage:
-        from bhtcli.errors import parameter_name
-        if subspace is not None or names is not None:
-            raise InputError(f"{parameter_name('subspace')} is for softmax models; "
-                             f"{parameter_name('names')} goes with {parameter_name('candidates')}")
-        from bhtcli.commands.leverage_design import design_leverage
-        from bhtcli.errors import parameter_name
-        if method != "lbfgs":
-            raise InputError(f"{parameter_name('method')} ccp is for softmax models; leverage models "
-                             "use L-BFGS-B")
-        return design_leverage(A, B, spec.energy, spec.floor, error=error, starts=starts, seed=seed,
-                               progress=progress)
-    from bhtcli.commands.design import design as design_softmax
-    return design_softmax(A, B, spec.energy, error=error, starts=starts, seed=seed,
-                          method=method, progress=progress, dtype=spec.dtype, candidates=candidates,
-                          names=names, top=top, subspace=subspace, **spec.readout_options(),
-                          **({} if max_starts is None else {"max_starts": max_starts}),
-                          **({} if search_space is None else {"search_space": search_space}))
-
-
-def _design_budgets(A, B, spec, energies, queries, *, error, starts, seed, method, max_starts,
-                    progress, others):
-    """design() with a list of budgets (the budget curve) or `queries` (the smallest budget)."""
-    from bhtcli.errors import parameter_name
-    e, q = parameter_name("energy"), parameter_name("queries")
-    given = [parameter_name(k) for k, v in others.items() if v is not None]
-    if given:
-        raise InputError(f"{', '.join(given)} designs at one budget: drop it, or give one {e} "
-                         f"without {q}")
-    if method != "lbfgs":
-        raise InputError(f"{parameter_name('method')} ccp designs at one budget; budget lists and "
-                         f"{q} use lbfgs")
-    if queries is not None and energies is not None:
-        raise InputError(f"{q} searches budgets up to one {e} (the largest to consider); give one number")
+    _check_design_paths(spec, energies=energies, queries=queries, candidates=candidates,
+                        subspace=subspace, names=names, method=method, search_space=search_space)
+    common = dict(error=error, starts=starts, seed=seed, progress=progress)
     if spec.leverage:
         from bhtcli.commands import leverage_design as lev
         if queries is not None:
-            return lev.design_leverage_for_queries(A, B, queries, spec.energy, spec.floor, error=error,
-                                                   seed=seed, progress=progress, starts=starts)
-        return lev.design_leverage_curve(A, B, energies, spec.floor, error=error, seed=seed,
-                                         progress=progress, starts=starts)
-    from bhtcli.commands.design import DEFAULT_MAX_STARTS, design_curve, design_for_queries
-    kw = dict(error=error, seed=seed, progress=progress, starts=starts,
-              max_starts=DEFAULT_MAX_STARTS if max_starts is None else max_starts, dtype=spec.dtype,
-              **spec.readout_options())
-    if queries is not None:
-        return design_for_queries(A, B, queries, spec.energy, **kw)
-    return design_curve(A, B, energies, **kw)
+            return lev.design_leverage_for_queries(A, B, queries, spec.energy, spec.floor, **common)
+        if energies is not None:
+            return lev.design_leverage_curve(A, B, energies, spec.floor, **common)
+        if candidates is not None:
+            from bhtcli.commands.candidates import design_candidates
+            return design_candidates(A, B, candidates, spec.energy, model="leverage",
+                                     floor=spec.floor, names=names, top=top, **common)
+        return lev.design_leverage(A, B, spec.energy, spec.floor, **common)
+    softmax = dict(common, dtype=spec.dtype, **spec.readout_options())
+    if queries is not None or energies is not None:
+        from bhtcli.commands import budgets
+        from bhtcli.search.ladder import DEFAULT_MAX_STARTS
+        kw = dict(softmax, max_starts=DEFAULT_MAX_STARTS if max_starts is None else max_starts)
+        if queries is not None:
+            return budgets.design_for_queries(A, B, queries, spec.energy, **kw)
+        return budgets.design_curve(A, B, energies, **kw)
+    if candidates is not None:
+        from bhtcli.commands.candidates import design_candidates
+        return design_candidates(A, B, candidates, spec.energy, names=names, top=top, **softmax)
+    search = dict(method=method, **({} if max_starts is None else {"max_starts": max_starts}),
+                  **({} if search_space is None else {"search_space": search_space}))
+    if subspace is not None:
+        from bhtcli.commands.subspace import design_in_subspace
+        return design_in_subspace(A, B, subspace, spec.energy, **softmax, **search)
+    from bhtcli.commands.design import design as design_softmax
+    return design_softmax(A, B, spec.energy, **softmax, **search)
+
+
+def _check_design_paths(spec, *, energies, queries, candidates, subspace, names, method,
+                        search_space):
+    """Which options of design() go together: the rules of the dispatch, in one place."""
+    from bhtcli.errors import parameter_name as p
+    one_budget = {"candidates": candidates, "subspace": subspace, "names": names,
+                  "search_space": search_space}
+    if energies is not None or queries is not None:
+        given = [p(k) for k, v in one_budget.items() if v is not None]
+        if given:
+            raise InputError(f"{', '.join(given)} designs at one budget: drop it, or give one "
+                             f"{p('energy')} without {p('queries')}")
+        if method != "lbfgs":
+            raise InputError(f"{p('method')} ccp designs at one budget; budget lists and "
+                             f"{p('queries')} use lbfgs")
+        if queries is not None and energies is not None:
+            raise InputError(f"{p('queries')} searches budgets up to one {p('energy')} (the largest "
+                             "to consider); give one number")
+        return
+    if candidates is not None and subspace is not None:
+        raise InputError(f"{p('candidates')} and {p('subspace')} do not go together: rank "
+                         "candidates in the full space, or design inside a subspace")
+    if names is not None and candidates is None:
+        raise InputError(f"{p('names')} labels the rows of {p('candidates')}; give "
+                         f"{p('candidates')} too")
+    if spec.leverage:
+        if subspace is not None:
+            raise InputError(f"{p('subspace')} is for softmax models (a leverage query is a "
+                             "weight vector s)")
+        if method != "lbfgs":
+            raise InputError(f"{p('method')} ccp is for softmax models; leverage models use "
+                             "L-BFGS-B")
+    elif candidates is not None and method != "lbfgs":
+        raise InputError(f"{p('method')} ccp designs a query; with {p('candidates')} the optimum "
+                         "for comparison uses the default lbfgs")
 
 
 def bound(A, B, energy=None, *, model="softmax", floor=None, error: float = 0.05, link_a="exp",
@@ -165,15 +202,15 @@ def bound(A, B, energy=None, *, model="softmax", floor=None, error: float = 0.05
     """Closed-form certificate, no optimisation (docs/maths.md §4; leverage: §7).
 
     Parameters are those of :func:`design`. Returns a
-    :class:`bhtcli.maths.bounds.BoundResult` or, for leverage models, a
-    :class:`bhtcli.commands.leverage_design.LeverageBoundResult`.
+    :class:`bhtcli.results.BoundResult` or, for leverage models, a
+    :class:`bhtcli.results.LeverageBoundResult`.
     """
     spec = model_spec(model, energy, floor, link_a=link_a, link_b=link_b, bias_a=bias_a,
                       bias_b=bias_b)
     if spec.leverage:
         from bhtcli.commands.leverage_design import bound_leverage
         return bound_leverage(A, B, spec.energy, spec.floor, error=error)
-    from bhtcli.maths.bounds import bound as bound_softmax
+    from bhtcli.commands.bound import bound as bound_softmax
     return bound_softmax(A, B, spec.energy, error=error, **spec.readout_options())
 
 
@@ -258,3 +295,17 @@ def simulate(A, B, energy=None, *, model="softmax", floor=None, query=None, erro
     return simulate_strategies(A, B, query=query, error=error, trials=trials, seed=seed,
                                policy=policy, starts=starts, progress=progress, model=spec,
                                predicted_points=predicted_points)
+
+
+def sweep(manifest, out, scheduler: str | None = None, workers: int | None = None, *,
+          export: str | None = None, retry_failed: bool = False, progress=None, notice=None,
+          engine=None):
+    """Run every task of a sweep manifest (one design per row) on Dask; resumable.
+
+    Parameters are those of :func:`bhtcli.sweep.driver.sweep`; every task runs :func:`design`.
+    Returns a :class:`bhtcli.results.SweepResult`.
+    """
+    from bhtcli.sweep.driver import sweep as run_sweep
+    return run_sweep(manifest, out, scheduler, workers, export=export, retry_failed=retry_failed,
+                     progress=progress, notice=notice, design=design,
+                     **({} if engine is None else {"engine": engine}))

@@ -40,3 +40,7 @@ def parameter_names(namer: Callable[[str], str]):
         _NAMER.reset(token)
 class OutputError(BhtError):
     """An output file or stream could not be written (disk full, permission denied): exit 1."""
+
+
+class NotReachable(BhtError):
+    """queries=N: even the largest budget needs more than N queries (exit 1)."""

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from bhtcli import bound, design
-from bhtcli.maths.bounds import certificate, row_diameter
+from bhtcli.analysis.diameter import row_diameter
+from bhtcli.maths.certificate import certificate
 from bhtcli.models.softmax import SoftmaxPair
 
 

@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bhtcli import bound, design
-from bhtcli.maths.bounds import (Readout, _trust_region_max, _weight_cap, pair_stats,
-                                 per_row_variance, variance_ceiling)
+from bhtcli.analysis.ceilings import Readout, pair_stats, per_row_variance, variance_ceiling
+from bhtcli.maths.certificate import trust_region_max, weight_cap
 from bhtcli.maths.divergences import divergences
 from bhtcli.models.readout import make_readout
 from bhtcli.models.softmax import SoftmaxPair
@@ -171,16 +171,16 @@ def test_trust_region_bound_is_the_maximum():
         S = M @ M.T
         s, c, E = rng.standard_normal(2), 0.3, float(rng.uniform(0.1, 3))
         sig, Q = np.linalg.eigh(S)
-        got = _trust_region_max(sig, Q.T @ s, c, E)
+        got = trust_region_max(sig, Q.T @ s, c, E)
         th = np.linspace(0, 2 * np.pi, 200001)
         X = E * np.vstack([np.cos(th), np.sin(th)])
         ref = float(np.max(np.einsum("ik,ij,jk->k", X, S, X) + 2 * s @ X + c))
         assert ref <= got <= ref * (1 + 1e-8)
     # the hard case: s orthogonal to the top eigenvector; max of 2 - c^2 + c at c = 1/2
-    got = _trust_region_max(np.array([1.0, 2.0]), np.array([0.5, 0.0]), 0.0, 1.0)
+    got = trust_region_max(np.array([1.0, 2.0]), np.array([0.5, 0.0]), 0.0, 1.0)
     assert 2.25 <= got <= 2.25 * (1 + 1e-9)
     # and s = 0 exactly: lambda_max E^2 + c
-    assert _trust_region_max(np.array([1.0, 2.0]), np.zeros(2), 0.5, 3.0) == 2.0 * 9 + 0.5
+    assert trust_region_max(np.array([1.0, 2.0]), np.zeros(2), 0.5, 3.0) == 2.0 * 9 + 0.5
 
 
 def test_weight_cap_is_jensen_and_at_most_one():
@@ -189,7 +189,7 @@ def test_weight_cap_is_jensen_and_at_most_one():
         z = rng.standard_normal((n, 200)) * 3
         p = np.exp(z - z.max(0))
         p /= p.sum(0)
-        cap = _weight_cap(z - z.mean(0), n, math.log(n - 1))
+        cap = weight_cap(z - z.mean(0), n, math.log(n - 1))
         assert np.all(p <= cap * (1 + 1e-12))
         assert np.all(cap <= 1.0)
 
@@ -254,7 +254,7 @@ def test_leverage_spectral_tv_bound_is_valid_and_never_looser(seed, scale, ratio
 def test_pruned_exact_diameter_matches_all_pairs():
     """The pruned diameter (heavy-tailed row norms, large common part) equals the all-pairs
     one up to its rounding margin, and falls back to the Gram path when pruning would not pay."""
-    from bhtcli.maths.bounds import _pruned_diameter, row_diameter
+    from bhtcli.analysis.diameter import _pruned_diameter, row_diameter
     rng = np.random.default_rng(12)
     for _ in range(20):
         n, d = int(rng.integers(3, 300)), int(rng.integers(1, 6))
@@ -282,7 +282,7 @@ def test_diameter_of_a_float32_pair_streams_the_same_value():
     float64 centred difference, by pruned pairs and by blocked Gram products alike, and both
     bound a brute force on the exact float64 differences of the float32 inputs (subtracting in
     float32 would round A - B and could put the diameter below the true one)."""
-    from bhtcli.maths.bounds import DifferenceRows, centred_difference, row_diameter
+    from bhtcli.analysis.diameter import DifferenceRows, centred_difference, row_diameter
     rng = np.random.default_rng(5)
     A = rng.standard_normal((3000, 16)).astype(np.float32)
     B = (A + 0.01 * rng.standard_normal((3000, 16))).astype(np.float32)

@@ -6,10 +6,11 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-import bhtcli.maths.bounds as bounds
+import bhtcli.analysis.ceilings as bounds
+import bhtcli.analysis.facts as pair_facts
 from bhtcli import bound
-from bhtcli.maths.bounds import (DifferenceRows, Readout, pair_stats, per_row_variance,
-                                 row_diameter, variance_ceiling)
+from bhtcli.analysis.ceilings import Readout, pair_stats, per_row_variance, variance_ceiling
+from bhtcli.analysis.diameter import DifferenceRows, row_diameter
 from bhtcli.models.readout import make_readout
 from tests.test_certificate import pairs
 
@@ -19,7 +20,7 @@ def _ceilings(A, B, E, readout, skip):
     old = bounds.PER_ROW_SKIP_MIN_WORK
     bounds.PER_ROW_SKIP_MIN_WORK = 0.0 if skip else math.inf
     try:
-        facts = bounds.analyse_pair(A, B, A - B, E, readout)
+        facts = pair_facts.analyse_pair(A, B, A - B, E, readout)
     finally:
         bounds.PER_ROW_SKIP_MIN_WORK = old
     return facts
@@ -182,7 +183,7 @@ def _far_from_float64(G, i):
 @pytest.mark.parametrize("seed", range(6))
 def test_float32_screened_farthest_point_is_the_float64_one(seed):
     """Same distance and row, bit for bit, on isotropic, heavy-tailed and tied rows."""
-    from bhtcli.maths.bounds import _far_from_screened, _sub_rows
+    from bhtcli.analysis.diameter import _far_from_screened, sub_rows
     rng = np.random.default_rng(seed)
     n, d = int(rng.integers(50, 3000)), int(rng.integers(2, 300))
     A = (rng.standard_normal((n, d)) * rng.exponential(1, (n, 1)) ** (seed % 3)).astype(np.float32)
@@ -193,4 +194,4 @@ def test_float32_screened_farthest_point_is_the_float64_one(seed):
     raw = float(np.linalg.norm(A.astype(np.float64) - B, axis=1).max())
     for i in (0, 5, n // 2, int(rng.integers(n))):
         gi = np.asarray(G[i:i + 1], dtype=np.float64)[0]
-        assert _far_from_screened(G, gi, i, raw, _sub_rows(d, 8192)) == _far_from_float64(G, i)
+        assert _far_from_screened(G, gi, i, raw, sub_rows(d, 8192)) == _far_from_float64(G, i)

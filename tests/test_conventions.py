@@ -376,7 +376,7 @@ def test_sweep_failure_keeps_its_result_as_the_only_json(capsys, tmp_path):
     def engine(tasks, on_done, **kwargs):
         from bhtcli.sweep.task import run_task
         for t in tasks:
-            on_done(t, run_task(t))
+            on_done(t, run_task(t, kwargs["design"]))
         return {"engine": "test", "workers": 1, "startup_seconds": 0.0, "run_seconds": 0.0}
     driver = importlib.import_module("bhtcli.sweep.driver")   # bhtcli.sweep is the function
     original = driver.sweep

@@ -38,7 +38,7 @@ def _sweep(capsys, tmp_path):
 
     def engine(tasks, on_done, **kwargs):
         for t in tasks:
-            on_done(t, run_task(t))
+            on_done(t, run_task(t, kwargs["design"]))
         return {"engine": "test", "workers": 1, "startup_seconds": 0.0, "run_seconds": 0.0}
     original = driver.sweep
     driver.sweep = lambda *a, **k: original(*a, engine=engine, **k)

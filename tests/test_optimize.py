@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from bhtcli import design
-from bhtcli.search.optimize import ascend, project
+from bhtcli.search.ascent import ascend, project
 from bhtcli.models.softmax import SoftmaxPair
 from conftest import grid_max_h2
 

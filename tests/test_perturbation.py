@@ -5,7 +5,7 @@ from scipy.special import softmax
 
 from bhtcli.commands.design import design
 from conftest import disk_points
-from bhtcli.maths.perturbation import VarianceObjective, small_perturbation_estimate
+from bhtcli.analysis.perturbation import VarianceObjective, small_perturbation_estimate
 
 
 def plain_variance(A, M, x):

@@ -44,7 +44,7 @@ def test_block_product_keeps_the_matrix_precision_and_returns_float64(dtype):
 # --- the sketched-subspace search -------------------------------------------------------------
 
 from bhtcli.search import sketch  # noqa: E402
-from bhtcli.search.ladder import search_budgets  # noqa: E402
+from bhtcli.search import maximize  # noqa: E402
 
 
 def _lowrank_rows_pair(seed, n=1500, d=96, rank=6):
@@ -81,8 +81,8 @@ def small_sketch(monkeypatch):
 def test_sketch_reaches_the_full_search_maximum(small_sketch, make, seed, dtype):
     A, B, E = make(seed)
     full_pair, sketch_pair = SoftmaxPair(A, B, dtype=dtype), SoftmaxPair(A, B, dtype=dtype)
-    full = search_budgets(full_pair, [E], space="full")[0]
-    fast = search_budgets(sketch_pair, [E], space="sketch")[0]
+    full = maximize(full_pair, E, "full")
+    fast = maximize(sketch_pair, E, "sketch")
     assert fast.search_space == "sketch" and full.search_space == "full"
     h2_full, h2_fast = -np.expm1(-full.value), -np.expm1(-fast.value)
     # float32 products resolve D to about 1e-6 relative: a float32 climb stops there
@@ -220,8 +220,8 @@ def test_forced_sketch_on_edge_cases(case, dtype):
     _, A, B, E, readout = case
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        fast = search_budgets(SoftmaxPair(A, B, readout=readout, dtype=dtype), [E], space="sketch")[0]
-    full = search_budgets(SoftmaxPair(A, B, readout=readout, dtype=dtype), [E], space="full")[0]
+        fast = maximize(SoftmaxPair(A, B, readout=readout, dtype=dtype), E, "sketch")
+    full = maximize(SoftmaxPair(A, B, readout=readout, dtype=dtype), E, "full")
     assert np.linalg.norm(fast.x) <= E * (1 + 1e-9)
     h2_full, h2_fast = -np.expm1(-full.value), -np.expm1(-fast.value)
     assert h2_fast >= h2_full * (1 - (1e-9 if dtype == "float64" else 1e-6))

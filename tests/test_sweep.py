@@ -17,7 +17,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bhtcli.maths.bounds import bound
+from bhtcli.api import design as api_design
+from bhtcli.commands.bound import bound
 from bhtcli.cli.main import main
 from bhtcli.commands.design import design
 from bhtcli.errors import InputError
@@ -384,7 +385,7 @@ def test_matrices_are_loaded_once_per_worker(tmp_path):
               [("m0.npy", "m1.npy", 1), ("m0.npy", "m2.npy", 1), ("m0.npy", "m1.npy", 2)])
     cache = MatrixCache()
     for task in read_manifest(tmp_path / "m.csv").tasks:
-        assert run_task(task, cache)["row"]["status"] == "ok"
+        assert run_task(task, api_design, cache)["row"]["status"] == "ok"
     assert cache.loads == 3                              # m0, m1, m2: not 6
 
 
@@ -462,14 +463,14 @@ def test_a_killed_worker_task_is_retried(tmp_path):
 
 
 def test_queries_column_runs_the_smallest_budget_search(tmp_path):
-    from bhtcli.commands.design import design_for_queries
+    from bhtcli.commands.budgets import design_for_queries
     write_zoo(tmp_path)
     write_csv(tmp_path / "m.csv", ["a", "b", "energy", "queries"],
               [("m0.npy", "m1.npy", 4, 200), ("m0.npy", "m1.npy", 4, 0), ("m0.npy", "m1.npy", 4, "")])
     tasks = read_manifest(tmp_path / "m.csv").tasks
     assert tasks[1].problem and "queries must be a whole number >= 1" in tasks[1].problem
     assert tasks[2].values["queries"] is None and tasks[0].key != tasks[2].key
-    row = run_task(tasks[0], MatrixCache())["row"]
+    row = run_task(tasks[0], api_design, MatrixCache())["row"]
     expected = design_for_queries(np.load(tmp_path / "m0.npy"), np.load(tmp_path / "m1.npy"), 200,
                                   4.0, starts=tasks[0].values["starts"])
     assert row["status"] == "ok", row["failure"]

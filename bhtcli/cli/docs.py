@@ -14,8 +14,7 @@ import sys
 import click
 
 from bhtcli.cli.main import EXIT_STATUSES, cli
-from bhtcli.io.load import FORMATS, OUT_FORMATS
-from bhtcli.schema import ERROR, HEADER, SCHEMA
+from bhtcli.api import ERROR, FORMATS, HEADER, OUT_FORMATS, SCHEMA
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 WIDTH = 100

@@ -12,14 +12,12 @@ import sys
 
 import click
 
-from bhtcli import __version__
 from bhtcli.cli.options import (CONTEXT, INPUTS_HELP, LINK_HELP, design_pair_options, dtype_option, error_option,
                                 force_option, json_option, model_option, model_pair_options,
                                 out_option, query_option, quiet_option, readout_options,
                                 seed_option, starts_option)
-from bhtcli.commands.design import METHODS
-from bhtcli.errors import BhtError, InputError, OutputError, parameter_names
-from bhtcli.models.spec import ModelSpec
+import bhtcli.api as api
+from bhtcli.api import BhtError, InputError, OutputError, __version__, parameter_names
 
 EXIT_STATUSES = (   # (status, short meaning for --help, what it covers for docs/cli.md)
     (0, "success, the result is on stdout",
@@ -68,11 +66,11 @@ def _flag(name: str) -> str:
 
 
 def _spec(model, energy, floor, link_a, link_b, bias_a, bias_b, dtype="float64",
-          need_energy=True) -> ModelSpec:
+          need_energy=True):
     """The model options checked together, once (bhtcli.models.spec)."""
     if need_energy and energy is None:
         raise click.UsageError("Missing option '--energy' / '-E'.", ctx=click.get_current_context())
-    return ModelSpec.build(model, energy, floor, link_a=link_a, link_b=link_b, bias_a=bias_a,
+    return api.ModelSpec.build(model, energy, floor, link_a=link_a, link_b=link_b, bias_a=bias_a,
                            bias_b=bias_b, dtype=dtype, need_energy=need_energy)
 
 
@@ -102,7 +100,7 @@ def _emit(result, as_json: bool) -> None:
 @click.option("--plot", type=click.Path(dir_okay=False), default=None, metavar="FILE.png",
               help="With a list of budgets: write a PNG of H^2 and predicted queries against the budget.")
 @seed_option
-@click.option("--method", type=click.Choice(METHODS), default="lbfgs", show_default=True,
+@click.option("--method", type=click.Choice(api.DESIGN_METHODS), default="lbfgs", show_default=True,
               help="lbfgs: batched projected L-BFGS (scales); ccp: cvxpy cross-check (small models).")
 @json_option
 @out_option("the query (x, or s for leverage)")
@@ -134,10 +132,9 @@ def design(a, b, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, st
       bht design A.npy B.npy --candidates H.npy --names prompts.txt --energy 12
       bht design A.npy B.npy --subspace V.npy --energy 1.0
     """
+    from bhtcli.api import (OUT_SUFFIXES, BudgetCurveResult, check_output_path, check_queries,
+                            energies_of, save_array)
     from bhtcli.api import design as design_fn
-    from bhtcli.commands.design import BudgetCurveResult
-    from bhtcli.io.validation import check_queries, energies_of
-    from bhtcli.io.load import OUT_SUFFIXES, check_output_path, save_array
     if energy is None and candidates is None:
         raise click.UsageError("Missing option '--energy' / '-E'.", ctx=click.get_current_context())
     energies = None if energy is None else energies_of(energy)
@@ -205,8 +202,8 @@ def sample(a, model, query, count, seed, link, bias):
       bht sample A.npy --query x.npy --count 50 | bht decide A.npy B.npy --query x.npy -
     """
     from bhtcli.cli.render import write_lines
-    from bhtcli.models.answers import sample as sample_fn
-    write_lines(sample_fn(a, query, count, seed=seed, model=model, link=link, bias=bias))
+    from bhtcli.api import sample as sample_fn
+    write_lines(sample_fn(a, query, count, seed=seed, model=model, link_a=link, bias_a=bias))
 
 
 @cli.command(context_settings=CONTEXT)
@@ -261,7 +258,7 @@ def simulate(a, b, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, 
       bht simulate A.npy B.npy --energy 1.0 --query x.npy --json | jq .sprt
     """
     from bhtcli.api import simulate as simulate_fn
-    from bhtcli.io.load import check_output_path
+    from bhtcli.api import check_output_path
     spec = _spec(model, energy, floor, link_a, link_b, bias_a, bias_b, dtype)
     if plot:
         check_output_path(plot, "--plot", inputs=(a, b, query), force=None, suffixes=(".png",))
@@ -301,7 +298,7 @@ def rank(a, b, h, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, n
       bht rank A.npy B.npy H.npy --energy 12 --out scores.jsonl
       bht rank A.npy B.npy H.safetensors:hidden --names prompts.txt --top 5 --json | jq .top
     """
-    from bhtcli.commands.candidates import rank as rank_fn
+    from bhtcli.api import rank as rank_fn
     spec = _spec(model, energy, floor, link_a, link_b, bias_a, bias_b, dtype, need_energy=False)
     with _reporter(quiet) as progress:
         result = rank_fn(a, b, h, spec.energy, model=spec.family, floor=spec.floor, error=alpha,
@@ -333,7 +330,7 @@ def sweep(manifest, results, scheduler, workers, export, retry_failed, as_json, 
       bht sweep pairs.csv --out results.jsonl --workers 2 --export results.parquet
       bht sweep pairs.jsonl --out results.jsonl --scheduler tcp://10.0.0.5:8786 --json
     """
-    from bhtcli.sweep.driver import sweep as sweep_fn
+    from bhtcli.api import sweep as sweep_fn
     with _reporter(quiet, bar=True) as progress:
         try:
             result = sweep_fn(manifest, results, scheduler=scheduler, workers=workers, export=export,
@@ -374,7 +371,7 @@ def shift(a, data, lr, steps, out, force, energy, alpha, seed, as_json, quiet):
       bht shift A.npy --data D.npz --lr 10 --steps 10 --out B.npy
       bht shift A.npy --data D.npz --lr 10 --out B.npy --energy 1.0 --json | jq .detection.samples
     """
-    from bhtcli.commands.shift import shift as shift_fn
+    from bhtcli.api import shift as shift_fn
     with _reporter(quiet) as progress:
         result = shift_fn(a, data, lr, steps, out=out, energy=energy, error=alpha, seed=seed,
                           progress=progress, force=force)
@@ -382,7 +379,7 @@ def shift(a, data, lr, steps, out, force, energy, alpha, seed, as_json, quiet):
 
 
 def _fill_docstrings() -> None:
-    from bhtcli.sweep.manifest import COLUMNS
+    from bhtcli.api import COLUMNS
     required = [name for name, c in COLUMNS.items() if c.required]
     optional = [name for name, c in COLUMNS.items() if not c.required]
     columns = (f"MANIFEST is a CSV or JSONL file, one task per row: {', '.join(required)} (matrix "
@@ -407,8 +404,8 @@ def main(argv=None) -> None:
 
 
 def _run(args, as_json: bool) -> int:
-    from bhtcli.cli.render import ClosedPipe, _State
-    _State.stdout_used = False
+    from bhtcli.cli.render import ClosedPipe, start_output
+    start_output()
     try:
         try:
             cli.main(args=args, prog_name="bht", standalone_mode=False)

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import click
 
-from bhtcli.io.load import FORMATS, OUT_FORMATS
-from bhtcli.search.optimize import DEFAULT_STARTS
+from bhtcli.api import DEFAULT_STARTS, FORMATS, OUT_FORMATS
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 

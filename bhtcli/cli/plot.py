@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from bhtcli.io.load import atomic_file
+from bhtcli.api import atomic_file
 
 
 def plot_fixed(result, path: str) -> None:

@@ -17,14 +17,8 @@ import sys
 from rich.console import Console
 from rich.table import Table
 
-from bhtcli.commands.decide import DecideResult
-from bhtcli.commands.design import BudgetCurveResult, DesignResult
-from bhtcli.commands.leverage_design import LeverageBoundResult
-from bhtcli.commands.shift import ShiftResult
-from bhtcli.commands.candidates import RankResult
-from bhtcli.commands.simulate import SimulateResult
-from bhtcli.maths.bounds import BoundResult
-from bhtcli.sweep.driver import SweepResult
+from bhtcli.api import (BoundResult, BudgetCurveResult, DecideResult, DesignResult,
+                        LeverageBoundResult, RankResult, ShiftResult, SimulateResult, SweepResult)
 
 PLAIN_WIDTH = 1 << 20        # "no wrapping" for plain output: wider than any line
 
@@ -35,6 +29,11 @@ class ClosedPipe(Exception):
 
 class _State:
     stdout_used = False      # a result reached stdout (main adds no JSON error object then)
+
+
+def start_output() -> None:
+    """A new command begins: nothing of it has reached stdout yet."""
+    _State.stdout_used = False
 
 
 def no_color() -> bool:
@@ -96,7 +95,7 @@ def write_lines(values, block: int = 65536) -> None:
 def _stdout_faults():
     """A failed write to stdout (disk full, I/O error) becomes one OutputError; a closed pipe
     (BrokenPipeError) becomes ClosedPipe, on which the caller ends quietly."""
-    from bhtcli.errors import OutputError
+    from bhtcli.api import OutputError
     try:
         yield
     except BrokenPipeError:

@@ -35,7 +35,7 @@ from bhtcli.io.load import atomic_file, check_output_path, load_pair, read_array
 from bhtcli.io.validation import check_dtype, check_error, check_seed, check_starts, check_top
 from bhtcli.maths.counts import lower_count, query_counts, upper_count
 from bhtcli.maths.divergences import Tilt
-from bhtcli.results import Result, json_safe
+from bhtcli.results import RankResult, json_safe
 
 DEFAULT_TOP = 10
 BLOCK_ENTRIES = 2_000_000     # n x k numbers per block of k candidates (~16 MB per array)
@@ -44,27 +44,6 @@ POOL_MARGIN = 10              # float32 scoring: re-score top + this many in flo
 EXTRA_STARTS = 4              # the best candidates also start the search for the optimum
 NORM_RTOL = 1e-9              # a candidate with ||x|| <= E (1 + 1e-9) is eligible
 OUT_FORMATS = (".jsonl", ".csv")
-
-
-@dataclass(frozen=True)
-class RankResult(Result):
-    """What `bht rank` reports (the table, or `to_dict()`); every row goes to `out`."""
-
-    model: str
-    n: int
-    d: int
-    energy: float | None
-    floor: float | None
-    target_error: float
-    count: int
-    eligible: int
-    best_index: int
-    best_name: str | None
-    top: list
-    out: str | None
-    dtype: str
-    readout: dict | None
-    seconds: float
 
 
 @dataclass
@@ -481,10 +460,12 @@ def design_candidates(A, B, H, energy=None, *, model: str = "softmax", floor=Non
 
 
 def _softmax_reports(r: _Ranked, x, starts, seed, progress):
-    from bhtcli.commands.design import _Context, _report, _same_model
-    from bhtcli.maths.bounds import analyse_pair
+    from bhtcli.commands.report import ReportContext, report, same_model_report
+    from bhtcli.analysis.facts import analyse_pair
     from bhtcli.models.softmax import logits_at
-    from bhtcli.search.optimize import DEFAULT_STARTS, kkt_state, maximize
+    from bhtcli.search.entry import maximize
+    from bhtcli.search.kkt import kkt_state
+    from bhtcli.search.starts import DEFAULT_STARTS
     from bhtcli.search.result import solver_dict
     starts = check_starts(DEFAULT_STARTS if starts is None else starts)
     eligible_norms = r.scores.norms[r.scores.eligible]
@@ -497,17 +478,17 @@ def _softmax_reports(r: _Ranked, x, starts, seed, progress):
                              "softmax models; give non-zero candidate queries")
     pair = r.pair
     facts = analyse_pair(r.A, r.B, pair.G, radius, pair.readout)
-    ctx = _Context(r.A, r.B, pair, radius, r.error, facts, r.t0)
+    ctx = ReportContext(r.A, r.B, pair, radius, r.error, facts, r.t0)
     on_boundary, residual = kkt_state(pair, x, radius)
     solver = solver_dict("candidates", 0, 0, pair.passes, 0, [], residual, 0.0,
                          message="the best of the given queries (no search at the query)")
     if not facts.distinguishable:
-        return _same_model(ctx, solver), {"hellinger_squared": 0.0, "predicted": None,
+        return same_model_report(ctx, solver), {"hellinger_squared": 0.0, "predicted": None,
                                           "query_norm": 0.0, "on_boundary": False}, radius, source
     if progress:
         progress(f"designing the optimum over the ball of radius {radius:g} for comparison")
     extra = np.stack([np.asarray(r.H[i], dtype=np.float64) for i in r.top_rows[:EXTRA_STARTS]], axis=1)
-    found = maximize(pair, radius, starts=starts, seed=seed, progress=progress, extra_starts=extra)
+    found = maximize(pair, radius, "full", starts=starts, seed=seed, progress=progress, carried=extra)
     tilt = Tilt.from_logits(*logits_at(r.A, r.B, found.x, pair.readout))
     D = max(float(tilt.bhattacharyya_distance()), 0.0)
     counts = query_counts(tilt, D, r.error)
@@ -517,7 +498,7 @@ def _softmax_reports(r: _Ranked, x, starts, seed, progress):
                "starts": found.starts, "iterations": found.iterations,
                "query": found.x.tolist()}
     solver = dict(solver, search_seconds=found.seconds)
-    return _report(ctx, x, on_boundary, solver), optimum, radius, source
+    return report(ctx, x, on_boundary, solver), optimum, radius, source
 
 
 def _leverage_reports(r: _Ranked, s, starts, seed, progress):

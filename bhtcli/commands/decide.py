@@ -2,39 +2,16 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 from scipy.special import expit
 
 from bhtcli.models.answers import answer_law, read_answers
 from bhtcli.models.spec import ModelSpec
-from bhtcli.results import Result
+from bhtcli.results import DecideResult
 from bhtcli.maths.divergences import divergences_from_tilt
 from bhtcli.io.load import load_pair
 from bhtcli.io.validation import check_error
-
-
-@dataclass(frozen=True)
-class DecideResult(Result):
-    decision: str                  # "A", "B" or "undecided" (SPRT, answers in order)
-    samples_used: int              # answers up to the first crossing (all of them if undecided)
-    samples_total: int
-    threshold: float               # ln((1 - alpha) / alpha)
-    llr: float                     # log-likelihood ratio log P_A / P_B of all answers
-    llr_at_decision: float
-    posterior_a: float             # P(A | answers) under equal priors
-    fixed_verdict: str             # sign of llr: "A", "B" or "tie"
-    fixed_error_bound: float       # BC^N: both errors of the sign test are at most this
-    favoured: str
-    expected_more: float | None    # Wald: (threshold - |llr|) / KL under the favoured model
-    target_error: float
-    kl_ab: float
-    kl_ba: float
-    model: str = "softmax"
-    n: int = 0                     # answers of the models (rows of A and B)
-    d: int = 0
-    energy: float | None = None    # decide has no budget: the query is given
 
 
 def decide(A, B, query, answers, error: float = 0.05, stdin=None, model: str = "softmax", *,

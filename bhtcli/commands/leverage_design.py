@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
-from scipy.optimize import minimize
 
-from bhtcli.commands.design import DesignResult
-from bhtcli.search.result import SearchResult, solver_dict, solver_from
-from bhtcli.results import Result
+from bhtcli.search.box import default_starts
+from bhtcli.search.entry import maximize
+from bhtcli.search.result import solver_dict, solver_from
+from bhtcli.results import BudgetCurveResult, DesignResult, LeverageBoundResult
 from bhtcli.maths.divergences import divergences_from_tilt
 from bhtcli.errors import InputError, parameter_name
 from bhtcli.io.load import load_pair
@@ -32,15 +32,6 @@ from bhtcli.models.leverage import LeveragePair
 from bhtcli.models.spec import check_box
 from bhtcli.maths.counts import ceil_count, query_counts
 from bhtcli.io.validation import check_error, check_seed, check_starts
-
-DEFAULT_LEVERAGE_STARTS = 6
-LARGE = 10_000_000            # n d^2 above which defaults shrink to fit ~60 s on 2 cores
-LARGE_STARTS, LARGE_EVALUATIONS, EVALUATIONS = 3, 150, 400
-
-
-def default_starts(n: int, d: int) -> int:
-    """6 starts, or 3 when n d^2 > 1e7 (each evaluation is O(n d^2))."""
-    return DEFAULT_LEVERAGE_STARTS if n * d * d <= LARGE else LARGE_STARTS
 
 
 def thm42_quantities(A: np.ndarray, B: np.ndarray):
@@ -121,57 +112,6 @@ def same_leverage_model(pair: LeveragePair, lo: float, hi: float, seed: int = 0)
     return True
 
 
-def leverage_starts(pair: LeveragePair, lo: float, hi: float, starts: int, seed: int):
-    n = pair.n
-    sa, sb = pair.states(np.zeros(n))
-    p, q = sa.h / sa.rank, sb.h / sb.rank
-    cand = [np.zeros(n), np.where(p > q, hi, lo), np.where(p > q, lo, hi)]
-    rng = np.random.default_rng(seed)
-    while len(cand) < starts:
-        cand.append(rng.choice([lo, hi], size=n) if len(cand) % 2 else rng.uniform(lo, hi, n))
-    return cand[:starts]
-
-
-def maximize_leverage(pair: LeveragePair, lo: float, hi: float, starts: int, seed: int,
-                      objective: str = "bhattacharyya"):
-    """The best theta = -log s^2 over the box [lo, hi]^n (a SearchResult; `values` are the
-    distinct local maxima, best first)."""
-    t0 = time.perf_counter()
-    if hi - lo < 1e-15:          # C = c: one admissible query up to scale
-        th = np.zeros(pair.n)
-        f = pair.value_and_grad(th, objective)[0]
-        return SearchResult(x=th, value=f, starts=0, iterations=0, local_maxima=1, values=[f],
-                            kkt_residual=None, message="the box is one point up to scale")
-    bounds = [(lo, hi)] * pair.n
-    d = pair.a.At.shape[0]
-    max_evaluations = EVALUATIONS if pair.n * d * d <= LARGE else LARGE_EVALUATIONS
-    best, best_f, values, iters, ok = None, -math.inf, [], 0, True
-    for th0 in leverage_starts(pair, lo, hi, starts, seed):
-        # Scale the objective to ~1 at the start: L-BFGS-B's tolerances are absolute, and D is
-        # often ~1e-4 here; this halves the evaluations. Each start gets at most 400
-        # evaluations (150 for large n d^2).
-        scale = 1.0 / max(pair.value_and_grad(th0, objective)[0], 1e-300)
-        res = minimize(lambda t: tuple(-scale * v for v in pair.value_and_grad(t, objective)), th0,
-                       jac=True, method="L-BFGS-B", bounds=bounds,
-                       options={"maxiter": 500, "maxfun": max_evaluations, "ftol": 1e-12, "gtol": 1e-9,
-                                "maxcor": 20})
-        iters += int(res.nit)
-        ok &= bool(res.success)
-        f = -float(res.fun) / scale
-        values.append(f)
-        if f > best_f:
-            best, best_f = res.x.copy(), f
-    distinct = []
-    for v in sorted(values, reverse=True):      # equal up to 1e-9 relative: the same maximum
-        if all(abs(v - u) > 1e-9 * max(abs(u), 1e-300) for u in distinct):
-            distinct.append(v)
-    return SearchResult(x=best, value=best_f, starts=len(values), iterations=iters,
-                        local_maxima=len(distinct), values=distinct, kkt_residual=None,
-                        seconds=time.perf_counter() - t0, success=ok,
-                        message="L-BFGS-B converged from every start" if ok else
-                        "L-BFGS-B stopped at its evaluation limit from some starts")
-
-
 def design_leverage(A, B, energy, floor, error: float = 0.05, starts: int | None = None,
                     seed: int = 0, progress=None) -> DesignResult:
     """The best leverage query s (floor <= s_i^2 <= energy) and the same report as `design`.
@@ -219,7 +159,7 @@ def design_leverage(A, B, energy, floor, error: float = 0.05, starts: int | None
                             floor=floor, warnings=warnings)
     if progress:
         progress(f"climbing from {starts} starts (L-BFGS-B over {n:,} log-weights)")
-    found = maximize_leverage(pair, lo, hi, starts, seed)
+    found = maximize(pair, hi, "box", box=(lo, hi), starts=starts, seed=seed)
     return _report(pair, found.x, base, cert, lo, hi, note, warnings, solver_from(found), floor, t0)
 
 
@@ -275,30 +215,6 @@ def _report(pair, theta, base, cert, lo, hi, note, warnings, solver, floor, t0):
                         certificate=cert, solver=solver, floor=floor, warnings=warnings)
 
 
-@dataclass(frozen=True)
-class LeverageBoundResult(Result):
-    model: str
-    n: int
-    d: int
-    energy: float
-    floor: float
-    target_error: float
-    rank_a: int
-    rank_b: int
-    lambda_min: float                 # max(lambda_min(A^T A), lambda_min(B^T B))
-    sum_op_norm_diff: float           # sum_i ||b_i b_i^T - a_i a_i^T||_op
-    tv_max_bound: float
-    distinguishable: bool
-    hellinger_squared_max_bound: float
-    samples_lower_any_strategy: int | None
-    mean_samples_lower_sequential: None
-    row_norm_2inf: None = None        # softmax-only quantities, absent here
-    row_diameter: None = None
-    row_diameter_exact: None = None
-    note: str | None = None           # why not distinguishable, when the models are the same
-    tv_method: str | None = None      # the bound that gives tv_max_bound: spectral or thm42
-
-
 def bound_leverage(A, B, energy, floor, error: float = 0.05) -> LeverageBoundResult:
     """Theorem 4.2 quantities and the explicit-constant lower bound (no optimisation)."""
     ceiling, floor = check_box(energy, floor)
@@ -321,7 +237,6 @@ def design_leverage_curve(A, B, energies, floor, error: float = 0.05, starts: in
 
     The boxes nest as C grows, so a design is never reported worse than the previous one's
     query (which is feasible in the larger box)."""
-    from bhtcli.commands.design import BudgetCurveResult
     from bhtcli.io.validation import check_energies
     energies = check_energies(energies)
     designs = []
@@ -340,7 +255,8 @@ def design_leverage_for_queries(A, B, queries: int, energy_max, floor, error: fl
     """The smallest upper bound C <= energy_max (floor fixed) whose designed leverage query
     needs at most `queries` queries, to 0.5% relative, by bisection; the design there with
     ``energy_search`` (see :func:`bhtcli.commands.design.design_for_queries`)."""
-    from bhtcli.commands.design import QUERIES_TOLERANCE, NotReachable
+    from bhtcli.commands.budgets import QUERIES_TOLERANCE
+    from bhtcli.errors import NotReachable
     from bhtcli.io.validation import check_queries
     queries = check_queries(queries)
     C_max, c = check_box(energy_max, floor)

@@ -19,44 +19,15 @@ from __future__ import annotations
 import math
 import os
 import time
-from dataclasses import dataclass, field
 
 import numpy as np
 
 from bhtcli.errors import InputError, parameter_name
 from bhtcli.io.load import OUT_SUFFIXES, check_output_path, load_matrix, open_npz, save_array
-from bhtcli.results import Result
+from bhtcli.results import ShiftResult
 from bhtcli.io.validation import check_error, check_matrix, check_positive, check_seed
 
 BLOCK_ENTRIES = 1 << 21     # entries of one block of probabilities (16 MB in float64)
-
-
-@dataclass(frozen=True)
-class ShiftResult(Result):
-    """What `bht shift` reports (render with bhtcli.cli.render, or use `to_dict()`).
-
-    `updated` is the new model B (not part of `to_dict()`; `--out` writes it).
-    """
-
-    n: int
-    d: int
-    m: int
-    lr: float
-    steps: int
-    loss_before: float
-    loss_after: float
-    loss_history: list              # L after 0, 1, ..., steps steps
-    grad_norm: float                # ||grad L(A)||_F at the start
-    delta_frobenius: float          # ||B - A||_F
-    delta_2inf: float               # ||B - A||_{2->inf} = max_i ||row_i||_2 (rows already centred)
-    out: str | None
-    detection: dict | None = None   # with an energy: design(A, B) and the small-perturbation estimate
-    seconds: float = 0.0
-    warnings: list = field(default_factory=list)
-    updated: np.ndarray | None = field(default=None, repr=False, compare=False, metadata={"json": False})
-    model: str = "softmax"
-    energy: float | None = None           # the budget of the detection (with --energy)
-    target_error: float | None = None     # alpha of the detection counts (with --energy)
 
 
 # ---------------------------------------------------------------- the loss and its gradient
@@ -236,7 +207,7 @@ def shift(A, data, lr: float, steps: int = 1, *, out: str | None = None, energy:
     energy : float, optional
         If given, also report how many queries with ||x|| <= energy detect the update:
         ``design(A, B, energy)`` and the small-perturbation estimate of docs/maths.md §5.2
-        (:func:`bhtcli.maths.perturbation.small_perturbation_estimate`).
+        (:func:`bhtcli.analysis.perturbation.small_perturbation_estimate`).
     error : float
         Target error alpha of those counts.
     seed : int
@@ -313,7 +284,7 @@ def detect_update(A, B, energy: float, error: float = 0.05, seed: int = 0, progr
     1 for small updates, and how far the second-order estimate is off for large ones.
     """
     from bhtcli.commands.design import design
-    from bhtcli.maths.perturbation import small_perturbation_estimate
+    from bhtcli.analysis.perturbation import small_perturbation_estimate
     if progress:
         progress("designing the query that best detects the update")
     r = design(A, B, energy, error=error, seed=seed)

@@ -15,16 +15,16 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
 
 import numpy as np
 
 from bhtcli.models.answers import AnswerLaw, draw
-from bhtcli.commands.design import design, report_for_query
-from bhtcli.results import Result
+from bhtcli.commands.design import design
+from bhtcli.commands.report import report_for_query
+from bhtcli.results import SimulateResult
 from bhtcli.errors import InputError, parameter_name
 from bhtcli.io.load import load_pair, load_query
-from bhtcli.search.optimize import maximize
+from bhtcli.search.entry import maximize
 from bhtcli.maths.counts import LATTICE_MAX_N, LatticeTest, Saddlepoint
 from bhtcli.models.spec import ModelSpec
 from bhtcli.models.softmax import SoftmaxPair
@@ -32,27 +32,6 @@ from bhtcli.io.validation import check_error, check_seed, check_starts
 
 POLICIES = ("fixed", "sprt", "adaptive")
 MAX_SEQUENTIAL_STEPS = 10_000_000
-
-
-@dataclass(frozen=True)
-class SimulateResult(Result):
-    model: str
-    n: int
-    d: int
-    energy: float
-    target_error: float
-    trials: int
-    seed: int
-    query: list
-    hellinger_squared: float
-    fixed: dict | None
-    sprt: dict | None
-    adaptive: dict | None
-    curve: dict | None            # n grid, empirical error and its standard error (for plots)
-    seconds: float
-    distinguishable: bool = True
-    note: str | None = None       # why nothing was simulated, when A and B cannot be told apart
-    floor: float | None = None    # leverage models: the box is floor <= s_i^2 <= energy
 
 
 def empirical_minimax(SA: np.ndarray, SB: np.ndarray):
@@ -261,7 +240,7 @@ def simulate(A, B, energy: float | None = None, query=None, error: float = 0.05,
     A, B = load_pair(A, B)
     model, energy, floor, dtype = spec.family, spec.energy, spec.floor, spec.dtype
     if spec.leverage:
-        from bhtcli.commands.leverage_design import default_starts
+        from bhtcli.search.box import default_starts
         starts = default_starts(*A.shape) if starts is None else starts
     else:
         readout = spec.readout(A.shape[0])
@@ -378,8 +357,8 @@ def _softmax_setup(A, B, energy, query, error, starts, seed, say, readout, dtype
 
     def queries_for_kl():
         kl = dict(objective="kl", dtype=dtype)
-        x_a = maximize(SoftmaxPair(A, B, readout=readout, **kl), energy, starts=starts, seed=seed).x
-        x_b = maximize(SoftmaxPair(B, A, readout=readout.swapped(), **kl), energy, starts=starts,
+        x_a = maximize(SoftmaxPair(A, B, readout=readout, **kl), energy, "full", starts=starts, seed=seed).x
+        x_b = maximize(SoftmaxPair(B, A, readout=readout.swapped(), **kl), energy, "full", starts=starts,
                        seed=seed).x
         return x_a, x_b, AnswerLaw.at(A, B, x_a, readout), AnswerLaw.at(A, B, x_b, readout)
 
@@ -389,7 +368,7 @@ def _softmax_setup(A, B, energy, query, error, starts, seed, say, readout, dtype
 def _leverage_setup(A, B, ceiling, floor, query, error, starts, seed, say):
     from bhtcli.models.answers import answer_law
     from bhtcli.models.leverage import LeveragePair
-    from bhtcli.commands.leverage_design import design_leverage, leverage_report_for_query, maximize_leverage
+    from bhtcli.commands.leverage_design import design_leverage, leverage_report_for_query
     if query is None:
         say("designing the query")
         r = design_leverage(A, B, ceiling, floor, error=error, starts=starts, seed=seed)
@@ -399,8 +378,8 @@ def _leverage_setup(A, B, ceiling, floor, query, error, starts, seed, say):
     lo, hi = -math.log(ceiling), -math.log(floor)
 
     def queries_for_kl():
-        th_a = maximize_leverage(LeveragePair(A, B), lo, hi, starts, seed, "kl").x
-        th_b = maximize_leverage(LeveragePair(B, A), lo, hi, starts, seed, "kl").x
+        th_a = maximize(LeveragePair(A, B), hi, "box", box=(lo, hi), starts=starts, seed=seed, objective="kl").x
+        th_b = maximize(LeveragePair(B, A), hi, "box", box=(lo, hi), starts=starts, seed=seed, objective="kl").x
         s_a, s_b = np.exp(-0.5 * th_a), np.exp(-0.5 * th_b)
         return s_a, s_b, answer_law(A, B, s_a, "leverage"), answer_law(A, B, s_b, "leverage")
 

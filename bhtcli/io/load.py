@@ -34,9 +34,7 @@ from bhtcli.io.validation import check_matrix, check_pair
 NPY_MAGIC = b"\x93NUMPY"
 ZIP_MAGIC = b"PK\x03\x04"
 TEXT_SUFFIXES = {".csv", ".txt", ".tsv", ".dat"}
-FORMATS = ".npy, .npz, .safetensors, .csv, .txt or .json"
-OUT_SUFFIXES = (".npy", ".csv", ".txt", ".json")
-OUT_FORMATS = ".npy, .csv, .txt or .json"
+from bhtcli.settings import FORMATS, OUT_FORMATS, OUT_SUFFIXES  # noqa: E402,F401
 
 
 def load_matrix(spec, name: str | None = None, stdin=None, dtype=np.float64) -> np.ndarray:

@@ -57,7 +57,7 @@ class Link:
         if self.kind == "poly":
             with np.errstate(divide="ignore"):
                 return self.degree * np.log(np.abs(s))
-        return _log_taylor(s, self.degree)
+        return log_taylor(s, self.degree)
 
     def dlog_weight(self, s: np.ndarray, log_w: np.ndarray | None = None) -> np.ndarray:
         """phi'(s) = f'(s) / f(s) (0 where a poly weight is exactly 0); `log_w` = phi(s) when
@@ -74,7 +74,7 @@ class Link:
         K = self.degree
         with np.errstate(divide="ignore"):
             last = K * np.log(np.abs(s)) - gammaln(K + 1.0)
-        return 1.0 - np.exp(last - (_log_taylor(s, K) if log_w is None else log_w))
+        return 1.0 - np.exp(last - (log_taylor(s, K) if log_w is None else log_w))
 
     def psi(self, s: np.ndarray) -> np.ndarray:
         """phi(s) - s, computed without cancellation (0 for exp)."""
@@ -126,7 +126,7 @@ def parse_link(text, option: str | None = None) -> Link:
 
 
 # --- the truncated exponential T_K(s) = sum_{j<=K} s^j / j! in log space ----------------------
-def _log_taylor(s: np.ndarray, K: int) -> np.ndarray:
+def log_taylor(s: np.ndarray, K: int) -> np.ndarray:
     """log T_K(s) for even K (T_K > 0 everywhere). |s| <= K: Horner in s (no overflow: terms
     are at most e^K); |s| > K: T_K(s) = (s^K/K!) * sum_i (K!/(K-i)!) s^-i, Horner in 1/s."""
     s = np.asarray(s, dtype=np.float64)
@@ -151,7 +151,7 @@ def _taylor_psi(s: np.ndarray, K: int) -> np.ndarray:
     R = sum_{j>K} s^j/j! summed directly (no cancellation); beyond, psi is of the order of s
     and log T_K(s) - s is already accurate."""
     s = np.asarray(s, dtype=np.float64)
-    out = _log_taylor(s, K) - s
+    out = log_taylor(s, K) - s
     near = np.abs(s) < max(2.0, 0.5 * K)      # the series' ratio |s|/(j+1) stays below 1/2
     if near.any():
         sn = s[near]

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bhtcli.models.links import EXP, LOG_FLOOR, Link, taylor_difference, _log_taylor
+from bhtcli.models.links import EXP, LOG_FLOOR, Link, taylor_difference, log_taylor
 
 
 @dataclass(frozen=True)
@@ -102,7 +102,7 @@ class Readout:
                 K = la.degree
                 ok = (np.abs(sa) <= 700.0) & (np.abs(sb) <= 700.0)
                 sa_, sb_, ds_ = (np.where(ok, z, 0.0) for z in (sa, sb, ds))
-                ratio = taylor_difference(sa_, sb_, ds_, K) * np.exp(-_log_taylor(sb_, K))
+                ratio = taylor_difference(sa_, sb_, ds_, K) * np.exp(-log_taylor(sb_, K))
                 close = np.log1p(ratio)
                 return np.where(ok, close, la.log_weight(sa) - lb.log_weight(sb))
             return la.psi(sa) - lb.psi(sb) + ds

@@ -77,3 +77,32 @@ def _ccp(A, B, X0, energy, max_steps, rtol):
         ends.append(xv)
         values.append(D)
     return np.stack(ends, axis=1), np.array(values), solves, passes[0]
+
+
+def ccp_search(pair, A, B, energy: float, starts: int, seed: int):
+    """The CCP cross-check from the full search's starting points (`pair` is A and B's
+    SoftmaxPair), as a SearchResult; its passes over A and B are added to ``pair.passes``."""
+    import time
+
+    from bhtcli.search.kkt import kkt_state
+    from bhtcli.search.result import SearchResult
+    from bhtcli.search.starts import starting_points
+
+    t = time.perf_counter()
+    X0 = starting_points(pair, energy, starts, seed)
+    A, B = np.asarray(A, dtype=np.float64), np.asarray(B, dtype=np.float64)
+    X, values, solves, passes = ccp_maximize(A, B, X0, energy)
+    pair.passes += passes
+    best = int(np.argmax(values))
+    x = X[:, best]
+    # The cone solver's tolerance (~1e-8) leaves x just inside the sphere: judge the KKT
+    # conditions on the sphere at that tolerance, not at L-BFGS's 1e-9.
+    on_boundary, residual = kkt_state(pair, x, energy, boundary_rtol=1e-6)
+    order = []                          # values equal to the solver's tolerance: one maximum
+    for v in sorted(values.tolist(), reverse=True):
+        if all(abs(v - u) > 1e-6 * max(abs(u), 1e-300) for u in order):
+            order.append(v)
+    return SearchResult(x=x, value=float(values[best]), starts=X0.shape[1], iterations=solves,
+                        local_maxima=len(order), values=order, on_boundary=on_boundary,
+                        kkt_residual=residual, seconds=time.perf_counter() - t, method="ccp",
+                        message=f"{solves} convex solves from {X0.shape[1]} starts")

@@ -24,9 +24,10 @@ import time
 import numpy as np
 
 from bhtcli.models.softmax import SoftmaxPair
-from bhtcli.search.optimize import (DEFAULT_STARTS, BatchedAscent, SearchResult, distinct, finish,
-                                    kkt_state, project, row_norms, spectral_directions,
-                                    starting_points)
+from bhtcli.search.ascent import BatchedAscent, distinct, finish, project
+from bhtcli.search.kkt import kkt_state
+from bhtcli.search.result import SearchResult
+from bhtcli.search.starts import DEFAULT_STARTS, row_norms, spectral_directions, starting_points
 
 DEFAULT_MAX_STARTS = 128    # adaptive rounds stop here at the latest (4 x the first round)
 BEST_HITS = 3               # the best maximum reached from this many starts: evidence enough
@@ -34,6 +35,11 @@ MAX_RUNGS = 4               # rungs below the smallest requested budget
 RUNG_RATIO = 4.0            # ratio of consecutive rungs below the smallest requested budget
 RUNG_ITERATIONS = 10        # loose climbs on the intermediate rungs
 CARRY = 4                   # best distinct points carried from rung to rung
+
+
+def default_tolerances(pair: SoftmaxPair) -> tuple:
+    """(explore, polish, ray) gradient tolerances: tight in float64, looser for float32 products."""
+    return (1e-5, 1e-10, 1e-11) if pair.dtype == np.float64 else (1e-4, 1e-5, 1e-5)
 
 
 def rung_energies(pair: SoftmaxPair, energies, max_rungs: int = MAX_RUNGS) -> list:
@@ -82,8 +88,7 @@ def _best_points(X: np.ndarray, f: np.ndarray, energy: float, count: int = CARRY
 
 def search_budgets(pair: SoftmaxPair, energies, starts: int | None = None, seed: int = 0,
                    max_starts: int = DEFAULT_MAX_STARTS, keep: int = 4, progress=None,
-                   tolerances=None, carried: np.ndarray | None = None,
-                   space: str | None = "full") -> list:
+                   tolerances=None, carried: np.ndarray | None = None) -> list:
     """One SearchResult per requested budget (ascending), from one warm-started ladder.
 
     Parameters
@@ -99,19 +104,8 @@ def search_budgets(pair: SoftmaxPair, energies, starts: int | None = None, seed:
         Budget of the adaptive rounds (starts at one requested budget).
     carried : (d, m) array, optional
         Points to climb from as well (e.g. a design at a nearby budget); scaled into the ball.
-    space : {"full", "sketch", "auto"}
-        "sketch" searches a sketched subspace first and polishes in full d (sketch.py);
-        "auto" does so by sketch.use_sketch's size rule (not with a fixed `starts`). Only
-        for one budget: a list of budgets is always searched in full d.
     """
-    from bhtcli.search.sketch import sketch_search, use_sketch
-    exact = pair.dtype == np.float64
-    explore_gtol, polish_gtol, ray_gtol = tolerances or (
-        (1e-5, 1e-10, 1e-11) if exact else (1e-4, 1e-5, 1e-5))
-    if len(energies) == 1 and use_sketch(pair, space, starts):
-        return [sketch_search(pair, float(energies[0]), starts=starts, seed=seed,
-                              max_starts=max_starts, keep=keep, progress=progress,
-                              tolerances=(explore_gtol, polish_gtol, ray_gtol), carried=carried)]
+    explore_gtol, polish_gtol, ray_gtol = tolerances or default_tolerances(pair)
     V = spectral_directions(pair, 3, seed)
     extra = np.zeros((pair.d, 0)) if carried is None else np.asarray(carried, dtype=np.float64)
     carried = np.zeros((pair.d, 0))
@@ -237,9 +231,7 @@ def warm_climb(pair: SoftmaxPair, energy: float, points: np.ndarray, seed: int =
                tolerances=None) -> SearchResult:
     """Climb at `energy` from `points` (as they are where feasible, scaled into the ball, and
     scaled onto the sphere) and the spectral directions: the cheap trial of a bisection."""
-    exact = pair.dtype == np.float64
-    explore_gtol, polish_gtol, ray_gtol = tolerances or (
-        (1e-5, 1e-10, 1e-11) if exact else (1e-4, 1e-5, 1e-5))
+    explore_gtol, polish_gtol, ray_gtol = tolerances or default_tolerances(pair)
     t0 = time.perf_counter()
     V = spectral_directions(pair, 3, seed)
     points = np.asarray(points, dtype=np.float64)

@@ -27,9 +27,10 @@ import time
 import numpy as np
 
 from bhtcli.models.softmax import SoftmaxPair, block_product
-from bhtcli.search.optimize import (BatchedAscent, SearchResult, distinct, kkt_residuals,
-                                    lagrangian_gradient, project,
-                                    row_norms, spectral_directions, swap_directions)
+from bhtcli.search.ascent import BatchedAscent, distinct, project
+from bhtcli.search.kkt import kkt_residuals, lagrangian_gradient
+from bhtcli.search.result import SearchResult
+from bhtcli.search.starts import row_norms, spectral_directions, swap_directions
 
 SEARCH_SPACES = ("full", "sketch", "auto")
 DEFAULT_SEARCH_SPACE = "auto"

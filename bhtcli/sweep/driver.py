@@ -12,49 +12,19 @@ import os
 import re
 import shutil
 import time
-from dataclasses import dataclass, field
 
 from bhtcli import __version__
 from bhtcli.errors import BhtError, InputError, parameter_name
 from bhtcli.io.load import check_output_path, save_npy_atomic
 from bhtcli.sweep.journal import Journal, check_export_path, export_rows
 from bhtcli.sweep.manifest import COLUMNS, Task, is_label, read_manifest
-from bhtcli.results import Result, json_safe
+from bhtcli.results import SweepResult, json_safe
 from bhtcli.sweep.task import failed_fields
-
-@dataclass(frozen=True)
-class SweepResult(Result):
-    """What `bht sweep` reports: counts, where the results are, and the first failures."""
-
-    manifest: str
-    results: str
-    tasks: int                    # distinct tasks in the manifest
-    manifest_rows: int
-    ok: int
-    failed: int                   # over the whole manifest, this run and earlier ones
-    ran: int                      # run by this invocation
-    failed_now: int
-    already_done: int             # found in the results file and skipped
-    stale_rows: int               # rows in the results file of tasks no longer in the manifest
-    engine: str
-    workers: int | None
-    startup_seconds: float
-    run_seconds: float
-    seconds: float
-    tasks_per_second: float | None
-    export: str | None
-    failures: list = field(default_factory=list)   # up to 10: line, task, failure
-    notes: list = field(default_factory=list)
-    model: None = None            # the header: per task in the results journal, not one value
-    n: None = None
-    d: None = None
-    energy: None = None
-    target_error: None = None
 
 
 def sweep(manifest, out, scheduler: str | None = None, workers: int | None = None,
           export: str | None = None, retry_failed: bool = False, progress=None, notice=None,
-          engine=None) -> SweepResult:
+          engine=None, design=None) -> SweepResult:
     """Run every task of a manifest not yet in the results journal `out`.
 
     Parameters
@@ -77,7 +47,10 @@ def sweep(manifest, out, scheduler: str | None = None, workers: int | None = Non
     notice : callable, optional
         Receives notes as they arise (discarded torn line, repeated rows, stale rows).
     engine : callable, optional
-        Replaces the Dask engine (tests): engine(tasks, on_done, scheduler=, workers=) -> info.
+        Replaces the Dask engine (tests): engine(tasks, on_done, scheduler=, workers=,
+        design=) -> info, running each task with sweep.task.run_task(task, design).
+    design : callable
+        The design function each task runs (:func:`bhtcli.api.design` passes itself).
 
     Returns
     -------
@@ -98,7 +71,7 @@ def sweep(manifest, out, scheduler: str | None = None, workers: int | None = Non
         pending = [t for k, t in distinct.items() if k not in journal.rows]
         failed_before = sum(1 for k in done if journal.rows[k].get("status") != "ok")
         recorder = _Recorder(journal, out, queries, len(distinct), len(done), failed_before, progress)
-        runnable, info = _run_pending(pending, recorder, engine, scheduler, workers)
+        runnable, info = _run_pending(pending, recorder, engine, scheduler, workers, design)
         rows = journal.rows
         missing = [k for k in distinct if k not in rows]
         if missing:
@@ -185,7 +158,7 @@ class _Recorder:
             self.progress(self.done, self.total, self.failed)
 
 
-def _run_pending(pending, on_done: _Recorder, engine, scheduler, workers):
+def _run_pending(pending, on_done: _Recorder, engine, scheduler, workers, design):
     """Record the tasks already known to be bad, run the others; (runnable tasks, engine info)."""
     on_done.report()
     runnable = [t for t in pending if not t.problem]
@@ -196,7 +169,7 @@ def _run_pending(pending, on_done: _Recorder, engine, scheduler, workers):
     if runnable:
         if engine is None:
             from bhtcli.sweep.on_dask import run_on_dask as engine
-        info = engine(runnable, on_done, scheduler=scheduler, workers=workers)
+        info = engine(runnable, on_done, scheduler=scheduler, workers=workers, design=design)
     return runnable, info
 
 

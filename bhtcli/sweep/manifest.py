@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from bhtcli.errors import InputError
-from bhtcli.search.optimize import DEFAULT_STARTS
+from bhtcli.search.starts import DEFAULT_STARTS
 from bhtcli.io.validation import check_energy, check_error, check_seed, check_starts
 
 MODELS = ("softmax", "leverage")

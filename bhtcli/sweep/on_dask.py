@@ -33,7 +33,8 @@ def available_cpus() -> int:
         return os.cpu_count() or 1
 
 
-def run_on_dask(tasks: list, on_done, scheduler: str | None = None, workers: int | None = None) -> dict:
+def run_on_dask(tasks: list, on_done, scheduler: str | None = None, workers: int | None = None,
+                design=None) -> dict:
     """Run `tasks` with bhtcli.sweep.driver.run_task on Dask, calling on_done(task, outcome) as each ends.
 
     Returns the engine's description: engine, workers, startup_seconds, run_seconds.
@@ -48,7 +49,7 @@ def run_on_dask(tasks: list, on_done, scheduler: str | None = None, workers: int
     with _quiet_logs(), _client(scheduler, workers, len(tasks)) as (client, label, n_workers):
         startup = time.perf_counter() - t0
         t1 = time.perf_counter()
-        futures = client.map(run_task, tasks, pure=False)
+        futures = client.map(run_task, tasks, design=design, pure=False)
         task_of = {f.key: t for f, t in zip(futures, tasks)}
         lost = []
         for future in as_completed(futures, loop=client.loop):

@@ -73,8 +73,11 @@ def _resident(arr: np.ndarray) -> int:
 _WORKER_CACHE = MatrixCache()
 
 
-def run_task(task: Task, cache: MatrixCache | None = None) -> dict:
+def run_task(task: Task, design, cache: MatrixCache | None = None) -> dict:
     """Run one task (on a worker): {"row": result columns, "query": the query or None}.
+
+    `design` is the design function the sweep runs (:func:`bhtcli.api.design`, handed down
+    by the caller: the sweep sits below the API and does not import it).
 
     Never raises for a problem of the task itself: the message goes into the row
     (status "failed", column failure), so one bad row does not stop a sweep.
@@ -88,7 +91,6 @@ def run_task(task: Task, cache: MatrixCache | None = None) -> dict:
         A = cache.load(v["a"], task.shown["a"])
         B = cache.load(v["b"], task.shown["b"])
         check_pair(A, B, task.shown["a"], task.shown["b"])
-        from bhtcli.api import design
         with parameter_names(str):      # messages name the manifest's columns, in any process
             result = design(**dict(call_arguments(v), A=A, B=B))
     except BhtError as exc:

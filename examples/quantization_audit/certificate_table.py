@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from audit import TENSOR, int8_round_trip, model_file  # noqa: E402
 
 from bhtcli import design, load_matrix  # noqa: E402
-from bhtcli.maths.bounds import centred_difference, row_diameter  # noqa: E402
+from bhtcli.analysis.diameter import centred_difference, row_diameter  # noqa: E402
 
 
 def main(argv=None) -> None:

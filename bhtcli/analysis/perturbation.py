@@ -17,7 +17,7 @@ nu is itself a nonconvex maximisation over the ball. With mu = E_p[delta], dev =
 (d/dz E_p[f] = p * (f - E_p f) for the logits z = Ax; the derivative through mu vanishes
 because E_p[dev] = 0). `VarianceObjective` exposes V in the interface of
 bhtcli.models.softmax.SoftmaxPair that the designer's batched projected L-BFGS
-(bhtcli.search.optimize.BatchedAscent) uses (evaluate / pullback), so it climbs V from many starts
+(bhtcli.search.ascent.BatchedAscent) uses (evaluate / pullback), so it climbs V from many starts
 at once.
 """
 from __future__ import annotations
@@ -28,11 +28,11 @@ import numpy as np
 from scipy.special import ndtri
 
 from bhtcli.io.load import load_pair
-from bhtcli.search.optimize import climb, project
+from bhtcli.search.ascent import climb, project
 from bhtcli.maths.counts import ceil_count, lower_count, upper_count
 from bhtcli.io.validation import check_energy, check_error, check_seed, check_starts
 
-DEFAULT_STARTS = 32
+from bhtcli.settings import DEFAULT_STARTS  # noqa: E402
 
 
 class VarianceObjective:

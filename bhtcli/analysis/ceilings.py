@@ -1,0 +1,293 @@
+"""The variance ceilings of the certificate (docs/maths.md §12): bounds V on the variance of
+the log-likelihood ratio over every query in the ball."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from bhtcli.analysis.diameter import DifferenceRows, f64_rows, sub_rows
+from bhtcli.maths.certificate import EPS, rounding_gamma, h2_from_variance, trust_region_max, weight_cap
+from bhtcli.models.readout import Readout
+
+
+CEILING_ROWS = 8192
+
+
+# The per-row ceiling's d x d Gram (2 n d^2 flops) and eigendecomposition are skipped when a
+# cheap lower bound on their result (one O(n d) pass) already exceeds the range ceiling, so
+# that they could not bind (docs/maths.md §15), for pairs with n d^2 at least this (below it
+# they cost little and the per-row value is reported as well). math.inf: never skip.
+PER_ROW_SKIP_MIN_WORK = float(1 << 30)
+
+
+@dataclass(frozen=True)
+class Ceiling:
+    """The smallest valid variance ceiling found and the H^2 ceiling of each candidate."""
+
+    variance: float | None          # V (None: no valid ceiling)
+    method: str | None              # the candidate that binds: "per_row" or "range"
+    candidates: dict                # method -> H^2 ceiling 1 - exp(-V/8) (None: not applicable)
+    note: str | None = None         # why a candidate does not apply
+
+
+def variance_ceiling(A, B, energy: float, spread: float, readout: Readout | None = None,
+                     stats: PairStats | None = None, rows: int = CEILING_ROWS) -> Ceiling:
+    """The smallest of the variance ceilings that apply (see the module notes).
+
+    Parameters
+    ----------
+    A, B : (n, d) arrays (any float dtype, memory maps welcome: streamed by row blocks)
+    energy : float
+        The budget E.
+    spread : float
+        L >= the range of delta over the ball (the range ceiling V = L^2 / 4; inf: none).
+    readout : Readout, optional
+        Links and biases. The per-row ceiling holds for exp and taylor links (poly: no).
+    stats : PairStats, optional
+        From :func:`pair_stats` (else one more pass computes it).
+    """
+    readout = Readout() if readout is None else readout
+    cands, values = {}, {}
+    if math.isfinite(spread):
+        values["range"] = spread ** 2 / 4.0
+    note = None
+    per_row, why = per_row_variance(A, B, energy, readout, stats, rows, above=values.get("range"))
+    if per_row is not None:
+        values["per_row"] = per_row
+    else:
+        note = why
+    for m in ("per_row", "range"):
+        cands[m] = h2_from_variance(values[m]) if m in values else None
+    if not values:
+        return Ceiling(None, None, cands, note)
+    method = min(values, key=values.get)
+    return Ceiling(values[method], method, cands, note)
+
+
+@dataclass(frozen=True)
+class PairStats:
+    """What one streamed pass over A and B gives (float64)."""
+
+    abar: np.ndarray            # mean row of A
+    bbar: np.ndarray            # mean row of B
+    mean_abs: np.ndarray        # mean of |A| + |B| + |A - B| by column (rounding margins)
+    norm_a: float               # max_i ||a_i||
+    norm_b: float               # max_i ||b_i||
+    eps_2inf: float             # max_i ||a_i - b_i||, the paper's eps
+    gmean: np.ndarray | None = None   # mean row of A - B, as DifferenceRows.mean computes it
+
+
+class _RunningSum:
+    """Column sums of consecutive sub-blocks, added row by row in the order in which
+    ``block.sum(axis=0)`` over their concatenation adds them (so the bits are the same).
+    A sub-block is written into ``rows(m)`` (row 0 of the buffer is kept for the sum so far),
+    so adding it copies nothing."""
+
+    def __init__(self, d: int, sub: int):
+        self.buf = np.empty((sub + 1, d))
+        self.acc = None
+
+    def rows(self, m: int) -> np.ndarray:
+        return self.buf[1:m + 1]
+
+    def add(self, m: int) -> None:
+        if self.acc is None:
+            self.acc = self.buf[1:m + 1].sum(axis=0)
+            return
+        self.buf[0] = self.acc
+        self.acc = self.buf[:m + 1].sum(axis=0)
+
+    def pop(self) -> np.ndarray:
+        acc, self.acc = self.acc, None
+        return acc
+
+
+def pair_stats(A, B, rows: int = CEILING_ROWS) -> PairStats:
+    """Row means, largest row norms and ||A - B||_{2->inf} in one streamed pass (blocks of
+    `rows` rows, each read in cache-sized sub-blocks; the values do not depend on the latter)."""
+    n, d = A.shape
+    sub = sub_rows(d, rows)
+    sa, sb, sg, sabs = np.zeros(d), np.zeros(d), np.zeros(d), np.zeros(d)
+    na = nb = ng = 0.0
+    tu = np.empty((sub, d))
+    ra, rb, rg, rt = (_RunningSum(d, sub) for _ in range(4))
+    for s in range(0, n, rows):
+        end = min(n, s + rows)
+        for k in range(s, end, sub):
+            m = min(end, k + sub) - k
+            a, b, g, t = ra.rows(m), rb.rows(m), rg.rows(m), rt.rows(m)
+            np.copyto(a, A[k:k + m], casting="unsafe")
+            np.copyto(b, B[k:k + m], casting="unsafe")
+            np.subtract(a, b, out=g)
+            na = max(na, float(np.einsum("ij,ij->i", a, a).max()))
+            nb = max(nb, float(np.einsum("ij,ij->i", b, b).max()))
+            ng = max(ng, float(np.einsum("ij,ij->i", g, g).max()))
+            ra.add(m)
+            rb.add(m)
+            rg.add(m)
+            np.abs(a, out=t)                    # (|a| + |b|) + |g|, as before
+            t += np.abs(b, out=tu[:m])
+            t += np.abs(g, out=g)
+            rt.add(m)
+        sa += ra.pop()
+        sb += rb.pop()
+        sg += rg.pop()
+        sabs += rt.pop()
+    gmean = sg / n if rows == DifferenceRows.ROWS else None    # the same sums as its mean()
+    return PairStats(sa / n, sb / n, sabs / n, math.sqrt(na), math.sqrt(nb), math.sqrt(ng), gmean)
+
+
+def _link_oscillation(link, radius: float) -> float:
+    return 0.0 if link.is_exp else link.psi_oscillation(radius)
+
+
+def per_row_variance(A, B, energy: float, readout: Readout | None = None, stats=None,
+                     rows: int = CEILING_ROWS, *, above: float | None = None):
+    """(V, None) with V >= sup_{x, t} Var_{pi_t}(delta) from per-row weight caps, or
+    (None, reason) when the proof does not cover the links, or when `above` (a variance
+    ceiling already known, e.g. the range one) is given, n d^2 >= PER_ROW_SKIP_MIN_WORK and a
+    lower bound on V exceeds it: then V could not be the smaller one and is not computed.
+
+    One streamed pass over A and B (plus :func:`pair_stats` when not given), a d x d
+    accumulator and one d x d eigendecomposition; rounding can only increase the result
+    (float64 throughout, margins from the standard error bounds: docs/maths.md). The skip
+    test costs one streamed pass without the d x d work (docs/maths.md §15).
+    """
+    readout = Readout() if readout is None else readout
+    la, lb = readout.link_a, readout.link_b
+    if la.kind == "poly" or lb.kind == "poly":
+        return None, "no per-row ceiling either (no weight cap holds for poly:K)"
+    n, d = A.shape
+    E = float(energy)
+    stats = pair_stats(A, B, rows) if stats is None else stats
+    abar, bbar = stats.abar, stats.bbar
+    alpha = np.zeros(n) if readout.bias_a is None else np.asarray(readout.bias_a, dtype=np.float64)
+    beta = np.zeros(n) if readout.bias_b is None else np.asarray(readout.bias_b, dtype=np.float64)
+    at, bt = alpha - alpha.mean(), beta - beta.mean()        # centred biases
+    e = at - bt                                              # centred bias difference
+    osc_a = osc_b = 0.0
+    if not readout.exp_links:
+        # psi = phi - s oscillates by at most osc over the scores' range [-R, R]
+        na, nb = stats.norm_a, stats.norm_b
+        ra_, rb_ = E * na + float(np.max(np.abs(alpha))), E * nb + float(np.max(np.abs(beta)))
+        osc_a, osc_b = _link_oscillation(la, ra_), _link_oscillation(lb, rb_)
+        if not (math.isfinite(osc_a) and math.isfinite(osc_b)):
+            return None, "per-row ceiling: the links' oscillation is unbounded"
+        # the log-weight spread stays below links.LOG_FLOOR, so no weight is floored
+        from bhtcli.models.links import LOG_FLOOR
+        if 2 * ra_ + osc_a > LOG_FLOOR or 2 * rb_ + osc_b > LOG_FLOOR:
+            return None, "per-row ceiling: log-weights span more than the link floor"
+    log_n1 = math.log(n - 1) if n > 1 else -math.inf
+    # rounding of the means: ||computed mean - exact|| <= gamma_{n+2} ||mean |.| || (any order)
+    gam = rounding_gamma(n + 2)
+    mean_err = 1.01 * gam * float(np.linalg.norm(stats.mean_abs))
+    if above is not None and n * d * d >= PER_ROW_SKIP_MIN_WORK:
+        low = per_row_floor(A, B, E, stats, at, bt, e, osc_a, osc_b, mean_err, rows)
+        if low > above:
+            return None, (f"per-row ceiling not computed: it is at least {h2_from_variance(low):.3g}, above the "
+                          f"range ceiling {h2_from_variance(above):.3g}, so it cannot bind (docs/maths.md §15)")
+    S = np.zeros((d, d))
+    sv, sh = np.zeros(d), np.zeros(d)
+    c0 = se = w = 0.0
+    trace_abs = 0.0        # sum_i cap_i ||h_i||^2 (for the Gram rounding margin)
+    h_err = 0.0            # max_i of a bound on ||computed h_i - exact h_i||
+    gbar = abar - bbar
+    for s in range(0, n, rows):
+        a = np.asarray(A[s:s + rows], dtype=np.float64)
+        b = np.asarray(B[s:s + rows], dtype=np.float64)
+        g = a - b
+        h = g - gbar
+        ac, bc = a - abar, b - bbar
+        na = np.sqrt(np.einsum("ij,ij->i", ac, ac))
+        nb = np.sqrt(np.einsum("ij,ij->i", bc, bc))
+        rho = np.maximum(E * na + at[s:s + rows] + osc_a, E * nb + bt[s:s + rows] + osc_b)
+        # rounding up: norms (relative (d + 4) eps), the means (mean_err), the biases
+        rho = (rho * (1 + 8 * (d + 4) * EPS) + 2 * E * mean_err
+               + 8 * EPS * (E * (na + nb) + np.abs(at[s:s + rows]) + np.abs(bt[s:s + rows]) + 1.0))
+        cap = weight_cap(rho, n, log_n1) * (1 + 8 * EPS)
+        hh = np.einsum("ij,ij->i", h, h)
+        es = e[s:s + rows]
+        S += (h * cap[:, None]).T @ h
+        sv += (cap * es) @ h
+        sh += cap @ h
+        c0 += float(cap @ (es * es))
+        se += float(cap @ es)
+        w += float(cap.sum())
+        trace_abs += float(cap @ hh) + float(cap @ (es * es))
+        gn = np.sqrt(np.einsum("ij,ij->i", g, g))
+        h_err = max(h_err, float(np.max(2 * EPS * (gn + np.sqrt(hh)))))
+    h_err += 2 * mean_err
+    e_err = 4 * EPS * (float(np.max(np.abs(alpha))) + float(np.max(np.abs(beta)))) * (1 + gam)
+    # centre at the cap-weighted mean (m, mu0) = (sh, se) / w: sum_i cap_i ((h_i - m) x +
+    # e_i - mu0)^2 is still >= Var_pi(delta), and never larger than about the uniform mean
+    m, mu0 = sh / w, se / w
+    S = S - w * np.outer(m, m)
+    sv = sv - w * mu0 * m
+    c0 = max(c0 - w * mu0 * mu0, 0.0)
+    S = 0.5 * (S + S.T)
+    sigma, Q = np.linalg.eigh(S)
+    # exact S <= computed S + delta I: Gram rounding (gamma_{n+2} sum cap |h|^2, Frobenius <=
+    # trace for the PSD |H|^T W |H|) and the eigensolver's backward error
+    top = max(float(np.max(np.abs(sigma))), 0.0)
+    delta = 3 * gam * trace_abs + 16 * (d + 1) * EPS * top
+    st = Q.T @ sv
+    quad = trust_region_max(sigma + delta, st, c0, E)
+    quad = quad * (1 + 16 * (d + 1) * EPS) + 3 * gam * trace_abs + 16 * (d + 1) * EPS * (c0 + E * float(np.linalg.norm(sv)))
+    # Minkowski: the inexact h and e add at most E h_err + e_err to the root-mean-square
+    root = math.sqrt(max(quad, 0.0)) + E * h_err + e_err + osc_a + osc_b
+    return root * root * (1 + 4 * EPS), None
+
+
+def per_row_floor(A, B, E: float, stats: PairStats, at, bt, e, osc_a: float, osc_b: float,
+                  mean_err: float, rows: int = CEILING_ROWS) -> float:
+    """A lower bound on the value :func:`per_row_variance` computes (docs/maths.md §15):
+    (E^2 / d) min_m sum_i c_i ||h_i - m||^2 + min_mu sum_i c_i (e_i - mu)^2, with caps c_i
+    below the exact kappa(rho_i) (rho deflated by more than its rounding), minus the rounding
+    of these sums. One streamed pass, O(n d), no d x d work.
+
+    at, bt, e: the centred biases and their difference (as per_row_variance computes them);
+    osc_a, osc_b: the links' oscillations (0 for exp); mean_err: the bound on the rounding of
+    the mean rows.
+    """
+    n, d = A.shape
+    sub = sub_rows(d, rows)
+    abar, bbar = stats.abar, stats.bbar
+    gbar = abar - bbar                          # as per_row_variance: the same h, bit for bit
+    log_n1 = math.log(n - 1) if n > 1 else -math.inf
+    bias_err = 2 * rounding_gamma(n + 2) * (abs_max(at) + abs_max(bt) + 1.0)
+    ta, tb, tc = (np.empty((sub, d)) for _ in range(3))
+    v = np.zeros(d)
+    t1 = c2 = c1 = w = 0.0
+    for k in range(0, n, sub):
+        m = min(n, k + sub) - k
+        a, b = f64_rows(A, k, m, ta), f64_rows(B, k, m, tb)
+        c = np.subtract(a, abar, out=tc[:m])
+        na = np.sqrt(np.einsum("ij,ij->i", c, c))
+        c = np.subtract(b, bbar, out=tc[:m])
+        nb = np.sqrt(np.einsum("ij,ij->i", c, c))
+        ak, bk = at[k:k + m], bt[k:k + m]
+        rho = np.maximum(E * na + ak + osc_a, E * nb + bk + osc_b)
+        # rounding down, by more than per_row_variance rounds up: the exact rho is above
+        rho = (rho * (1 - 16 * (d + 4) * EPS) - 2 * E * mean_err - bias_err
+               - 16 * EPS * (E * (na + nb) + np.abs(ak) + np.abs(bk) + np.abs(rho) + log_n1 + 1.0))
+        cap = weight_cap(rho, n, log_n1) * (1 - 16 * EPS)
+        h = np.subtract(a, b, out=tc[:m])
+        h -= gbar
+        es = e[k:k + m]
+        t1 += float(cap @ np.einsum("ij,ij->i", h, h))
+        v += cap @ h
+        w += float(cap.sum())
+        c2 += float(cap @ (es * es))
+        c1 += float(cap @ es)
+    if not w > 0:
+        return 0.0
+    gam = rounding_gamma(n + d + 8)
+    trace = t1 - float(v @ v) / w - 8 * gam * t1
+    c0 = c2 - c1 * c1 / w - 8 * gam * c2
+    return (E * E * max(trace, 0.0) / d + max(c0, 0.0)) * (1 - 32 * EPS)
+
+
+def abs_max(v) -> float:
+    return 0.0 if v is None else float(np.max(np.abs(v)))

@@ -1,0 +1,151 @@
+"""What design and bound establish about a pair before any optimisation: the paper's eps, the
+row diameter, whether the models are the same (docs/maths.md §1.3), and the variance ceiling
+behind the certificate (ceilings.py), for one budget or, through PairBase, for many."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from bhtcli.analysis.ceilings import Ceiling, abs_max, PairStats, pair_stats, variance_ceiling
+from bhtcli.analysis.diameter import DifferenceRows, Diameter, row_diameter, row_norm_2inf
+from bhtcli.maths.certificate import EPS
+from bhtcli.models.readout import Readout
+from bhtcli.io.validation import check_logit_scale
+
+
+@dataclass(frozen=True)
+class PairFacts:
+    """What design and bound establish about a pair before any optimisation."""
+
+    eps_2inf: float                 # the paper's eps = ||A - B||_{2->inf}
+    diameter: Diameter              # of the rows of A - B
+    distinguishable: bool
+    reason: str | None              # why not, when the models are the same
+    spread: float                   # L >= max_ij (delta_i - delta_j) over the ball (inf: none)
+    certificate_note: str | None    # why there is no certificate, or how it was obtained
+    ceiling: Ceiling | None = None  # the variance ceiling behind the certificate
+
+
+@dataclass(frozen=True)
+class PairBase:
+    """What the certificate needs that does not depend on the budget: one computation serves
+    every budget of a ladder, a budget curve or a --queries bisection."""
+
+    stats: "PairStats"
+    diameter: Diameter
+    bias_range: float
+    same: str | None                # why A and B are the same model (None: they differ)
+
+
+def pair_base(A: np.ndarray, B: np.ndarray, pair_G: np.ndarray,
+              readout: Readout | None = None) -> PairBase:
+    """Row statistics (one streamed pass over A and B), the row diameter and the same-model
+    rule (docs/maths.md §1.3, §4.2). pair_G: A - B (centred or not)."""
+    readout = Readout() if readout is None else readout
+    stats = pair_stats(A, B)
+    if np.asarray(pair_G[:1]).dtype != np.float64:    # a float32 search's G is rounded
+        pair_G = DifferenceRows(A, B)                   # float64 rows, streamed
+    mean = stats.gmean if isinstance(pair_G, DifferenceRows) else None   # saves a pass
+    diam = row_diameter(pair_G, mean=mean)
+    _, dbias = readout.bias_offsets(A.shape[0])
+    bias_range = float(dbias.max() - dbias.min())
+    bias_scale = max(abs_max(readout.bias_a), abs_max(readout.bias_b))
+    tiny = 32.0 * EPS * max(stats.norm_a, stats.norm_b, bias_scale)    # docs/maths.md §1.3
+    return PairBase(stats, diam, bias_range, _same_model(A, B, readout, diam.value, bias_range, tiny))
+
+
+def analyse_pair(A: np.ndarray, B: np.ndarray, pair_G: np.ndarray, energy: float,
+                 readout: Readout | None = None, base: PairBase | None = None) -> PairFacts:
+    """The same-model rule, the spread bound and the variance ceiling behind the certificate
+    (also checks that the budget keeps the logits in float64's useful range; docs/maths.md
+    §1.3, §4.3, §12). pair_G: A - B (centred or not). `base` (:func:`pair_base`) reuses the
+    budget-independent part; then one streamed pass over A and B (the per-row ceiling's
+    accumulator) is all a further budget costs."""
+    readout = Readout() if readout is None else readout
+    base = pair_base(A, B, pair_G, readout) if base is None else base
+    stats, diam = base.stats, base.diameter
+    norm_a, norm_b = stats.norm_a, stats.norm_b
+    check_logit_scale(energy, max(norm_a, norm_b))
+    if base.same:
+        return PairFacts(stats.eps_2inf, diam, False, base.same, 0.0, None)
+    spread = energy * diam.value + base.bias_range
+    note = None
+    if not readout.exp_links:
+        ba, bb = abs_max(readout.bias_a), abs_max(readout.bias_b)
+        wobble = (readout.link_a.psi_oscillation(energy * norm_a + ba)
+                  + readout.link_b.psi_oscillation(energy * norm_b + bb))
+        spread += wobble
+        if math.isinf(spread):
+            note = ("no certificate: a poly:K link's log-weight K log|s| is unbounded near s = 0, "
+                    "so no closed-form bound on the separation holds")
+        else:
+            note = ("certificate for taylor links: log-weights are the scores plus psi = log T_K(s) - s, "
+                    f"whose oscillation over the ball ({wobble:.3g}) widens both the range and the "
+                    "per-row bounds; valid but looser than for exp links")
+    ceiling = variance_ceiling(A, B, energy, spread, readout, stats)
+    return PairFacts(stats.eps_2inf, diam, True, None, spread, note, ceiling)
+
+
+def _same_model(A, B, readout: Readout, diam: float, bias_range: float, tiny: float) -> str | None:
+    """A reason when P_A(x) = P_B(x) for every x, else None."""
+    la, lb = readout.link_a, readout.link_b
+    if readout.exp_links:
+        if diam <= tiny and bias_range <= tiny:
+            return ("A and B are the same softmax model: every row of A - B is the same vector "
+                    "(B = A + 1 w^T" + (", biases differing by a constant" if not readout.plain else "")
+                    + "), so softmax(Ax) = softmax(Bx) for every query")
+        return None
+    blocks = lambda: _augmented_blocks(A, B, readout.bias_a, readout.bias_b)
+    if la == lb and la.kind == "taylor":
+        if max(row_norm_2inf(ta - tb) for ta, tb in blocks()) <= tiny:
+            return f"A and B are equal (rows and biases), with the same link {la.name}"
+        return None
+    if la == lb and la.kind == "poly":
+        sa = sb = 0.0
+        for ta, tb in blocks():                 # one pass for both norms
+            sa, sb = sa + float(np.sum(ta * ta)), sb + float(np.sum(tb * tb))
+        t = math.sqrt(sb / max(sa, 1e-300))
+        worst = max(float(np.max(np.minimum(np.linalg.norm(tb - t * ta, axis=1),
+                                            np.linalg.norm(tb + t * ta, axis=1))))
+                    for ta, tb in blocks())
+        if worst <= tiny * max(t, 1.0):
+            return (f"B = +-{t:.6g} A row by row (biases included): with the link {la.name}, "
+                    "(b_i x)^K is proportional to (a_i x)^K for every query")
+        return None
+    first = next(blocks())
+    a0, b0 = first[0][0], first[1][0]
+    if max(max(row_norm_2inf(ta - a0), row_norm_2inf(tb - b0)) for ta, tb in blocks()) <= tiny:
+        return ("every row of A is the same (and so is every row of B, biases included): both "
+                "models answer uniformly for every query")
+    return None
+
+
+def _augmented_blocks(A, B, bias_a, bias_b, rows: int = 8192):
+    """Row blocks of [A, bias_a] and [B, bias_b] in float64 (a bias is one more column:
+    s = [A, b] [x; 1]; zero when absent)."""
+    for s in range(0, A.shape[0], rows):
+        out = []
+        for M, bias in ((A, bias_a), (B, bias_b)):
+            blk = np.asarray(M[s:s + rows], dtype=np.float64)
+            col = np.zeros((blk.shape[0], 1)) if bias is None else np.asarray(bias[s:s + rows], dtype=np.float64)[:, None]
+            out.append(np.hstack([blk, col]))
+        yield out[0], out[1]
+
+
+# --- the variance ceiling (docs/maths.md §12) -------------------------
+#
+# Every ceiling here bounds V >= sup over ||x|| <= E and |t| <= 1/2 of Var_{pi_t}(delta),
+# pi_t = softmax(c + t delta) (c, delta the midpoint log-weights and their difference). Then
+#     D(x) <= V / 8   and   KL(P_A || P_B), KL(P_B || P_A) <= V / 2   for every query.
+# "range":   V = L^2 / 4 with L >= range(delta) over the ball (Popoviciu).
+# "per_row": pi_{t,i} <= cap_i (Jensen on the log-partition function) and
+#            V = sup_{||x|| <= E} sum_i cap_i (h_i x + e_i)^2 (second moment about the uniform
+#            mean; h, e the row-centred A - B and bias difference), a trust-region problem
+#            solved through a d x d eigendecomposition.
+
+
+def join_notes(*notes):
+    kept = [n for n in notes if n]
+    return "; ".join(kept) if kept else None

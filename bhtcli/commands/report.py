@@ -1,0 +1,149 @@
+"""The softmax design report: everything a user decides from, at a query found or given
+(divergences, sample counts, the certificate, the paper's quantities, the solver record)."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from bhtcli.analysis.facts import PairFacts, analyse_pair, join_notes
+from bhtcli.io.load import load_pair
+from bhtcli.io.validation import check_energy, check_error
+from bhtcli.maths.certificate import certificate_from_variance
+from bhtcli.maths.counts import query_counts
+from bhtcli.maths.divergences import Tilt, divergences_from_tilt
+from bhtcli.models.readout import make_readout
+from bhtcli.models.softmax import SoftmaxPair, logits_at, pass_seconds
+from bhtcli.results import DesignResult
+from bhtcli.search.kkt import kkt_state
+from bhtcli.search.result import solver_dict
+
+
+KKT_WARN = 1e-3      # a relative KKT residual above this is reported as a warning ...
+
+
+KKT_WARN_FLOAT32 = 1e-2  # ... or above this after a float32 search: at ill-conditioned (swap)
+                         # maxima its climb ends near 1e-3 with D resolved to ~1e-7 relative
+                         # (docs/maths.md §14)
+
+
+def report_for_query(A, B, x, energy: float, error: float = 0.05, *, link_a="exp", link_b="exp",
+                     bias_a=None, bias_b=None) -> DesignResult:
+    """The report `design` gives, for a query chosen by the caller (no optimisation)."""
+    energy, error = check_energy(energy), check_error(error)
+    A, B = load_pair(A, B, dtype=None)  # as stored: every use converts row blocks
+    readout = make_readout(A.shape[0], link_a, link_b, bias_a, bias_b)
+    t0 = time.perf_counter()
+    pair = SoftmaxPair(A, B, readout=readout)
+    facts = analyse_pair(A, B, pair.G, energy, readout)
+    ctx = ReportContext(A, B, pair, energy, error, facts, t0)
+    x = np.asarray(x, dtype=np.float64)
+    on_boundary, residual = kkt_state(pair, x, energy)
+    solver = solver_dict("given", 0, 0, pair.passes, 0, [], residual, 0.0)
+    if not facts.distinguishable:
+        return same_model_report(ctx, solver)
+    return report(ctx, x, on_boundary, solver)
+
+
+@dataclass(frozen=True)
+class ReportContext:
+    A: np.ndarray
+    B: np.ndarray
+    pair: SoftmaxPair
+    energy: float
+    error: float
+    facts: PairFacts
+    t0: float
+
+
+def readout_warnings(readout) -> list:
+    if readout.link_a.scale_free and readout.link_b.scale_free and \
+            readout.bias_a is None and readout.bias_b is None:
+        return ["both links are poly:K without bias: the probabilities are the same at x and "
+                "t x, so the energy changes nothing here (it matters against an exp or taylor link)"]
+    return []
+
+
+def report(ctx: ReportContext, x, on_boundary, solver, extra_passes: int = 0):
+    pair = ctx.pair
+    # The reported numbers come from float64 scores at x: the pair's own product when it is
+    # float64, one streamed float64 pass over A and B after a float32 search.
+    if pair.dtype == np.float64:
+        c, delta = pair.logits(x)
+    else:
+        c, delta = logits_at(ctx.A, ctx.B, x, pair.readout)
+    tilt = Tilt.from_logits(c, delta)
+    div = divergences_from_tilt(tilt)
+    counts = query_counts(tilt, div.bhattacharyya_distance, ctx.error)
+    note = None
+    certificate = certificate_dict(ctx, div.hellinger_squared)
+    if div.bhattacharyya_distance == 0.0:
+        ceiling = certificate["hellinger_squared_max_bound"]
+        if ceiling == 0.0:          # proven: no query in the ball separates them in float64
+            note = ("the models differ, but by less than float64 resolves at this budget: "
+                    "H^2 underflows to 0 and no finite count can be given")
+        else:
+            allows = "has no closed form here" if ceiling is None else \
+                f"allows up to H^2 = {ceiling:.3g} at this budget"
+            note = ("the search ended at H^2 = 0 (at every point it reached both models put "
+                    f"all their mass on the same rows), while the certificate {allows}: this "
+                    "is not evidence that the models are indistinguishable; try more starts")
+    solver = dict(solver, passes=pair.passes + extra_passes, pass_seconds=pass_seconds(pair),
+                  seconds=time.perf_counter() - ctx.t0)
+    warnings = readout_warnings(pair.readout)
+    kkt_warn = KKT_WARN if pair.dtype == np.float64 else KKT_WARN_FLOAT32
+    if solver["method"] not in ("given", "candidates") and solver["kkt_residual"] > kkt_warn:
+        warnings.append(f"the KKT residual at the query is {solver['kkt_residual']:.2g}: the point found "
+                        "is not a verified local maximum (e.g. on a kink of a poly:K link); the "
+                        "certificate's bound still holds, try more --starts")
+    return DesignResult(
+        "softmax", pair.n, pair.d, ctx.energy, ctx.error, x.tolist(), float(np.linalg.norm(x)),
+        on_boundary, div.hellinger, div.hellinger_squared, div.bhattacharyya_distance,
+        div.total_variation, div.kl_ab, div.kl_ba, div.chernoff_information, distinguishable=True,
+        note=note,
+        samples={"lower": counts.lower, "upper": counts.upper, "predicted": counts.predicted,
+                 "method": counts.method},
+        certificate=certificate,
+        **paper_dict(ctx, True), solver=solver, warnings=warnings,
+        readout=pair.readout.description, dtype=str(pair.dtype))
+
+
+def same_model_report(ctx: ReportContext, solver):
+    pair = ctx.pair
+    zero = dict(bhattacharyya_distance=0.0, hellinger=0.0, hellinger_squared=0.0,
+                total_variation=0.0, kl_ab=0.0, kl_ba=0.0, chernoff_information=0.0)
+    solver = dict(solver, passes=pair.passes, pass_seconds=pass_seconds(pair),
+                  seconds=time.perf_counter() - ctx.t0)
+    return DesignResult("softmax", pair.n, pair.d, ctx.energy, ctx.error, [0.0] * pair.d, 0.0, False,
+                        **zero, distinguishable=False, note=ctx.facts.reason,
+                        samples={"lower": None, "upper": None, "predicted": None, "method": "none"},
+                        certificate=certificate_dict(ctx, 0.0),
+                        **paper_dict(ctx, False), solver=solver,
+                        readout=pair.readout.description, dtype=str(pair.dtype))
+
+
+def certificate_dict(ctx: ReportContext, h2):
+    facts = ctx.facts
+    ceiling = facts.ceiling
+    cert = certificate_from_variance(ceiling.variance if ceiling else None, ctx.error,
+                                     facts.distinguishable)
+    bound = cert.hellinger_squared_max_bound
+    ratio = h2 / bound if bound else None
+    return {"hellinger_squared_max_bound": bound,
+            "kl_max_bound": cert.kl_max_bound,
+            "samples_lower_any_strategy": cert.samples_lower_any_strategy,
+            "mean_samples_lower_sequential": cert.mean_samples_lower_sequential,
+            "ceiling_method": ceiling.method if ceiling else None,
+            "ceilings": ceiling.candidates if ceiling else None,
+            "row_diameter": facts.diameter.value, "row_diameter_exact": facts.diameter.exact,
+            "design_over_bound": ratio,
+            "note": join_notes(facts.certificate_note, ceiling.note if ceiling else None)}
+
+
+def paper_dict(ctx: ReportContext, distinguishable):
+    eps = ctx.facts.eps_2inf
+    softmax = ctx.pair.readout.exp_links
+    return {"row_norm_2inf": eps,
+            "paper_lower_order": (1.0 / (eps * ctx.energy) ** 2
+                                  if softmax and distinguishable and eps > 0 else None)}

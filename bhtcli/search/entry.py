@@ -1,0 +1,88 @@
+"""The one entry point of the searches, dispatching on the method (as scipy.optimize.minimize).
+
+    "auto"    the sketched search (sketch.py) when the pair is large enough for a subspace to
+              pay (sketch.use_sketch's size rule), else the full multistart ladder (ladder.py)
+    "full"    the full multistart search in R^d: budget ladder, adaptive rounds of starts
+    "sketch"  screens, successive halving in a sketched subspace, lift and polish in full d
+    "ccp"     the convex-concave procedure with cvxpy (a slow, independent cross-check)
+    "box"     leverage-score models: L-BFGS-B over the box of weights (box.py)
+
+Every method returns a :class:`bhtcli.search.result.SearchResult`.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from bhtcli.search.result import SearchResult
+
+METHODS = ("auto", "full", "sketch", "ccp", "box")
+
+
+def maximize(problem, energy: float, method: str = "auto", *, starts: int | None = None,
+             seed: int = 0, max_starts: int | None = None, keep: int = 4, progress=None,
+             carried=None, box=None, models=None, objective: str = "bhattacharyya",
+             tolerances=None) -> SearchResult:
+    """The best query for `problem` under the budget `energy`.
+
+    Parameters
+    ----------
+    problem : SoftmaxPair or LeveragePair
+        What to maximise (its Bhattacharyya distance, or `objective` for "box").
+    energy : float
+        The radius of the ball ||x|| <= energy (softmax methods; unused by "box").
+    method : {"auto", "full", "sketch", "ccp", "box"}
+    starts : int, optional
+        Exactly this many starts (full search: one round instead of adaptive rounds; "auto"
+        then chooses the full search). "ccp" defaults to 32, "box" to box.default_starts.
+    seed : int
+    max_starts : int, optional
+        Budget of the full search's adaptive rounds (default ladder.DEFAULT_MAX_STARTS).
+    carried : (d, m) array, optional
+        Extra starting points (scaled into the ball), e.g. the best candidate queries.
+    box : (lo, hi)
+        "box" only: the bounds on theta = -log s^2.
+    models : (A, B)
+        "ccp" only: the two matrices (the convex steps need them, not the pair's K).
+    objective : {"bhattacharyya", "kl"}
+        "box" only.
+    """
+    if method == "box":
+        from bhtcli.search.box import default_starts, maximize_box
+        lo, hi = box
+        if starts is None:
+            starts = default_starts(problem.n, problem.a.At.shape[0])
+        return maximize_box(problem, lo, hi, starts, seed, objective)
+    if method == "ccp":
+        from bhtcli.search.ccp import ccp_search
+        from bhtcli.search.starts import DEFAULT_STARTS
+        A, B = models
+        return ccp_search(problem, A, B, energy, DEFAULT_STARTS if starts is None else starts, seed)
+    from bhtcli.search.ladder import DEFAULT_MAX_STARTS, default_tolerances, search_budgets
+    from bhtcli.search.sketch import use_sketch
+    if method not in ("auto", "full", "sketch"):
+        raise ValueError(f"unknown search method {method!r}; one of {', '.join(METHODS)}")
+    tolerances = tolerances or default_tolerances(problem)
+    max_starts = DEFAULT_MAX_STARTS if max_starts is None else max_starts
+    if carried is not None and np.size(carried):
+        from bhtcli.search.ascent import project
+        carried = project(np.asarray(carried, dtype=np.float64), energy)
+    else:
+        carried = None
+    if use_sketch(problem, method, starts):
+        from bhtcli.search.sketch import sketch_search
+        return sketch_search(problem, float(energy), starts=starts, seed=seed,
+                             max_starts=max_starts, keep=keep, progress=progress,
+                             tolerances=tolerances, carried=carried)
+    return search_budgets(problem, [energy], starts=starts, seed=seed, max_starts=max_starts,
+                          keep=keep, progress=progress, tolerances=tolerances,
+                          carried=carried)[0]
+
+
+def maximize_budgets(pair, energies, *, starts: int | None = None, seed: int = 0,
+                     max_starts: int | None = None, keep: int = 4, progress=None,
+                     carried=None) -> list:
+    """One SearchResult per budget (ascending) from one warm-started ladder (ladder.py)."""
+    from bhtcli.search.ladder import DEFAULT_MAX_STARTS, search_budgets
+    return search_budgets(pair, energies, starts=starts, seed=seed, keep=keep, progress=progress,
+                          max_starts=DEFAULT_MAX_STARTS if max_starts is None else max_starts,
+                          carried=carried)

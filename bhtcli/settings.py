@@ -1,0 +1,8 @@
+"""Defaults and names that several layers share, as plain constants (no imports): the CLI
+reads them at start-up, so this module must stay free of numpy and friends."""
+
+DESIGN_METHODS = ("lbfgs", "ccp")     # design's method: batched L-BFGS, or the cvxpy cross-check
+DEFAULT_STARTS = 32                   # the full search's first round of starts
+FORMATS = ".npy, .npz, .safetensors, .csv, .txt or .json"    # matrix inputs
+OUT_SUFFIXES = (".npy", ".csv", ".txt", ".json")              # matrix outputs
+OUT_FORMATS = ".npy, .csv, .txt or .json"

@@ -1,0 +1,153 @@
+"""The floor plan (docs/architecture.md): no import circles, arrows one way between the layers,
+pure numerics in maths/, a command line that talks to the library through bhtcli.api only,
+and no module importing another's private names. Every import counts, local ones too."""
+import ast
+import pathlib
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1] / "bhtcli"
+
+# bottom to top; a module may import its own layer and the layers below it
+LAYERS = [
+    {"bhtcli.errors", "bhtcli.settings"},
+    {"bhtcli.maths"},
+    {"bhtcli.results", "bhtcli.schema", "bhtcli.io"},
+    {"bhtcli.models"},
+    {"bhtcli.search"},
+    {"bhtcli.analysis"},
+    {"bhtcli.commands"},
+    {"bhtcli.sweep"},
+    {"bhtcli.api"},
+    {"bhtcli.cli", "bhtcli.__main__"},
+]
+
+
+def _modules():
+    mods = {}
+    for path in ROOT.rglob("*.py"):
+        rel = path.relative_to(ROOT.parent).with_suffix("")
+        name = ".".join(rel.parts)
+        mods[name.removesuffix(".__init__")] = path
+    return mods
+
+
+MODULES = _modules()
+
+
+def _imports(name, path):
+    """(target module, imported names) for every import of a bhtcli module in `path`."""
+    is_pkg = path.name == "__init__.py"
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            out += [(a.name, []) for a in node.names if a.name.split(".")[0] == "bhtcli"]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = name.split(".") if is_pkg else name.split(".")[:-1]
+                parts = parts[:len(parts) - (node.level - 1)]
+                base = ".".join(parts + ([base] if base else []))
+            if base.split(".")[0] != "bhtcli":
+                continue
+            names = [a.name for a in node.names]
+            subs = [f"{base}.{n}" for n in names if f"{base}.{n}" in MODULES]
+            out += [(s, []) for s in subs] + [(base, [n for n in names if f"{base}.{n}" not in MODULES])]
+    return out
+
+
+def _resolve(target):
+    while target and target not in MODULES:
+        target = target.rpartition(".")[0]
+    return target
+
+
+def _layer(module):
+    for i, layer in enumerate(LAYERS):
+        if any(module == p or module.startswith(p + ".") for p in layer):
+            return i
+    return None
+
+
+EDGES = {m: {_resolve(t) for t, _ in _imports(m, p)} - {m, None} for m, p in MODULES.items()}
+
+
+def test_every_module_has_a_layer():
+    assert [m for m in MODULES if m != "bhtcli" and _layer(m) is None] == []
+
+
+def test_no_import_circles():
+    index, low, stack, on, circles, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v):                       # Tarjan's strongly connected components
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in EDGES[v]:
+            if w == "bhtcli" or MODULES[w].name == "__init__.py":
+                continue                # a package's __init__ re-exports; it is no layer
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                circles.append(sorted(comp))
+
+    for m in MODULES:
+        if m not in index:
+            visit(m)
+    assert circles == []
+
+
+def test_arrows_point_down():
+    up = [(m, t) for m, targets in EDGES.items() for t in targets
+          if t != "bhtcli" and _layer(m) is not None and _layer(t) > _layer(m)]
+    assert up == []
+
+
+def test_maths_is_numpy_and_scipy_only():
+    allowed_roots = {"numpy", "scipy", "math", "dataclasses", "__future__", "bhtcli", "typing",
+                     "functools", "warnings"}
+    for name, path in MODULES.items():
+        if not name.startswith("bhtcli.maths"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                roots = {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                roots = {(node.module or "").split(".")[0]}
+            else:
+                continue
+            assert roots <= allowed_roots, (name, roots)
+        bht = {t for t in EDGES[name] if t != "bhtcli"}
+        assert all(t.startswith("bhtcli.maths") or t == "bhtcli.settings" for t in bht), (name, bht)
+
+
+def test_the_command_line_talks_to_the_api_only():
+    for name in MODULES:
+        if name.startswith("bhtcli.cli"):
+            outside = {t for t in EDGES[name] if not t.startswith("bhtcli.cli")} - {"bhtcli.api"}
+            assert outside == set(), name
+
+
+def test_no_module_imports_another_modules_private_names():
+    leaks = [(m, t, n) for m, p in MODULES.items() for t, names in _imports(m, p)
+             for n in names if n.startswith("_") and not n.startswith("__") and _resolve(t) != m]
+    assert leaks == []
+
+
+@pytest.mark.parametrize("package", ["maths", "analysis", "search", "commands", "models", "io"])
+def test_the_library_never_imports_click_or_rich(package):
+    for path in (ROOT / package).rglob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        assert "import click" not in text and "from rich" not in text, path
