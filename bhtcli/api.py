@@ -299,7 +299,7 @@ def simulate(A, B, energy=None, *, model="softmax", floor=None, query=None, erro
 
 def sweep(manifest, out, scheduler: str | None = None, workers: int | None = None, *,
           export: str | None = None, retry_failed: bool = False, progress=None, notice=None,
-          engine=None):
+          engine=None, force: bool = False):
     """Run every task of a sweep manifest (one design per row) on Dask; resumable.
 
     Parameters are those of :func:`bhtcli.sweep.driver.sweep`; every task runs :func:`design`.
@@ -307,5 +307,5 @@ def sweep(manifest, out, scheduler: str | None = None, workers: int | None = Non
     """
     from bhtcli.sweep.driver import sweep as run_sweep
     return run_sweep(manifest, out, scheduler, workers, export=export, retry_failed=retry_failed,
-                     progress=progress, notice=notice, design=design,
+                     progress=progress, notice=notice, design=design, force=force,
                      **({} if engine is None else {"engine": engine}))

@@ -141,15 +141,15 @@ def design(a, b, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, st
     curve = energies is not None and len(energies) > 1
     if queries is not None:
         queries = check_queries(queries)
+    inputs = (a, b, bias_a, bias_b, candidates, names, subspace)
     if plot:
-        check_output_path(plot, "--plot", inputs=(a, b), force=None, suffixes=(".png",))
+        check_output_path(plot, "--plot", inputs=inputs, force=force, suffixes=(".png",))
         if not curve:
             raise InputError("--plot draws the budget curve: give --energy a comma list (0.5,1,2,4)")
     if out:
         if curve:
             raise InputError("--out writes one query: use it with a single --energy")
-        check_output_path(out, inputs=(a, b, bias_a, bias_b, candidates, subspace), force=force,
-                          suffixes=OUT_SUFFIXES)
+        check_output_path(out, inputs=inputs, force=force, suffixes=OUT_SUFFIXES)
     with _reporter(quiet) as progress:
         result = design_fn(a, b, energies if curve else (energies[0] if energies else None),
                            model=model, floor=floor, link_a=link_a, link_b=link_b, bias_a=bias_a,
@@ -242,11 +242,12 @@ def decide(a, b, answers, model, query, alpha, link_a, link_b, bias_a, bias_b, a
               show_default=True, help="Which strategies to simulate.")
 @click.option("--plot", type=click.Path(dir_okay=False), default=None, metavar="FILE.png",
               help="Write a PNG: max error against n, empirical vs predicted and bounds (needs fixed).")
+@force_option
 @json_option
 @dtype_option
 @quiet_option
 def simulate(a, b, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, query, trials, seed,
-             policy, plot, as_json, dtype, quiet):
+             policy, plot, force, as_json, dtype, quiet):
     """Simulate how many queries it really takes: fixed n, Wald's SPRT, Chernoff's adaptive rule.
 
     When A and B cannot be told apart nothing is simulated: the result says why (exit 0).
@@ -261,7 +262,8 @@ def simulate(a, b, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, 
     from bhtcli.api import check_output_path
     spec = _spec(model, energy, floor, link_a, link_b, bias_a, bias_b, dtype)
     if plot:
-        check_output_path(plot, "--plot", inputs=(a, b, query), force=None, suffixes=(".png",))
+        check_output_path(plot, "--plot", inputs=(a, b, query, bias_a, bias_b), force=force,
+                          suffixes=(".png",))
         if policy not in ("fixed", "all"):
             raise InputError("--plot draws the fixed-n experiment; use --policy fixed or all")
     with _reporter(quiet, bar=True) as progress:
@@ -282,11 +284,12 @@ def simulate(a, b, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, 
               help="How many of the best to list (with exact predicted counts).")
 @click.option("--out", type=click.Path(dir_okay=False), default=None, metavar="FILE",
               help="Write every candidate's scores to FILE.jsonl or FILE.csv (in the order of H).")
+@force_option
 @json_option
 @dtype_option
 @quiet_option
 def rank(a, b, h, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, names, top, out,
-         as_json, dtype, quiet):
+         force, as_json, dtype, quiet):
     """Score every candidate query (one per row of H) and rank them; no search.
 
     H is m x d (leverage: m x n weight vectors s), any matrix format, streamed in blocks.
@@ -303,7 +306,7 @@ def rank(a, b, h, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, n
     with _reporter(quiet) as progress:
         result = rank_fn(a, b, h, spec.energy, model=spec.family, floor=spec.floor, error=alpha,
                          names=names, top=top, out=out, dtype=spec.dtype, progress=progress,
-                         **spec.readout_options())
+                         force=force, **spec.readout_options())
     _emit(result, as_json)
 
 
@@ -317,9 +320,10 @@ def rank(a, b, h, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, n
 @click.option("--export", type=click.Path(dir_okay=False), default=None,
               help="At the end, write the manifest's rows with their results to FILE.csv or FILE.parquet.")
 @click.option("--retry-failed", is_flag=True, help="Run the tasks whose rows say failed again.")
+@force_option
 @json_option
 @quiet_option
-def sweep(manifest, results, scheduler, workers, export, retry_failed, as_json, quiet):
+def sweep(manifest, results, scheduler, workers, export, retry_failed, force, as_json, quiet):
     """Run design for every row of a manifest (a, b, energy, ...) on Dask, resumably.
 
     {columns}
@@ -334,7 +338,7 @@ def sweep(manifest, results, scheduler, workers, export, retry_failed, as_json, 
     with _reporter(quiet, bar=True) as progress:
         try:
             result = sweep_fn(manifest, results, scheduler=scheduler, workers=workers, export=export,
-                              retry_failed=retry_failed,
+                              retry_failed=retry_failed, force=force,
                               progress=lambda done, total, failed: progress(
                                   f"sweep ({failed:,} failed)", done, total),
                               notice=lambda message: click.echo(f"Note: {message}", err=True))

@@ -40,7 +40,8 @@ quiet_option = click.option(
     "--quiet", "-q", is_flag=True,
     help="No progress display on stderr (it only appears when stderr is a terminal).")
 force_option = click.option(
-    "--force", is_flag=True, help="Allow --out to replace one of the command's input files.")
+    "--force", is_flag=True,
+    help="Allow an output file (--out, --export, --plot) to replace one of the command's input files.")
 model_option = click.option(
     "--model", type=click.Choice(["softmax", "leverage"]), default="softmax", show_default=True,
     help="softmax: answers ~ softmax(Ax), query x; leverage: answers ~ leverage scores of S^-1 A, query s.")

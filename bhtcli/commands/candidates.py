@@ -30,7 +30,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from bhtcli.errors import InputError
+from bhtcli.errors import InputError, parameter_name
 from bhtcli.io.load import atomic_file, check_output_path, load_pair, read_array
 from bhtcli.io.validation import check_dtype, check_error, check_seed, check_starts, check_top
 from bhtcli.maths.counts import lower_count, query_counts, upper_count
@@ -314,7 +314,7 @@ def _entry(i, scores, names, counts) -> dict:
 def rank(A, B, H, energy=None, *, model: str = "softmax", floor=None, error: float = 0.05,
          names=None, top: int = DEFAULT_TOP, out=None, link_a="exp", link_b="exp", bias_a=None,
          bias_b=None, dtype: str = "float64", block_rows: int | None = None,
-         progress=None) -> RankResult:
+         progress=None, force: bool = False) -> RankResult:
     """Score every candidate query (a row of H) and write all of them to `out`.
 
     Parameters
@@ -338,6 +338,7 @@ def rank(A, B, H, energy=None, *, model: str = "softmax", floor=None, error: flo
         How many of the best eligible candidates get full counts (default 10).
     out : path, optional
         FILE.jsonl or FILE.csv: one record per candidate, in the order of H (written atomically).
+        It must not be one of the inputs (A, B, H, `names`, `bias_a`, `bias_b`) unless `force`.
     link_a, link_b, bias_a, bias_b, dtype
         As for :func:`bhtcli.commands.design.design`.
     block_rows : int, optional
@@ -355,12 +356,13 @@ def rank(A, B, H, energy=None, *, model: str = "softmax", floor=None, error: flo
         Bad matrices, names or options; no eligible candidate; an unknown output format.
     """
     if out is not None:
-        _check_out(out)
+        _check_out(out, (A, B, H, names, bias_a, bias_b), force)
     r = _rank(A, B, H, energy, model=model, floor=floor, error=error, names=names, top=top,
               link_a=link_a, link_b=link_b, bias_a=bias_a, bias_b=bias_b, dtype=dtype,
               rows=block_rows, progress=progress)
     if out is not None:
-        write_scores(out, r.scores, r.names, {e["index"]: e for e in r.top}, r.error)
+        write_scores(out, r.scores, r.names, {e["index"]: e for e in r.top}, r.error,
+                     option=parameter_name("out"))
     best = int(r.top_rows[0])
     given = r.box_source == "energy"        # the budget the user gave (not one derived from H)
     return RankResult(r.model, r.n, r.d, r.energy if given else None, r.floor if given else None,
@@ -372,20 +374,21 @@ def rank(A, B, H, energy=None, *, model: str = "softmax", floor=None, error: flo
                       time.perf_counter() - r.t0)
 
 
-def _check_out(out) -> None:
-    check_output_path(os.fspath(out), "--out")
+def _check_out(out, inputs, force: bool) -> None:
+    option = parameter_name("out")
     if os.path.splitext(os.fspath(out))[1].lower() not in OUT_FORMATS:
-        raise InputError(f"--out {out}: name the file *.jsonl (one JSON object per candidate) or *.csv")
+        raise InputError(f"{option} {out}: name the file *.jsonl (one JSON object per candidate) or *.csv")
+    check_output_path(os.fspath(out), option, inputs=inputs, force=force)
 
 
 COLUMNS = ("index", "name", "eligible", "norm", "hellinger_squared", "bhattacharyya_distance",
            "lower", "upper", "predicted")
 
 
-def write_scores(out, scores: Scores, names, top: dict, error: float) -> None:
+def write_scores(out, scores: Scores, names, top: dict, error: float, option: str | None = None) -> None:
     """Every candidate, in order: JSONL or CSV by the extension (`predicted` for the top rows)."""
     jsonl = os.fspath(out).lower().endswith(".jsonl")
-    with atomic_file(os.fspath(out), "w", encoding="utf-8", newline="") as fh:
+    with atomic_file(os.fspath(out), "w", option=option, encoding="utf-8", newline="") as fh:
         writer = None if jsonl else csv.writer(fh)
         if writer:
             writer.writerow(COLUMNS)

@@ -328,16 +328,20 @@ def check_output_path(path: str, option: str | None = None, inputs=(), force: bo
                       suffixes=None) -> str:
     """Fail early (before any work) on an output path that cannot be right.
 
-    The folder must exist; `path` must not be a folder; with `suffixes`, its extension must be
-    one of them; and it must not be one of `inputs` (paths, ``FILE.npz:KEY`` and ``-``
-    allowed) unless `force` (None: the command has no --force to suggest).
+    The one guard of every file-writing option (``--out``, ``--export``, ``--plot``): the
+    folder must exist and be writable; `path` must not be a folder; with `suffixes`, its
+    extension must be one of them; and it must not be one of `inputs` (paths,
+    ``FILE.npz:KEY`` and ``-`` allowed) unless `force` (None: the caller has no force to
+    suggest).
     """
     option = parameter_name("out") if option is None else option
+    path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         raise InputError(f"{option} {path}: folder {folder} does not exist; create it first")
     if os.path.isdir(path):
         raise InputError(f"{option} {path} is a folder; give a file name such as x.npy")
+    _check_writable(path, folder, option)
     if suffixes is not None:
         suffix = Path(path).suffix.lower()
         if suffix not in suffixes:
@@ -350,6 +354,24 @@ def check_output_path(path: str, option: str | None = None, inputs=(), force: bo
                 raise InputError(f"{option} {path} is also an input of this command; writing it would "
                                  f"replace the input: choose another name{hint}")
     return path
+
+
+def _check_writable(path: str, folder: str, option: str) -> None:
+    """Refuse, before any work, an output that could not be written at the end: a regular file
+    is written as a temporary file in its folder (so the folder must take one; tried, because
+    os.access is blind to read-only mounts and always says yes to root), a device or FIFO
+    (/dev/stdout) in place."""
+    if os.path.exists(path) and not os.path.isfile(path):
+        if not os.access(path, os.W_OK):
+            raise InputError(f"{option} {path}: permission denied; choose a file you can write")
+        return
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".bht-", suffix=".tmp", dir=folder)
+    except OSError as exc:
+        raise InputError(f"{option} {path}: cannot write in folder {folder} "
+                         f"({exc.strerror or exc}); choose a folder you can write to") from None
+    os.close(fd)
+    os.unlink(probe)
 
 
 def _or(items) -> str:
