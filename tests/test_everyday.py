@@ -115,3 +115,44 @@ def test_unwritable_output_folder_is_refused_before_any_work(capsys, files, comm
     assert (code, out) == (2, "")
     assert err == (f"Error: {option} {args[-1]}: cannot write in folder /sys (Permission denied); "
                    "choose a folder you can write to\n")
+
+
+# ---------------------------------------------------------------- 3. completion of file names
+def _complete(capsys, monkeypatch, words):
+    monkeypatch.setenv("COMP_WORDS", words)
+    monkeypatch.setenv("COMP_CWORD", str(len(words.split()) - 1))
+    monkeypatch.setenv("_BHT_COMPLETE", "bash_complete")
+    with pytest.raises(SystemExit):
+        main([])
+    return capsys.readouterr().out.split()
+
+
+FILE_PARAMETERS = {    # command -> every argument and option that names a file
+    "design": ["A", "B", "--bias-a", "--bias-b", "--candidates", "--names", "--subspace", "--out", "--plot"],
+    "bound": ["A", "B", "--bias-a", "--bias-b"],
+    "sample": ["A", "--query", "--bias-a"],
+    "decide": ["A", "B", "ANSWERS", "--query", "--bias-a", "--bias-b"],
+    "simulate": ["A", "B", "--query", "--bias-a", "--bias-b", "--plot"],
+    "rank": ["A", "B", "H", "--names", "--bias-a", "--bias-b", "--out"],
+    "sweep": ["MANIFEST", "--out", "--export"],
+    "shift": ["A", "--data", "--out"],
+}
+
+
+@pytest.mark.parametrize("command", sorted(FILE_PARAMETERS))
+def test_completion_offers_file_names_for_every_path(capsys, monkeypatch, command):
+    arguments = [p for p in FILE_PARAMETERS[command] if not p.startswith("-")]
+    for k in range(len(arguments)):          # the k-th argument, after k earlier ones
+        words = " ".join(["bht", command] + [f"f{j}" for j in range(k)] + ["exa"])
+        assert _complete(capsys, monkeypatch, words) == ["file,exa"], words
+    for option in (p for p in FILE_PARAMETERS[command] if p.startswith("-")):
+        assert _complete(capsys, monkeypatch, f"bht {command} {option} exa") == ["file,exa"], option
+
+
+def test_every_path_parameter_is_listed_above():
+    from bhtcli.cli.main import cli
+    import click
+    for name, command in cli.commands.items():
+        paths = sorted((p.human_readable_name if isinstance(p, click.Argument) else p.opts[0])
+                       for p in command.params if isinstance(p.type, click.Path))
+        assert paths == sorted(FILE_PARAMETERS[name]), name

@@ -12,7 +12,7 @@ import sys
 
 import click
 
-from bhtcli.cli.options import (CONTEXT, INPUTS_HELP, LINK_HELP, design_pair_options, dtype_option, error_option,
+from bhtcli.cli.options import (CONTEXT, INPUTS_HELP, LINK_HELP, PATH, design_pair_options, dtype_option, error_option,
                                 force_option, json_option, model_option, model_pair_options,
                                 out_option, query_option, quiet_option, readout_options,
                                 seed_option, starts_option)
@@ -107,12 +107,12 @@ def _emit(result, as_json: bool) -> None:
 @force_option
 @dtype_option
 @quiet_option
-@click.option("--candidates", default=None, metavar="H",
+@click.option("--candidates", type=PATH, default=None, metavar="H",
               help="Only these queries: one per row of H (m x d; leverage: m x n weights s). Reports "
                    "the best eligible row (norm <= E), the top list and how much of the optimum it reaches.")
-@click.option("--names", default=None, metavar="FILE", help="With --candidates: one name per row (e.g. the prompts).")
+@click.option("--names", type=PATH, default=None, metavar="FILE", help="With --candidates: one name per row (e.g. the prompts).")
 @click.option("--top", type=int, default=10, show_default=True, help="With --candidates: how many of the best to list.")
-@click.option("--subspace", default=None, metavar="V",
+@click.option("--subspace", type=PATH, default=None, metavar="V",
               help="Only queries x = V z (V: d x r, orthonormalised by bht, rank r), ||x|| <= E.")
 def design(a, b, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, starts, max_starts,
            search_space, queries, plot, seed, method, as_json, out, force, dtype, quiet, candidates, names, top,
@@ -185,14 +185,14 @@ def bound(a, b, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, as_
 
 
 @cli.command(context_settings=CONTEXT)
-@click.argument("a", metavar="A")
+@click.argument("a", metavar="A", type=PATH)
 @model_option
 @query_option(required=True)
 @click.option("--count", "-n", type=int, required=True, help="Number of answers to draw.")
 @seed_option
 @click.option("--link-a", "link", default="exp", show_default=True, metavar="LINK",
               help="Link of model A: " + LINK_HELP + ".")
-@click.option("--bias-a", "bias", default=None, metavar="FILE", help="Bias of model A, one entry per row.")
+@click.option("--bias-a", "bias", type=PATH, default=None, metavar="FILE", help="Bias of model A, one entry per row.")
 def sample(a, model, query, count, seed, link, bias):
     """Draw answers of model A to query x: 0-based indices, one per line (a stand-in black box).
 
@@ -207,9 +207,9 @@ def sample(a, model, query, count, seed, link, bias):
 
 
 @cli.command(context_settings=CONTEXT)
-@click.argument("a", metavar="A")
-@click.argument("b", metavar="B")
-@click.argument("answers", metavar="ANSWERS")
+@click.argument("a", metavar="A", type=PATH)
+@click.argument("b", metavar="B", type=PATH)
+@click.argument("answers", metavar="ANSWERS", type=PATH)
 @model_option
 @query_option(required=True, what="The query the answers respond to")
 @error_option
@@ -278,8 +278,8 @@ def simulate(a, b, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, 
 
 @cli.command(context_settings=CONTEXT)
 @model_pair_options
-@click.argument("h", metavar="H")
-@click.option("--names", default=None, metavar="FILE", help="One name per row of H (e.g. the prompts).")
+@click.argument("h", metavar="H", type=PATH)
+@click.option("--names", type=PATH, default=None, metavar="FILE", help="One name per row of H (e.g. the prompts).")
 @click.option("--top", type=int, default=10, show_default=True,
               help="How many of the best to list (with exact predicted counts).")
 @click.option("--out", type=click.Path(dir_okay=False), default=None, metavar="FILE",
@@ -311,13 +311,13 @@ def rank(a, b, h, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, n
 
 
 @cli.command(context_settings=CONTEXT)
-@click.argument("manifest", metavar="MANIFEST")
-@click.option("--out", "results", required=True, metavar="RESULTS",
+@click.argument("manifest", metavar="MANIFEST", type=PATH)
+@click.option("--out", "results", type=click.Path(dir_okay=False), required=True, metavar="RESULTS",
               help="Results journal (JSONL, one row per finished task); rerun the same command to resume.")
 @click.option("--scheduler", default=None, metavar="ADDRESS",
               help="A running Dask scheduler (tcp://host:8786) [default: a local cluster on this machine].")
 @click.option("--workers", type=int, default=None, help="Worker processes of the local cluster [default: the CPUs].")
-@click.option("--export", type=click.Path(dir_okay=False), default=None,
+@click.option("--export", type=click.Path(dir_okay=False), default=None, metavar="FILE",
               help="At the end, write the manifest's rows with their results to FILE.csv or FILE.parquet.")
 @click.option("--retry-failed", is_flag=True, help="Run the tasks whose rows say failed again.")
 @force_option
@@ -352,8 +352,8 @@ def sweep(manifest, results, scheduler, workers, export, retry_failed, force, as
 
 
 @cli.command(context_settings=CONTEXT)
-@click.argument("a", metavar="A")
-@click.option("--data", "data", required=True,
+@click.argument("a", metavar="A", type=PATH)
+@click.option("--data", "data", type=PATH, required=True, metavar="FILE.npz",
               help="A .npz archive: Q (m x d queries) and Y (m x n target distributions, or m integer labels).")
 @click.option("--lr", type=float, required=True, help="Learning rate eta of the gradient steps (> 0).")
 @click.option("--steps", type=int, default=1, show_default=True, help="Number of full-batch gradient steps.")

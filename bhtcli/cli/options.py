@@ -10,6 +10,9 @@ import click
 from bhtcli.api import DEFAULT_STARTS, FORMATS, OUT_FORMATS
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
+# The type of every path argument and option: shell completion offers file names; the value
+# stays a plain string (FILE.npz:KEY and - pass), checked and read by the library.
+PATH = click.Path()
 
 LINK_HELP = ("exp (softmax), poly:K (p_i ∝ s_i^K) or taylor:K (p_i ∝ sum_{j<=K} s_i^j/j!), "
              "K even; s = A x + bias")
@@ -61,7 +64,7 @@ dtype_option = click.option(
 def query_option(required: bool, what: str = "The query"):
     """-x/--query: a query vector x (softmax) or s (leverage) in any matrix format."""
     return click.option(
-        "--query", "-x", required=required, default=None, metavar="FILE",
+        "--query", "-x", type=PATH, required=required, default=None, metavar="FILE",
         help=f"{what}: x (softmax) or s (leverage), in any input format (e.g. the file of "
              "design --out).")
 
@@ -78,14 +81,15 @@ readout_options = _stack(
                  help="Link of model A: " + LINK_HELP + "."),
     click.option("--link-b", default="exp", show_default=True, metavar="LINK",
                  help="Link of model B (as --link-a)."),
-    click.option("--bias-a", default=None, metavar="FILE",
+    click.option("--bias-a", type=PATH, default=None, metavar="FILE",
                  help="Bias of model A, one entry per row (any input format, e.g. F.safetensors:lm_head.bias)."),
-    click.option("--bias-b", default=None, metavar="FILE", help="Bias of model B (as --bias-a)."),
+    click.option("--bias-b", type=PATH, default=None, metavar="FILE", help="Bias of model B (as --bias-a)."),
 )
 
 def _pair_options(energy):
     """A, B, --model, the given --energy, --floor, --error and the readout options."""
-    return _stack(click.argument("a", metavar="A"), click.argument("b", metavar="B"), model_option,
+    return _stack(click.argument("a", metavar="A", type=PATH), click.argument("b", metavar="B", type=PATH),
+                  model_option,
                   energy, floor_option, error_option, readout_options)
 
 
