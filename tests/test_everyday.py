@@ -156,3 +156,56 @@ def test_every_path_parameter_is_listed_above():
         paths = sorted((p.human_readable_name if isinstance(p, click.Argument) else p.opts[0])
                        for p in command.params if isinstance(p.type, click.Path))
         assert paths == sorted(FILE_PARAMETERS[name]), name
+
+
+# ---------------------------------------------------------------- 4. decide agrees with design
+def test_decide_fixed_error_meets_alpha_at_designs_predicted_count(tmp_path):
+    from bhtcli import api
+    rng = np.random.default_rng(5)
+    A = rng.standard_normal((30, 4))
+    B = A + 0.25 * rng.standard_normal((30, 4))
+    d = api.design(A, B, 1.5, starts=8)
+    N = d.samples["predicted"]
+    assert N > d.samples["lower"]                   # so N - 1 answers are not enough
+    x = np.array(d.query)
+    answers = api.sample(B, x, N, seed=1)
+    at_n = api.decide(A, B, x, answers)
+    short = api.decide(A, B, x, answers[:-1])
+    assert at_n.fixed_error <= 0.05 < short.fixed_error
+    assert at_n.fixed_error < at_n.fixed_error_bound      # the exact error, not BC^N
+
+
+def test_decide_fixed_error_is_the_exact_minimax_error_by_hand(tmp_path):
+    """p = (1/4, 3/4) under A, (3/4, 1/4) under B: the number T of answers 1 among N is
+    Binomial(N, 3/4) under A and Binomial(N, 1/4) under B; the best test decides A when T is
+    large, randomising at one value. Its minimax error by a brute-force scan of (tau, gamma)."""
+    from scipy.stats import binom
+    from bhtcli import api
+    ln3 = np.log(3.0)
+    A, B, x = np.array([[0.0], [ln3]]), np.array([[0.0], [-ln3]]), np.array([1.0])
+    for answers in ([1, 1, 0, 1, 1], [0, 0, 1, 0, 1, 1, 0], [1, 0, 1, 0]):
+        N = len(answers)
+        pa, pb = binom.pmf(np.arange(N + 1), N, 0.75), binom.pmf(np.arange(N + 1), N, 0.25)
+        best = 1.0
+        for tau in range(N + 1):
+            for gamma in np.linspace(0, 1, 20001):
+                e1 = pa[:tau].sum() + gamma * pa[tau]
+                e2 = pb[tau + 1:].sum() + (1 - gamma) * pb[tau]
+                best = min(best, max(e1, e2))
+        r = api.decide(A, B, x, answers)
+        assert r.fixed_error == pytest.approx(best, abs=1e-4)
+        ones = sum(answers)
+        assert r.fixed_verdict == ("A" if ones > N / 2 else "B" if ones < N / 2 else "tie")
+
+
+def test_decide_table_names_the_exact_error_and_whole_answers(capsys, tmp_path):
+    ln3 = np.log(3.0)
+    for name, arr in {"A": [[0.0], [ln3]], "B": [[0.0], [-ln3]], "x": [1.0]}.items():
+        np.save(tmp_path / f"{name}.npy", np.array(arr))
+    (tmp_path / "ans.txt").write_text("1\n0\n1\n")
+    code, out, err = run(capsys, "decide", *(str(tmp_path / f) for f in ("A.npy", "B.npy")), str(tmp_path / "ans.txt"),
+                         "--query", str(tmp_path / "x.npy"))
+    assert code == 0 and err == ""
+    assert "fixed-sample verdict          A  (best test on 3 answers: both errors 0.156)" in out
+    # Wald: (ln 19 - ln 3) / (ln 3 / 2) = 3.36 more answers, said as 4
+    assert "more answers needed           about 4 answers (Wald, if A is true)" in out

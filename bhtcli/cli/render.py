@@ -360,9 +360,11 @@ def render_decide_table(result, console: Console) -> None:
     t.add_row("SPRT decision", f"{r['decision']}  ({used}; thresholds +-{_num(r['threshold'], 4)})")
     t.add_row("log-likelihood ratio", f"{_num(r['llr'])}  (all answers; > 0 favours A)")
     t.add_row("P(A | answers)", f"{_num(r['posterior_a'])}  (equal priors)")
-    t.add_row("fixed-sample verdict", f"{r['fixed_verdict']}  (both errors <= {_num(r['fixed_error_bound'], 3)})")
+    t.add_row("fixed-sample verdict", f"{r['fixed_verdict']}  (best test on {_plural(r['samples_total'], 'answer')}: "
+                                      f"both errors {_num(r['fixed_error'], 3)})")
+    t.add_row("Bhattacharyya bound", f"{_num(r['fixed_error_bound'], 3)}  (BC^N, a looser bound on both errors)")
     if r["expected_more"] is not None:
-        t.add_row("more answers needed", f"about {_num(r['expected_more'], 4)} (Wald, if {r['favoured']} is true)")
+        t.add_row("more answers needed", f"about {_plural(r['expected_more'], 'answer')} (Wald, if {r['favoured']} is true)")
     console.print(t)
 
 
