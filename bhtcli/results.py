@@ -237,6 +237,8 @@ class RankResult(Result):
     dtype: str
     readout: dict | None
     seconds: float
+    distinguishable: bool = True   # False: H^2 = 0 at every eligible candidate
+    note: str | None = None        # why not (the same model, as design says; or no row separates)
 
 
 @dataclass(frozen=True)

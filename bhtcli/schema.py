@@ -98,6 +98,8 @@ RANK = {
     "dtype": ("string", "Precision of the products (float64 or float32)."),
     **READOUT,
     "seconds": ("number", "Seconds in all."),
+    "distinguishable": ("boolean", "Whether some eligible candidate tells A from B (false: H^2 = 0 at every one)."),
+    "note": ("string or null", "Why not distinguishable (the same model, as design says, or no candidate separates)."),
 }
 
 DESIGN = {

@@ -209,3 +209,138 @@ def test_decide_table_names_the_exact_error_and_whole_answers(capsys, tmp_path):
     assert "fixed-sample verdict          A  (best test on 3 answers: both errors 0.156)" in out
     # Wald: (ln 19 - ln 3) / (ln 3 / 2) = 3.36 more answers, said as 4
     assert "more answers needed           about 4 answers (Wald, if A is true)" in out
+
+
+# ---------------------------------------------------------------- 6. a pandas CSV with its index
+def test_pandas_index_column_is_refused_by_name(capsys, files, tmp_path):
+    A = np.loadtxt(files["A.csv"], delimiter=",")
+    pandas_csv = tmp_path / "pandas.csv"      # what pd.DataFrame(A).to_csv(path) writes
+    pandas_csv.write_text("," + ",".join(map(str, range(3))) + "\n"
+                          + "".join(f"{i}," + ",".join(repr(float(v)) for v in row) + "\n"
+                                    for i, row in enumerate(A)))
+    code, out, err = run(capsys, "bound", str(pandas_csv), files["B.npy"], "-E", "1")
+    assert (code, out) == (2, "")
+    assert err == (f"Error: {pandas_csv}: the first column has no name in the header and holds whole "
+                   "numbers: a row index (pandas' to_csv writes one), not model data; save with "
+                   "df.to_csv(path, index=False) or delete that column\n")
+    named = tmp_path / "named.csv"            # a header naming every column: data, read as is
+    named.write_text("a,b,c,d\n" + "".join(f"{i}," + ",".join(repr(float(v)) for v in row[:2]) + ",1\n"
+                                            for i, row in enumerate(A)))
+    from bhtcli import load_matrix
+    assert load_matrix(str(named)).shape == (6, 4)
+
+
+# ---------------------------------------------------------------- 8. one behaviour across commands
+def test_rank_on_the_same_model_says_not_distinguishable(capsys, files):
+    f = files
+    code, out, err = run(capsys, "rank", f["A.csv"], f["A.csv"], f["H.csv"], "-E", "10", "--json")
+    r = json.loads(out)
+    assert code == 0 and r["distinguishable"] is False and "the same softmax model" in r["note"]
+    code, out, err = run(capsys, "rank", f["A.csv"], f["A.csv"], f["H.csv"], "-E", "10")
+    assert "distinguishable               no" in out and "Top" not in out
+    code, out, err = run(capsys, "rank", f["A.csv"], f["B.npy"], f["H.csv"], "-E", "10", "--json")
+    assert json.loads(out)["distinguishable"] is True and json.loads(out)["note"] is None
+
+
+@pytest.mark.parametrize("command", ["bound", "simulate", "rank"])
+def test_budget_list_on_a_one_budget_command_is_one_clear_error(capsys, files, command):
+    f = files
+    extra = [f["H.csv"]] if command == "rank" else []
+    code, out, err = run(capsys, command, f["A.csv"], f["B.npy"], *extra, "-E", "0.5,1")
+    assert (code, out) == (2, "")
+    assert err == ("Error: Invalid value for '--energy' / '-E': '0.5,1': this command takes one budget; "
+                   "a comma list of budgets (0.5,1,2,4) is for bht design (the budget curve) "
+                   f"(see bht {command} --help)\n")
+
+
+def test_every_command_takes_quiet():
+    from bhtcli.cli.main import cli
+    for name, command in cli.commands.items():
+        assert any("--quiet" in p.opts and "-q" in p.opts for p in command.params), name
+
+
+def test_design_top_without_candidates_is_refused_like_names(capsys, files):
+    code, out, err = run(capsys, "design", files["A.csv"], files["B.npy"], "-E", "1", "--top", "3")
+    assert (code, out) == (2, "")
+    assert err == "Error: --top lists the best rows of --candidates; give --candidates too\n"
+
+
+# ---------------------------------------------------------------- 9. errors name the right thing
+def test_rank_names_its_positional_h_by_path(capsys, files, tmp_path):
+    np.save(tmp_path / "H4.npy", np.ones((5, 4)))
+    code, out, err = run(capsys, "rank", files["A.csv"], files["B.npy"], str(tmp_path / "H4.npy"), "-E", "1")
+    assert code == 2 and err == (f"Error: {tmp_path / 'H4.npy'} has 4 columns but each candidate must have 3 "
+                                 "entries (a query x, one entry per column of A, d = 3)\n")
+    code, out, err = run(capsys, "design", files["A.csv"], files["B.npy"], "--candidates",
+                         str(tmp_path / "H4.npy"), "-E", "1")
+    assert code == 2 and err.startswith(f"Error: --candidates {tmp_path / 'H4.npy'} has 4 columns")
+
+
+def test_huge_values_name_the_file(capsys, files, tmp_path):
+    big = tmp_path / "Big.npy"
+    np.save(big, np.loadtxt(files["A.csv"], delimiter=",") * 1e300)
+    code, out, err = run(capsys, "design", str(big), files["B.npy"], "-E", "1")
+    assert code == 2 and err.startswith(f"Error: {big} has values up to ") and "rescale the matrix" in err
+    code, out, err = run(capsys, "rank", files["A.csv"], files["B.npy"], str(big), "-E", "1")
+    assert code == 2 and err.startswith(f"Error: {big}: row 0 (0-based) has values beyond 1e+150")
+
+
+def test_a_safetensors_file_named_bin_is_read_by_its_bytes(capsys, files, tmp_path):
+    from safetensors.numpy import save_file
+    A = np.loadtxt(files["A.csv"], delimiter=",")
+    save_file({"lm_head.weight": A}, str(tmp_path / "model.bin"))
+    code, out, err = run(capsys, "bound", str(tmp_path / "model.bin"), files["B.npy"], "-E", "1", "--json")
+    assert code == 0
+    assert json.loads(out) == json.loads(run(capsys, "bound", files["A.csv"], files["B.npy"], "-E", "1", "--json")[1])
+    import pickle
+    (tmp_path / "real.bin").write_bytes(pickle.dumps(A, protocol=4))
+    code, out, err = run(capsys, "bound", str(tmp_path / "real.bin"), files["B.npy"], "-E", "1")
+    assert code == 2 and "is a PyTorch checkpoint (.bin, a pickle)" in err
+
+
+def test_rank_out_write_failure_names_its_option(capsys, files, tmp_path, monkeypatch):
+    import errno
+    import bhtcli.io.load as load
+    real = load.tempfile.mkstemp
+    calls = []
+
+    def full(*args, **kwargs):          # the up-front probe passes, the write at the end fails
+        calls.append(1)
+        if len(calls) > 1:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(*args, **kwargs)
+    monkeypatch.setattr(load.tempfile, "mkstemp", full)
+    out_file = tmp_path / "scores.csv"
+    code, out, err = run(capsys, "rank", files["A.csv"], files["B.npy"], files["H.csv"], "-E", "10",
+                         "--out", str(out_file))
+    assert code == 1 and err == (f"Error: --out {out_file}: cannot write it (No space left on device); "
+                                 "free some space or write elsewhere\n")
+
+
+# ---------------------------------------------------------------- 10. help and docs
+def test_help_slips():
+    from click.testing import CliRunner
+    from bhtcli.cli.main import cli
+    runner = CliRunner()
+    helps = {name: runner.invoke(cli, [name, "--help"], terminal_width=200).output
+             for name in ("rank", "bound", "shift", "design")}
+    assert "optional with design --candidates and rank" not in helps["rank"] + helps["bound"]
+    assert "search" not in [line for line in helps["rank"].splitlines() if "--dtype" in line][0]
+    assert "--data FILE.npz" in helps["shift"]
+    top = runner.invoke(cli, ["--help"], terminal_width=200).output
+    assert "bht COMMAND --help" in top and "_BHT_COMPLETE=bash_source" in top
+
+
+def test_subspace_error_says_transposed_once(capsys, files, tmp_path):
+    np.save(tmp_path / "V.npy", np.ones((2, 3)))
+    code, out, err = run(capsys, "design", files["A.csv"], files["B.npy"], "--subspace", str(tmp_path / "V.npy"), "-E", "1")
+    assert code == 2 and err.count("transposed") == 1 and err.endswith("it looks transposed (2 x 3): save V.T\n")
+
+
+def test_docs_slips():
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    read = lambda name: open(os.path.join(root, name), encoding="utf-8").read()
+    assert "bht[parquet]" not in read("README.md") + read("docs/sweep.md")
+    assert "`A.json`" in read("docs/inputs.md")
+    assert "decide, simulate, rank, shift" in read("docs/api.md")
+    assert "`best x23` means" in read("docs/search.md")

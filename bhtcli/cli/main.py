@@ -12,9 +12,10 @@ import sys
 
 import click
 
-from bhtcli.cli.options import (CONTEXT, INPUTS_HELP, LINK_HELP, PATH, design_pair_options, dtype_option, error_option,
+from bhtcli.cli.options import (CONTEXT, INPUTS_HELP, LINK_HELP, PATH, OneBudget, design_pair_options, dtype_option, error_option,
                                 force_option, json_option, model_option, model_pair_options,
-                                out_option, query_option, quiet_option, readout_options,
+                                out_option, query_option, quiet_option, rank_pair_options,
+                                readout_options,
                                 seed_option, starts_option)
 import bhtcli.api as api
 from bhtcli.api import BhtError, InputError, OutputError, __version__, parameter_names
@@ -24,18 +25,20 @@ EXIT_STATUSES = (   # (status, short meaning for --help, what it covers for docs
      "also when A and B cannot be told apart (`distinguishable: false`), and whichever way "
      "`decide` decides (A, B or undecided: the decision is in the output)"),
     (1, "failure at run time",
-     "a solver failed, an output could not be written (disk full, permission denied), tasks of "
+     "a solver failed, an output could not be written at the end (disk full), tasks of "
      "a `sweep` failed, out of memory"),
     (2, "bad invocation or bad input",
-     "unknown option, unreadable or invalid matrix, invalid value, `--out` naming an input or "
-     "an unknown format"),
+     "unknown option, unreadable or invalid matrix, invalid value, an output file (`--out`, "
+     "`--export`, `--plot`) naming an input, an unknown format or a folder that cannot be written"),
     (130, "interrupted (Ctrl-C)",
      "one `Error: interrupted` line; no output file is left half-written"),
     (141, "stdout closed early (| head)",
      "quiet, as coreutils (128 + SIGPIPE): the reader wanted no more"),
 )
 EPILOG = ("\b\nExit statuses:\n" + "\n".join(f"  {code:<4} {short}" for code, short, _ in EXIT_STATUSES)
-          + "\n\nConventions and completion: docs/cli.md; every --json key: docs/json.md.")
+          + "\n\nEvery command: bht COMMAND --help. Shell completion (bash): "
+            "eval \"$(_BHT_COMPLETE=bash_source bht)\". Conventions and every --json key: "
+            "docs/cli.md and docs/json.md in the bht source tree.")
 
 
 class Interrupted(BhtError):
@@ -111,7 +114,7 @@ def _emit(result, as_json: bool) -> None:
               help="Only these queries: one per row of H (m x d; leverage: m x n weights s). Reports "
                    "the best eligible row (norm <= E), the top list and how much of the optimum it reaches.")
 @click.option("--names", type=PATH, default=None, metavar="FILE", help="With --candidates: one name per row (e.g. the prompts).")
-@click.option("--top", type=int, default=10, show_default=True, help="With --candidates: how many of the best to list.")
+@click.option("--top", type=int, default=None, help="With --candidates: how many of the best to list [default: 10].")
 @click.option("--subspace", type=PATH, default=None, metavar="V",
               help="Only queries x = V z (V: d x r, orthonormalised by bht, rank r), ||x|| <= E.")
 def design(a, b, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, starts, max_starts,
@@ -169,7 +172,8 @@ def design(a, b, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, st
 @cli.command(context_settings=CONTEXT)
 @model_pair_options
 @json_option
-def bound(a, b, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, as_json):
+@quiet_option
+def bound(a, b, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, as_json, quiet):
     """Closed-form bounds, no optimisation: certified sup H^2 and query lower bounds.
 
     {inputs}
@@ -193,7 +197,8 @@ def bound(a, b, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, as_
 @click.option("--link-a", "link", default="exp", show_default=True, metavar="LINK",
               help="Link of model A: " + LINK_HELP + ".")
 @click.option("--bias-a", "bias", type=PATH, default=None, metavar="FILE", help="Bias of model A, one entry per row.")
-def sample(a, model, query, count, seed, link, bias):
+@quiet_option
+def sample(a, model, query, count, seed, link, bias, quiet):
     """Draw answers of model A to query x: 0-based indices, one per line (a stand-in black box).
 
     \b
@@ -215,7 +220,8 @@ def sample(a, model, query, count, seed, link, bias):
 @error_option
 @readout_options
 @json_option
-def decide(a, b, answers, model, query, alpha, link_a, link_b, bias_a, bias_b, as_json):
+@quiet_option
+def decide(a, b, answers, model, query, alpha, link_a, link_b, bias_a, bias_b, as_json, quiet):
     """Decide from observed answers (a file or -, one index per line or a JSON list) which model answered.
 
     The SPRT uses the thresholds +-ln((1-ALPHA)/ALPHA). Whatever it decides (A, B or
@@ -277,7 +283,7 @@ def simulate(a, b, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, 
 
 
 @cli.command(context_settings=CONTEXT)
-@model_pair_options
+@rank_pair_options
 @click.argument("h", metavar="H", type=PATH)
 @click.option("--names", type=PATH, default=None, metavar="FILE", help="One name per row of H (e.g. the prompts).")
 @click.option("--top", type=int, default=10, show_default=True,
@@ -359,7 +365,7 @@ def sweep(manifest, results, scheduler, workers, export, retry_failed, force, as
 @click.option("--steps", type=int, default=1, show_default=True, help="Number of full-batch gradient steps.")
 @out_option("the updated model B", required=True)
 @force_option
-@click.option("--energy", "-E", type=float, default=None,
+@click.option("--energy", "-E", type=OneBudget(), default=None,
               help="Also report how many queries with ||x|| <= ENERGY detect the update (design + small-perturbation estimate).")
 @error_option
 @seed_option

@@ -51,14 +51,34 @@ model_option = click.option(
 floor_option = click.option(
     "--floor", type=float, default=None,
     help="Leverage models only (required there): the box is FLOOR <= s_i^2 <= ENERGY.")
-energy_option = click.option(
-    "--energy", "-E", type=float, default=None,
-    help="softmax: budget on ||x||_2; leverage: upper bound C on every s_i^2 "
-         "[required; optional with design --candidates and rank].")
+class OneBudget(click.ParamType):
+    """--energy of the commands that take one budget: a float; a comma list gets one clear
+    error (budget lists are design's)."""
+
+    name = "float"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, float):
+            return value
+        try:
+            return float(value)
+        except ValueError:
+            if "," in str(value):
+                self.fail(f"{value!r}: this command takes one budget; a comma list of budgets "
+                          "(0.5,1,2,4) is for bht design (the budget curve)", param, ctx)
+            self.fail(f"{value!r} is not a number", param, ctx)
+
+
+def energy_option(required: bool = True):
+    """--energy/-E of the commands that take one budget (rank's is optional)."""
+    return click.option(
+        "--energy", "-E", type=OneBudget(), default=None,
+        help="softmax: budget on ||x||_2; leverage: upper bound C on every s_i^2"
+             + (" [required]." if required else "; rows of H outside it are not eligible [default: every row]."))
 dtype_option = click.option(
     "--dtype", type=click.Choice(["float64", "float32"]), default="float64", show_default=True,
-    help="Precision of the products with A and B during the search (float32: half the memory); "
-         "reported numbers are recomputed in float64.")
+    help="Precision of the products with A and B (float32: half the memory); reported numbers "
+         "are recomputed in float64.")
 
 
 def query_option(required: bool, what: str = "The query"):
@@ -93,7 +113,8 @@ def _pair_options(energy):
                   energy, floor_option, error_option, readout_options)
 
 
-model_pair_options = _pair_options(energy_option)
+model_pair_options = _pair_options(energy_option())
+rank_pair_options = _pair_options(energy_option(required=False))
 # design's --energy also takes a comma list of budgets (the budget curve)
 design_pair_options = _pair_options(click.option(
     "--energy", "-E", type=str, default=None, metavar="E[,E2,...]",

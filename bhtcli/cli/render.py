@@ -119,7 +119,7 @@ def _plural(count: int, word: str) -> str:
 def _lower_mean(v) -> str:
     """A lower bound on a mean count; 0 means the bound is below one query."""
     if v == 0:
-        return "< 1  (the bound is below one query: it rules nothing out)"
+        return "0  (the bound is below one query: it rules nothing out)"
     return _num(v)
 
 
@@ -529,11 +529,17 @@ def render_rank_table(result, console: Console) -> None:
     t = _table(f"bht rank  {r['model']}  n={r['n']:,}  d={r['d']:,}{box}  alpha={_num(r['target_error'])}")
     _readout_rows(t, r)
     t.add_row("candidates", f"{r['count']:,}  ({r['eligible']:,} eligible)")
-    t.add_row("best", f"row {r['best_index']:,}" + (f"  {_short(r['best_name'], 60)}" if r["best_name"] else ""))
+    if not r["distinguishable"]:
+        t.add_row("distinguishable", "no")
+        t.add_row("why", r["note"])
+    else:
+        t.add_row("best", f"row {r['best_index']:,}" + (f"  {_short(r['best_name'], 60)}" if r["best_name"] else ""))
     if r["out"]:
         t.add_row("all scores written to", r["out"])
     t.add_row("time", f"{r['seconds']:.2f} s")
     console.print(t)
+    if not r["distinguishable"]:
+        return
     console.print(_top_table(f"\nTop {len(r['top'])} candidates by H^2 (row: 0-based in H)", r["top"]))
 
 

@@ -32,7 +32,8 @@ import numpy as np
 
 from bhtcli.errors import InputError, parameter_name
 from bhtcli.io.load import atomic_file, check_output_path, load_pair, read_array
-from bhtcli.io.validation import check_dtype, check_error, check_seed, check_starts, check_top
+from bhtcli.io.validation import (MAX_ENTRY, check_dtype, check_error, check_seed, check_starts,
+                                  check_top)
 from bhtcli.maths.counts import lower_count, query_counts, upper_count
 from bhtcli.maths.divergences import Tilt
 from bhtcli.results import RankResult, json_safe
@@ -58,12 +59,16 @@ class Scores:
 
 
 # ---------------------------------------------------------------- inputs
-def open_candidates(spec, width: int, what: str, option: str = "--candidates"):
+def open_candidates(spec, width: int, what: str, option: str | None = None):
     """The candidate matrix as stored (a memory map for .npy/.safetensors), shape-checked only.
 
-    Rows are converted and checked for NaN block by block while they are scored.
+    Rows are converted and checked for NaN block by block while they are scored. `option`
+    names it in messages before the path (None: the path alone, as for a positional H).
     """
-    label = f"{option} {os.fspath(spec)}" if isinstance(spec, (str, os.PathLike)) else option
+    if isinstance(spec, (str, os.PathLike)):
+        label = f"{option} {os.fspath(spec)}" if option else os.fspath(spec)
+    else:
+        label = option or "H"
     arr = read_array(spec, label) if isinstance(spec, (str, os.PathLike)) else np.asarray(spec)
     if arr.dtype == object or (arr.dtype.kind not in "iuf" and arr.dtype.name != "bfloat16"):
         raise InputError(f"{label} has dtype {arr.dtype}, expected real numbers")
@@ -81,8 +86,9 @@ def open_candidates(spec, width: int, what: str, option: str = "--candidates"):
     return arr, label
 
 
-def load_names(path, m: int, option: str = "--names") -> list:
+def load_names(path, m: int, option: str | None = None) -> list:
     """One name per candidate: the lines of a UTF-8 text file (exactly m lines)."""
+    option = parameter_name("names") if option is None else option
     try:
         with open(path, encoding="utf-8-sig") as fh:
             names = fh.read().splitlines()
@@ -109,9 +115,12 @@ def blocks(H, label: str, rows: int):
     """(start, float64 block) over H, each block checked for NaN/Inf (the row is named)."""
     for start in range(0, H.shape[0], rows):
         blk = np.asarray(H[start:start + rows], dtype=np.float64)
-        bad = ~np.isfinite(blk).all(axis=1)
+        bad = ~(np.abs(blk) <= MAX_ENTRY).all(axis=1)          # NaN fails the comparison too
         if bad.any():
             row = start + int(np.argmax(bad))
+            if np.isfinite(blk[row - start]).all():
+                raise InputError(f"{label}: row {row} (0-based) has values beyond {MAX_ENTRY:g}, whose "
+                                 "norm overflows float64; rescale the candidates")
             raise InputError(f"{label}: row {row} (0-based) contains NaN or Inf; fix or drop that row")
         yield start, blk
 
@@ -226,11 +235,11 @@ class _Ranked:
 
 
 def _rank(A, B, H, energy, *, model, floor, error, names, top, link_a, link_b, bias_a, bias_b,
-          dtype, rows, progress) -> _Ranked:
+          dtype, rows, progress, h_option=None) -> _Ranked:
     t0 = time.perf_counter()
     error, top, dtype = check_error(error), check_top(top), check_dtype(dtype)
     if model not in ("softmax", "leverage"):
-        raise InputError(f"--model must be softmax or leverage, got {model!r}")
+        raise InputError(f"{parameter_name('model')} must be softmax or leverage, got {model!r}")
     if model == "leverage":
         from bhtcli.models.leverage import LeveragePair
         from bhtcli.models.spec import ModelSpec
@@ -239,7 +248,8 @@ def _rank(A, B, H, energy, *, model, floor, error, names, top, link_a, link_b, b
         box = None if spec.energy is None else spec.box
         A, B = load_pair(A, B)
         n, d = A.shape
-        H, label = open_candidates(H, n, f"a weight vector s, one entry per row of A, n = {n}")
+        H, label = open_candidates(H, n, f"a weight vector s, one entry per row of A, n = {n}",
+                                   h_option)
         names = None if names is None else load_names(names, H.shape[0])
         norms, eligible, why, s2 = survey(H, label, rows or block_rows(n), box=box, leverage=True)
         if not eligible.any():
@@ -259,12 +269,13 @@ def _rank(A, B, H, energy, *, model, floor, error, names, top, link_a, link_b, b
         from bhtcli.models.readout import make_readout
         from bhtcli.models.softmax import SoftmaxPair
         if floor is not None:
-            raise InputError("--floor applies to --model leverage only; softmax queries are bounded "
+            raise InputError(f"{parameter_name('floor')} applies to {parameter_name('model')} leverage only; softmax queries are bounded "
                              "by --energy on ||x||_2")
         energy = None if energy is None else check_energy(energy)
         A, B = load_pair(A, B, dtype=None)
         n, d = A.shape
-        H, label = open_candidates(H, d, f"a query x, one entry per column of A, d = {d}")
+        H, label = open_candidates(H, d, f"a query x, one entry per column of A, d = {d}",
+                                   h_option)
         names = None if names is None else load_names(names, H.shape[0])
         readout = make_readout(n, link_a, link_b, bias_a, bias_b)
         norms, eligible, why, _ = survey(H, label, MAX_BLOCK_ROWS, energy=energy)
@@ -287,7 +298,7 @@ def _none_eligible(label, model, why, norms, energy) -> str:
         return (f"no row of {label} is an admissible weight vector ({why}); "
                 "every s_i must be non-zero and FLOOR <= s_i^2 <= ENERGY")
     return (f"no row of {label} has ||x|| <= E = {energy:g} (the smallest norm is "
-            f"{float(norms.min()):.6g}); raise --energy or rescale the candidates")
+            f"{float(norms.min()):.6g}); raise {parameter_name('energy')} or rescale the candidates")
 
 
 def _counts(model, pair, A, B, H, i, readout, error):
@@ -365,13 +376,25 @@ def rank(A, B, H, energy=None, *, model: str = "softmax", floor=None, error: flo
                      option=parameter_name("out"))
     best = int(r.top_rows[0])
     given = r.box_source == "energy"        # the budget the user gave (not one derived from H)
+    note = None if r.top[0]["bhattacharyya_distance"] > 0 else _why_inseparable(r)
     return RankResult(r.model, r.n, r.d, r.energy if given else None, r.floor if given else None,
                       r.error, int(r.H.shape[0]),
                       int(r.scores.eligible.sum()), best, None if r.names is None else r.names[best],
                       r.top, None if out is None else os.fspath(out),
                       "float64" if r.model == "leverage" else str(r.pair.dtype),
                       None if r.readout is None else r.readout.description,
-                      time.perf_counter() - r.t0)
+                      time.perf_counter() - r.t0, distinguishable=note is None, note=note)
+
+
+def _why_inseparable(r: _Ranked) -> str:
+    """Why H^2 = 0 at every eligible candidate: the same model (design's rule), or the rows."""
+    if r.model == "softmax":
+        from bhtcli.analysis.facts import pair_base
+        same = pair_base(r.A, r.B, r.pair.G, r.readout).same
+        if same:
+            return same
+    return ("H^2 = 0 at every eligible candidate: none of these queries tells A and B apart "
+            "(zero queries, or directions in which A and B agree)")
 
 
 def _check_out(out, inputs, force: bool) -> None:
@@ -438,7 +461,7 @@ def design_candidates(A, B, H, energy=None, *, model: str = "softmax", floor=Non
     seed = check_seed(seed)
     r = _rank(A, B, H, energy, model=model, floor=floor, error=error, names=names, top=top,
               link_a=link_a, link_b=link_b, bias_a=bias_a, bias_b=bias_b, dtype=dtype,
-              rows=block_rows, progress=progress)
+              rows=block_rows, progress=progress, h_option=parameter_name("candidates"))
     best = int(r.top_rows[0])
     x = np.asarray(r.H[best], dtype=np.float64)
     if r.model == "leverage":

@@ -117,7 +117,12 @@ def read_array(spec, name: str | None = None, stdin=None) -> np.ndarray:
     try:
         if not suffix:                  # a pipe (<(...)), /dev/stdin or a bare name: sniff
             return _sniffed(path, key)
-        refuse_pickles(path, suffix, known=TEXT_SUFFIXES | {".npy", ".npz", ".safetensors", ".json"})
+        known = TEXT_SUFFIXES | {".npy", ".npz", ".safetensors", ".json"}
+        if suffix not in known:         # a name that may lie (model.bin): the bytes decide first
+            arr = _sniffed_array(path, key)
+            if arr is not None:
+                return arr
+        refuse_pickles(path, suffix, known=known)
         if suffix == ".npy":
             arr = _load_npy(path)
         elif suffix == ".npz":
@@ -169,6 +174,19 @@ def _sniffed(path: str, key: str | None) -> np.ndarray:
         raise InputError(f"{path} is a pickle; pickled files are refused because loading one runs "
                          "code stored in it: save the matrix with numpy.save instead")
     return _parse_bytes(data, path)
+
+
+def _sniffed_array(path: str, key: str | None):
+    """The array of a file whose extension is not a matrix format but whose bytes are .npy or
+    safetensors (e.g. a safetensors file named model.bin); None for anything else."""
+    with open(path, "rb") as fh:
+        head = fh.read(16)
+        size = os.fstat(fh.fileno()).st_size
+    if head.startswith(NPY_MAGIC):
+        return _load_npy(path)
+    if len(head) >= 9 and 2 <= int.from_bytes(head[:8], "little") <= size - 8 and head[8:9] == b"{":
+        return read_safetensors(path, key)
+    return None
 
 
 def _looks_like_safetensors(data: bytes) -> bool:
@@ -287,9 +305,10 @@ def _parse_text(data: bytes, label: str) -> np.ndarray:
         raise InputError(f"{label} is empty; it needs at least one row of numbers")
     split = _splitter(lines[0][1])
     first_cells = split(lines[0][1])
+    header = None
     if len(lines) > 1 and not all(_is_float(c) for c in first_cells) and \
             len(first_cells) == len(split(lines[1][1])):
-        lines = lines[1:]               # a header row: names, not numbers
+        header, lines = first_cells, lines[1:]      # a header row: names, not numbers
     rows, width, first_line = [], None, None
     for lineno, line in lines:
         cells = split(line)
@@ -305,7 +324,21 @@ def _parse_text(data: bytes, label: str) -> np.ndarray:
             raise InputError(f"{label}, line {lineno}: {len(values)} values but line {first_line} has "
                              f"{width}; every row needs the same number of columns")
         rows.append(values)
-    return np.array(rows, dtype=np.float64)
+    arr = np.array(rows, dtype=np.float64)
+    _refuse_index_column(header, arr, label)
+    return arr
+
+
+def _refuse_index_column(header, arr: np.ndarray, label: str) -> None:
+    """pandas' to_csv writes the row index as an unnamed first column (header ',0,1,...'): read
+    as data it would add a column to the model, silently. Refuse it, naming it."""
+    if header is None or header[0].strip() not in ("", "Unnamed: 0") or arr.shape[1] < 2:
+        return
+    first = arr[:, 0]
+    if np.all(first == np.round(first)):
+        raise InputError(f"{label}: the first column has no name in the header and holds whole "
+                         "numbers: a row index (pandas' to_csv writes one), not model data; save "
+                         "with df.to_csv(path, index=False) or delete that column")
 
 
 def _splitter(first: str):

@@ -60,9 +60,17 @@ def check_matrix(array, name: str, dtype="float64") -> np.ndarray:
             with np.errstate(over="ignore"):  # float64 -> float32 overflow is reported below
                 out[start:start + BLOCK_ROWS] = block
             block = out[start:start + BLOCK_ROWS]
-        if not np.isfinite(block).all():
+        largest = float(np.abs(block).max())        # NaN when the block holds one
+        if not largest <= MAX_ENTRY:
+            if math.isfinite(largest):
+                raise InputError(f"{name} has values up to {largest:.3g}; beyond {MAX_ENTRY:g} its row "
+                                 f"norms overflow float64 (and logits beyond {MAX_LOGIT:g} mean "
+                                 "nothing in float64 softmax): rescale the matrix")
             raise InputError(_not_finite(arr[start:start + BLOCK_ROWS], name, dtype))
     return out
+
+
+MAX_ENTRY = 1e150       # squares of larger entries overflow float64's row norms
 
 
 def _stored_float(stored: np.dtype) -> np.dtype:
