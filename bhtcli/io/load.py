@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import math
 import os
 import sys
 import tempfile
@@ -29,7 +30,7 @@ import numpy as np
 from bhtcli.errors import InputError, OutputError, parameter_name
 from bhtcli.io.pickles import PICKLE_MAGICS, refuse_pickles
 from bhtcli.io.safetensors_file import read_safetensors, split_tensor_name
-from bhtcli.io.validation import check_matrix, check_pair
+from bhtcli.io.validation import MAX_ENTRY, check_matrix, check_pair
 
 NPY_MAGIC = b"\x93NUMPY"
 ZIP_MAGIC = b"PK\x03\x04"
@@ -37,7 +38,8 @@ TEXT_SUFFIXES = {".csv", ".txt", ".tsv", ".dat"}
 from bhtcli.settings import FORMATS, OUT_FORMATS, OUT_SUFFIXES  # noqa: E402,F401
 
 
-def load_matrix(spec, name: str | None = None, stdin=None, dtype=np.float64) -> np.ndarray:
+def load_matrix(spec, name: str | None = None, stdin=None, dtype=np.float64,
+                max_entry: float = math.inf) -> np.ndarray:
     """Load and check one matrix.
 
     Parameters
@@ -67,8 +69,8 @@ def load_matrix(spec, name: str | None = None, stdin=None, dtype=np.float64) -> 
         Any unreadable, unsupported or invalid input; the message names it and the fix.
     """
     if not isinstance(spec, (str, os.PathLike)):
-        return check_matrix(spec, name or "matrix", dtype)
-    return check_matrix(read_array(spec, name, stdin), _label(spec, name, "matrix"), dtype)
+        return check_matrix(spec, name or "matrix", dtype, max_entry)
+    return check_matrix(read_array(spec, name, stdin), _label(spec, name, "matrix"), dtype, max_entry)
 
 
 def load_query(spec, length: int, name: str | None = None, what: str = "the query x") -> np.ndarray:
@@ -513,8 +515,10 @@ def load_pair(A, B, name_a: str | None = None, name_b: str | None = None, dtype=
     """Load and check both models (as `dtype`, see load_matrix); they must have the same shape."""
     if isinstance(A, str) and isinstance(B, str) and A == "-" and B == "-":
         raise InputError("A and B cannot both be read from standard input; give one as a file")
-    A_ = load_matrix(A, name_a or (A if isinstance(A, (str, os.PathLike)) else "A"), dtype=dtype)
-    B_ = load_matrix(B, name_b or (B if isinstance(B, (str, os.PathLike)) else "B"), dtype=dtype)
+    A_ = load_matrix(A, name_a or (A if isinstance(A, (str, os.PathLike)) else "A"), dtype=dtype,
+                     max_entry=MAX_ENTRY)
+    B_ = load_matrix(B, name_b or (B if isinstance(B, (str, os.PathLike)) else "B"), dtype=dtype,
+                     max_entry=MAX_ENTRY)
     check_pair(A_, B_, _label(A, name_a, "A"), _label(B, name_b, "B"))
     return A_, B_
 
