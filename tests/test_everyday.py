@@ -344,3 +344,19 @@ def test_docs_slips():
     assert "`A.json`" in read("docs/inputs.md")
     assert "decide, simulate, rank, shift" in read("docs/api.md")
     assert "`best x23` means" in read("docs/search.md")
+
+
+# ---------------------------------------------------------------- 7. sweep
+def test_sweep_interrupted_before_any_task_does_not_claim_a_file(capsys, monkeypatch, tmp_path):
+    (tmp_path / "m.csv").write_text("a,b,energy\nA.npy,B.npy,1\n")
+    out = tmp_path / "r.jsonl"
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+    monkeypatch.setattr("bhtcli.api.sweep", interrupted)
+    code, stdout, err = run(capsys, "sweep", str(tmp_path / "m.csv"), "--out", str(out))
+    assert (code, stdout, err) == (130, "", "Error: interrupted before any task finished; nothing was saved\n")
+    out.write_text('{"task": "0123456789abcdef"}\n')     # an earlier run's rows are there
+    code, stdout, err = run(capsys, "sweep", str(tmp_path / "m.csv"), "--out", str(out))
+    assert code == 130 and err == (f"Error: interrupted; finished tasks are saved in {out}: rerun the "
+                                   "same command to run the rest\n")

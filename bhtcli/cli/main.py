@@ -349,6 +349,8 @@ def sweep(manifest, results, scheduler, workers, export, retry_failed, force, as
                                   f"sweep ({failed:,} failed)", done, total),
                               notice=lambda message: click.echo(f"Note: {message}", err=True))
         except KeyboardInterrupt:
+            if not (os.path.isfile(results) and os.path.getsize(results) > 0):
+                raise Interrupted("interrupted before any task finished; nothing was saved") from None
             raise Interrupted(f"interrupted; finished tasks are saved in {results}: rerun the same "
                               "command to run the rest") from None
     _emit(result, as_json)

@@ -19,7 +19,6 @@ from bhtcli.io.load import check_output_path, save_npy_atomic
 from bhtcli.sweep.journal import Journal, check_export_path, export_rows
 from bhtcli.sweep.manifest import COLUMNS, Task, is_label, read_manifest
 from bhtcli.results import SweepResult, json_safe
-from bhtcli.sweep.task import failed_fields
 
 
 def sweep(manifest, out, scheduler: str | None = None, workers: int | None = None,
@@ -62,6 +61,7 @@ def sweep(manifest, out, scheduler: str | None = None, workers: int | None = Non
     t_start = time.perf_counter()
     _check_engine_options(scheduler, workers)
     plan = read_manifest(manifest)
+    _check_rows(plan)
     _check_paths(manifest, out, export, _matrix_files(plan), force)
     notes = _Notes(notice)
     for message in plan.notes:
@@ -162,12 +162,9 @@ class _Recorder:
 
 
 def _run_pending(pending, on_done: _Recorder, engine, scheduler, workers, design):
-    """Record the tasks already known to be bad, run the others; (runnable tasks, engine info)."""
+    """Run the pending tasks (their rows were checked by _check_rows); (tasks run, engine info)."""
     on_done.report()
-    runnable = [t for t in pending if not t.problem]
-    for task in pending:          # rows already known to be bad need no worker
-        if task.problem:
-            on_done(task, {"row": failed_fields(task.problem, 0.0), "query": None})
+    runnable = list(pending)
     info = {"engine": "none", "workers": None, "startup_seconds": 0.0, "run_seconds": 0.0}
     if runnable:
         if engine is None:
@@ -178,6 +175,15 @@ def _run_pending(pending, on_done: _Recorder, engine, scheduler, workers, design
 
 def _rows(k: int) -> str:
     return f"{k} row" if k == 1 else f"{k} rows"
+
+
+def _check_rows(plan) -> None:
+    """Every row's cells, checked before anything starts: one error listing every bad row."""
+    bad = [t for t in plan.tasks if t.problem]
+    if bad:
+        rows = "; ".join(f"line {t.line}: {t.problem}" for t in bad)
+        raise InputError(f"{plan.path}: {_rows(len(bad))} of {len(plan.tasks)} cannot run ({rows}); "
+                         "fix or remove them, nothing was started")
 
 
 def _matrix_files(plan) -> list:
