@@ -360,3 +360,35 @@ def test_sweep_interrupted_before_any_task_does_not_claim_a_file(capsys, monkeyp
     code, stdout, err = run(capsys, "sweep", str(tmp_path / "m.csv"), "--out", str(out))
     assert code == 130 and err == (f"Error: interrupted; finished tasks are saved in {out}: rerun the "
                                    "same command to run the rest\n")
+
+
+# ---------------------------------------------------------------- 11. | head under PYTHONUNBUFFERED
+FAKE_RANK = """
+import sys
+import bhtcli.commands.candidates as c
+from bhtcli.results import RankResult
+top = [{"index": i, "name": None, "hellinger_squared": 0.1, "bhattacharyya_distance": 0.1,
+        "predicted": 10, "lower": 5, "upper": 20, "norm": 1.0} for i in range(3000)]
+c.rank = lambda *a, **k: RankResult("softmax", 6, 3, None, None, 0.05, 5000, 5000, 0, None, top,
+                                    None, "float64", None, 0.1)
+from bhtcli.cli.main import main
+main(sys.argv[1:])
+"""
+
+
+@pytest.mark.parametrize("unbuffered", ["", "1"])
+@pytest.mark.parametrize("as_json", [False, True])
+def test_a_reader_that_leaves_early_gets_141_even_unbuffered(files, unbuffered, as_json):
+    """A rank table of 3,000 rows (150 kB, more than a pipe holds) read by `head -1`: one write
+    that the reader cuts short. The scoring is replaced by a ready result (3,000 exact counts
+    take minutes)."""
+    import subprocess
+    import sys
+    env = dict(os.environ, PYTHONUNBUFFERED=unbuffered)
+    args = [sys.executable, "-c", FAKE_RANK, "rank", files["A.csv"], files["B.npy"], files["H.csv"]]
+    child = subprocess.Popen(args + (["--json"] if as_json else []), stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, env=env)
+    first = child.stdout.read(100)
+    child.stdout.close()              # what head -1 does after its first line
+    err = child.stderr.read()
+    assert child.wait(timeout=60) == 141 and err == b"" and first

@@ -13,6 +13,7 @@ import io
 import json
 import os
 import sys
+import time
 
 from rich.console import Console
 from rich.table import Table
@@ -67,8 +68,7 @@ def emit(result, as_json: bool = False) -> None:
     _State.stdout_used = True
     with _stdout_faults():
         if as_json:
-            sys.stdout.write(render_json(result) + "\n")
-            sys.stdout.flush()
+            write_stdout(render_json(result) + "\n")
             return
         render = RENDERERS[type(result)]
         if sys.stdout.isatty():
@@ -78,8 +78,7 @@ def emit(result, as_json: bool = False) -> None:
         buffer = io.StringIO()
         render(result, Console(file=buffer, width=PLAIN_WIDTH, color_system=None, force_terminal=False,
                                highlight=False, soft_wrap=False))
-        sys.stdout.write("".join(line.rstrip() + "\n" for line in buffer.getvalue().splitlines()))
-        sys.stdout.flush()
+        write_stdout("".join(line.rstrip() + "\n" for line in buffer.getvalue().splitlines()))
 
 
 def write_lines(values, block: int = 65536) -> None:
@@ -87,8 +86,32 @@ def write_lines(values, block: int = 65536) -> None:
     _State.stdout_used = True
     with _stdout_faults():
         for start in range(0, len(values), block):
-            sys.stdout.write("\n".join(map(str, values[start:start + block].tolist())) + "\n")
-        sys.stdout.flush()
+            write_stdout("\n".join(map(str, values[start:start + block].tolist())) + "\n")
+
+
+def write_stdout(text: str) -> None:
+    """Write `text` to stdout whole, and flush.
+
+    Under PYTHONUNBUFFERED=1 stdout's text layer sits on the raw file, whose write may write
+    only part of the bytes (a pipe whose reader left: | head) and say so in its return value,
+    which the text layer ignores: the rest would be lost without an error, and the run would
+    end with status 0 instead of 141. The bytes are written here until all of them are taken
+    (or the next write raises BrokenPipeError)."""
+    stream = sys.stdout
+    binary = getattr(stream, "buffer", None)
+    if binary is None:              # a text-only stream (io.StringIO)
+        stream.write(text)
+        stream.flush()
+        return
+    stream.flush()
+    data = memoryview(text.encode(stream.encoding or "utf-8", stream.errors or "strict"))
+    while data:
+        written = binary.write(data)
+        if written is None:         # a non-blocking stdout that is full: wait, then go on
+            time.sleep(0.01)
+            continue
+        data = data[written:]
+    binary.flush()
 
 
 @contextlib.contextmanager
