@@ -392,3 +392,62 @@ def test_a_reader_that_leaves_early_gets_141_even_unbuffered(files, unbuffered, 
     child.stdout.close()              # what head -1 does after its first line
     err = child.stderr.read()
     assert child.wait(timeout=60) == 141 and err == b"" and first
+
+
+# ---------------------------------------------------------------- 5. progress
+class Recorder:
+    def __init__(self):
+        self.calls, self.ticks = [], []
+
+    def __call__(self, message, step=None, total=None):
+        self.calls.append((message, step, total))
+
+    def tick(self, iterations, value, passes=None):
+        self.ticks.append((iterations, value))
+
+
+def test_search_progress_never_goes_down_and_ends_at_the_result():
+    from bhtcli import api
+    rng = np.random.default_rng(11)
+    A = rng.standard_normal((40, 6))
+    B = A + 0.4 * rng.standard_normal((40, 6))
+    rec = Recorder()
+    result = api.design(A, B, 2.0, progress=rec, search_space="full")
+    iterations = [t[0] for t in rec.ticks]
+    values = [t[1] for t in rec.ticks]
+    assert all(b >= a for a, b in zip(values, values[1:]))
+    assert all(b >= a for a, b in zip(iterations, iterations[1:]))
+    assert values[-1] == pytest.approx(result.bhattacharyya_distance, rel=1e-12)
+
+
+def test_the_progress_line_counts_iterations_and_keeps_a_better_value():
+    from bhtcli.cli.progress import Reporter
+    r = Reporter()
+    with r:
+        r.enabled = True
+        r.tick(3, 0.01)
+        r.tick(4, 0.02)                    # within 0.1 s, but better: shown
+        status = r._progress.tasks[0].fields["status"]
+    assert status.startswith("iteration 4  best H^2 0.0198") and "round" not in status
+
+
+def test_rank_reports_rows_done_of_the_total():
+    f_rng = np.random.default_rng(4)
+    A = f_rng.standard_normal((30, 3))
+    B = A + 0.3 * f_rng.standard_normal((30, 3))
+    H = f_rng.standard_normal((500, 3))
+    from bhtcli import api
+    rec = Recorder()
+    api.rank(A, B, H, top=3, block_rows=7, progress=rec)
+    counted = [c for c in rec.calls if c[0] == "scoring candidates"]
+    assert counted and counted[-1][1:] == (500, 500)
+    assert all(total == 500 and 0 < done <= 500 for _, done, total in counted)
+
+
+def test_a_new_round_of_starts_continues_the_counts():
+    from bhtcli.search.ladder import _tick_after
+    rec = Recorder()
+    second_round = _tick_after(rec.tick, 120, 0.5)     # round 1 took 120 iterations, best D 0.5
+    second_round(3, 0.2)
+    second_round(9, 0.7)
+    assert rec.ticks == [(123, 0.5), (129, 0.7)]

@@ -309,7 +309,7 @@ def rank(a, b, h, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, n
     """
     from bhtcli.api import rank as rank_fn
     spec = _spec(model, energy, floor, link_a, link_b, bias_a, bias_b, dtype, need_energy=False)
-    with _reporter(quiet) as progress:
+    with _reporter(quiet, bar=True) as progress:
         result = rank_fn(a, b, h, spec.energy, model=spec.family, floor=spec.floor, error=alpha,
                          names=names, top=top, out=out, dtype=spec.dtype, progress=progress,
                          force=force, **spec.readout_options())

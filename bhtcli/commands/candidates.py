@@ -175,8 +175,8 @@ def score_softmax(pair, A, B, H, label: str, norms, eligible, why, keep: int,
         X = np.asarray(H[part], dtype=np.float64).T
         c, delta = pair.logits(X)
         D[part] = np.maximum(Tilt.from_logits(c, delta).bhattacharyya_distance(), 0.0)
-        if progress and k % 50 == 49:
-            progress(f"scored {start + part.size:,} of {idx.size:,} candidates")
+        if progress and (k % 50 == 49 or start + part.size == idx.size):
+            progress("scoring candidates", start + part.size, idx.size)
     exact = np.zeros(m, dtype=bool)
     if pair.dtype != np.float64:          # re-score the best in float64, then re-rank them
         for i in best_rows(D, eligible, keep + POOL_MARGIN):
@@ -196,8 +196,8 @@ def score_leverage(pair, H, norms, eligible, why, progress=None) -> Scores:
     for k, i in enumerate(idx):
         s = np.asarray(H[i], dtype=np.float64)
         D[i] = max(float(pair.tilt(-np.log(s * s)).bhattacharyya_distance()), 0.0)
-        if progress and k % 1000 == 999:
-            progress(f"scored {k + 1:,} of {idx.size:,} candidates")
+        if progress and (k % 1000 == 999 or k + 1 == idx.size):
+            progress("scoring candidates", k + 1, idx.size)
     return Scores(D, norms, eligible, np.ones(m, dtype=bool), why)
 
 
@@ -287,8 +287,11 @@ def _rank(A, B, H, energy, *, model, floor, error, names, top, link_a, link_b, b
         scores = score_softmax(pair, A, B, H, label, norms, eligible, why, top, rows, progress)
         box_source = "energy" if energy is not None else "largest eligible candidate norm"
     top_rows = best_rows(scores.D, scores.eligible, top)
-    entries = [_entry(int(i), scores, names, _counts(model, pair, A, B, H, int(i), readout, error))
-               for i in top_rows]
+    entries = []
+    for k, i in enumerate(top_rows):
+        if progress and k % 10 == 0:
+            progress("exact counts of the best candidates", k, len(top_rows))
+        entries.append(_entry(int(i), scores, names, _counts(model, pair, A, B, H, int(i), readout, error)))
     return _Ranked(model, n, d, A, B, H, pair, scores, names, top_rows, entries, energy, floor,
                    error, readout, t0, box_source)
 
