@@ -142,7 +142,7 @@ def _plural(count: int, word: str) -> str:
 def _lower_mean(v) -> str:
     """A lower bound on a mean count; 0 means the bound is below one query."""
     if v == 0:
-        return "0  (the bound is below one query: it rules nothing out)"
+        return "1  (trivially: the bound is below one query and rules nothing out)"
     return _num(v)
 
 

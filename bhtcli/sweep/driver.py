@@ -61,8 +61,8 @@ def sweep(manifest, out, scheduler: str | None = None, workers: int | None = Non
     t_start = time.perf_counter()
     _check_engine_options(scheduler, workers)
     plan = read_manifest(manifest)
-    _check_rows(plan)
     _check_paths(manifest, out, export, _matrix_files(plan), force)
+    _check_rows(plan)
     notes = _Notes(notice)
     for message in plan.notes:
         notes(message)
