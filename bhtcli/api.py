@@ -67,7 +67,7 @@ def model_spec(model="softmax", energy=None, floor=None, *, link_a=None, link_b=
 def design(A, B, energy=None, *, model="softmax", floor=None, error: float = 0.05,
            starts: int | None = None, seed: int = 0, method: str = "lbfgs", link_a=None,
            link_b=None, bias_a=None, bias_b=None, dtype="float64", candidates=None, names=None,
-           top: int = 10, subspace=None, queries=None, max_starts=None, progress=None,
+           top: int | None = None, subspace=None, queries=None, max_starts=None, progress=None,
            search_space=None):
     """The query that best separates A from B under the budget, and how many it takes.
 
@@ -107,8 +107,8 @@ def design(A, B, energy=None, *, model="softmax", floor=None, error: float = 0.0
         `energy` is then optional (rows with a larger norm are not eligible).
     names : path or list of str, optional
         With `candidates`: one name per row.
-    top : int
-        With `candidates`: how many of the best to list.
+    top : int, optional
+        With `candidates`: how many of the best to list (default 10).
     subspace : array_like or path, optional
         softmax only: queries x = V z with V (d x r) orthonormalised, ||x|| <= energy.
     search_space : {"full", "sketch", "auto"}, optional
@@ -132,7 +132,9 @@ def design(A, B, energy=None, *, model="softmax", floor=None, error: float = 0.0
     spec = model_spec(model, energy, floor, link_a=link_a, link_b=link_b, bias_a=bias_a,
                       bias_b=bias_b, dtype=dtype, need_energy=candidates is None, inputs=(A, B))
     _check_design_paths(spec, energies=energies, queries=queries, candidates=candidates,
-                        subspace=subspace, names=names, method=method, search_space=search_space)
+                        subspace=subspace, names=names, top=top, method=method,
+                        search_space=search_space)
+    top = 10 if top is None else top
     common = dict(error=error, starts=starts, seed=seed, progress=progress)
     if spec.leverage:
         from bhtcli.commands import leverage_design as lev
@@ -165,11 +167,11 @@ def design(A, B, energy=None, *, model="softmax", floor=None, error: float = 0.0
     return design_softmax(A, B, spec.energy, **softmax, **search)
 
 
-def _check_design_paths(spec, *, energies, queries, candidates, subspace, names, method,
+def _check_design_paths(spec, *, energies, queries, candidates, subspace, names, top, method,
                         search_space):
     """Which options of design() go together: the rules of the dispatch, in one place."""
     from bhtcli.errors import parameter_name as p
-    one_budget = {"candidates": candidates, "subspace": subspace, "names": names,
+    one_budget = {"candidates": candidates, "subspace": subspace, "names": names, "top": top,
                   "search_space": search_space}
     if energies is not None or queries is not None:
         given = [p(k) for k, v in one_budget.items() if v is not None]
@@ -188,6 +190,9 @@ def _check_design_paths(spec, *, energies, queries, candidates, subspace, names,
                          "candidates in the full space, or design inside a subspace")
     if names is not None and candidates is None:
         raise InputError(f"{p('names')} labels the rows of {p('candidates')}; give "
+                         f"{p('candidates')} too")
+    if top is not None and candidates is None:
+        raise InputError(f"{p('top')} lists the best rows of {p('candidates')}; give "
                          f"{p('candidates')} too")
     if spec.leverage:
         if subspace is not None:
@@ -303,7 +308,7 @@ def simulate(A, B, energy=None, *, model="softmax", floor=None, query=None, erro
 
 def sweep(manifest, out, scheduler: str | None = None, workers: int | None = None, *,
           export: str | None = None, retry_failed: bool = False, progress=None, notice=None,
-          engine=None):
+          engine=None, force: bool = False):
     """Run every task of a sweep manifest (one design per row) on Dask; resumable.
 
     Parameters are those of :func:`bhtcli.sweep.driver.sweep`; every task runs :func:`design`.
@@ -311,5 +316,5 @@ def sweep(manifest, out, scheduler: str | None = None, workers: int | None = Non
     """
     from bhtcli.sweep.driver import sweep as run_sweep
     return run_sweep(manifest, out, scheduler, workers, export=export, retry_failed=retry_failed,
-                     progress=progress, notice=notice, design=design,
+                     progress=progress, notice=notice, design=design, force=force,
                      **({} if engine is None else {"engine": engine}))

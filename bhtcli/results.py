@@ -137,10 +137,10 @@ class DecideResult(Result):
     llr: float                     # log-likelihood ratio log P_A / P_B of all answers
     llr_at_decision: float
     posterior_a: float             # P(A | answers) under equal priors
-    fixed_verdict: str             # sign of llr: "A", "B" or "tie"
+    fixed_verdict: str             # the best fixed-n test's decision: "A", "B" or "tie"
     fixed_error_bound: float       # BC^N: both errors of the sign test are at most this
     favoured: str
-    expected_more: float | None    # Wald: (threshold - |llr|) / KL under the favoured model
+    expected_more: int | None      # Wald: ceil((threshold - |llr|) / KL under the favoured model)
     target_error: float
     kl_ab: float
     kl_ba: float
@@ -148,6 +148,8 @@ class DecideResult(Result):
     n: int = 0                     # answers of the models (rows of A and B)
     d: int = 0
     energy: float | None = None    # decide has no budget: the query is given
+    fixed_error: float | None = None   # both errors of the best fixed-n test on these answers
+                                   # (computed as design's predicted count: <= alpha at predicted)
 
 
 @dataclass(frozen=True)
@@ -237,6 +239,8 @@ class RankResult(Result):
     dtype: str
     readout: dict | None
     seconds: float
+    distinguishable: bool = True   # False: H^2 = 0 at every eligible candidate
+    note: str | None = None        # why not (the same model, as design says; or no row separates)
 
 
 @dataclass(frozen=True)

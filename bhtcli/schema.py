@@ -98,6 +98,8 @@ RANK = {
     "dtype": ("string", "Precision of the products (float64 or float32)."),
     **READOUT,
     "seconds": ("number", "Seconds in all."),
+    "distinguishable": ("boolean", "Whether some eligible candidate tells A from B (false: H^2 = 0 at every one)."),
+    "note": ("string or null", "Why not distinguishable (the same model, as design says, or no candidate separates)."),
 }
 
 CERTIFICATE = {
@@ -208,10 +210,11 @@ DECIDE = {
     "llr": ("number", "Log-likelihood ratio ln P_A / P_B of all answers (> 0 favours A)."),
     "llr_at_decision": ("number", "The log-likelihood ratio where the SPRT stopped."),
     "posterior_a": ("number", "P(A | answers) under equal priors."),
-    "fixed_verdict": ("string", "The sign test on all answers: A, B or tie."),
-    "fixed_error_bound": ("number", "Both errors of that test are at most this (BC^N)."),
+    "fixed_verdict": ("string", "The decision of the best fixed-n test on all the answers (the minimax likelihood-ratio test whose error design's predicted count uses): A, B or tie (it randomises)."),
+    "fixed_error": ("number", "Both error probabilities of that test on this many answers, computed as design's predicted count is: <= the target error once there are predicted answers."),
+    "fixed_error_bound": ("number", "The Bhattacharyya bound BC^N on both errors of the sign test (looser than fixed_error)."),
     "favoured": ("string", "The model the answers favour: A or B."),
-    "expected_more": ("number or null", "When undecided: about how many more answers (Wald, if the favoured model is true)."),
+    "expected_more": ("integer or null", "When undecided: about how many more answers, rounded up (Wald, if the favoured model is true)."),
     "kl_ab": ("number", "KL(P_A || P_B) at the query."),
     "kl_ba": ("number", "KL(P_B || P_A) at the query."),
 }

@@ -34,7 +34,8 @@ def _sweep(capsys, tmp_path):
     np.save(tmp_path / "A.npy", np.load(os.path.join(EX, "A.npy")))
     np.save(tmp_path / "B.npy", np.load(os.path.join(EX, "B.npy")))
     manifest = tmp_path / "m.csv"
-    manifest.write_text("a,b,energy\nA.npy,B.npy,1\nA.npy,nope.npy,1\n")
+    np.save(tmp_path / "short.npy", np.zeros((3, 2)))       # fails at run time: shapes differ
+    manifest.write_text("a,b,energy\nA.npy,B.npy,1\nA.npy,short.npy,1\n")
 
     def engine(tasks, on_done, **kwargs):
         for t in tasks:

@@ -13,6 +13,7 @@ import io
 import json
 import os
 import sys
+import time
 
 from rich.console import Console
 from rich.table import Table
@@ -57,8 +58,7 @@ def emit(result, as_json: bool = False) -> None:
     OutputState.stdout_used = True
     with _stdout_faults():
         if as_json:
-            sys.stdout.write(render_json(result) + "\n")
-            sys.stdout.flush()
+            write_stdout(render_json(result) + "\n")
             return
         render = RENDERERS[type(result)]
         if sys.stdout.isatty():
@@ -68,8 +68,7 @@ def emit(result, as_json: bool = False) -> None:
         buffer = io.StringIO()
         render(result, Console(file=buffer, width=PLAIN_WIDTH, color_system=None, force_terminal=False,
                                highlight=False, soft_wrap=False))
-        sys.stdout.write("".join(line.rstrip() + "\n" for line in buffer.getvalue().splitlines()))
-        sys.stdout.flush()
+        write_stdout("".join(line.rstrip() + "\n" for line in buffer.getvalue().splitlines()))
 
 
 def write_lines(values, block: int = 65536) -> None:
@@ -77,8 +76,32 @@ def write_lines(values, block: int = 65536) -> None:
     OutputState.stdout_used = True
     with _stdout_faults():
         for start in range(0, len(values), block):
-            sys.stdout.write("\n".join(map(str, values[start:start + block].tolist())) + "\n")
-        sys.stdout.flush()
+            write_stdout("\n".join(map(str, values[start:start + block].tolist())) + "\n")
+
+
+def write_stdout(text: str) -> None:
+    """Write `text` to stdout whole, and flush.
+
+    Under PYTHONUNBUFFERED=1 stdout's text layer sits on the raw file, whose write may write
+    only part of the bytes (a pipe whose reader left: | head) and say so in its return value,
+    which the text layer ignores: the rest would be lost without an error, and the run would
+    end with status 0 instead of 141. The bytes are written here until all of them are taken
+    (or the next write raises BrokenPipeError)."""
+    stream = sys.stdout
+    binary = getattr(stream, "buffer", None)
+    if binary is None:              # a text-only stream (io.StringIO)
+        stream.write(text)
+        stream.flush()
+        return
+    stream.flush()
+    data = memoryview(text.encode(stream.encoding or "utf-8", stream.errors or "strict"))
+    while data:
+        written = binary.write(data)
+        if written is None:         # a non-blocking stdout that is full: wait, then go on
+            time.sleep(0.01)
+            continue
+        data = data[written:]
+    binary.flush()
 
 
 @contextlib.contextmanager
@@ -102,7 +125,7 @@ def _plural(count: int, word: str) -> str:
 def _lower_mean(v) -> str:
     """A lower bound on a mean count; 0 means the bound is below one query."""
     if v == 0:
-        return "< 1  (the bound is below one query: it rules nothing out)"
+        return "1  (trivially: the bound is below one query and rules nothing out)"
     return _num(v)
 
 
@@ -346,9 +369,11 @@ def render_decide_table(result, console: Console) -> None:
     t.add_row("SPRT decision", f"{r['decision']}  ({used}; thresholds +-{_num(r['threshold'], 4)})")
     t.add_row("log-likelihood ratio", f"{_num(r['llr'])}  (all answers; > 0 favours A)")
     t.add_row("P(A | answers)", f"{_num(r['posterior_a'])}  (equal priors)")
-    t.add_row("fixed-sample verdict", f"{r['fixed_verdict']}  (both errors <= {_num(r['fixed_error_bound'], 3)})")
+    t.add_row("fixed-sample verdict", f"{r['fixed_verdict']}  (best test on {_plural(r['samples_total'], 'answer')}: "
+                                      f"both errors {_num(r['fixed_error'], 3)})")
+    t.add_row("Bhattacharyya bound", f"{_num(r['fixed_error_bound'], 3)}  (BC^N, a looser bound on both errors)")
     if r["expected_more"] is not None:
-        t.add_row("more answers needed", f"about {_num(r['expected_more'], 4)} (Wald, if {r['favoured']} is true)")
+        t.add_row("more answers needed", f"about {_plural(r['expected_more'], 'answer')} (Wald, if {r['favoured']} is true)")
     console.print(t)
 
 
@@ -513,11 +538,17 @@ def render_rank_table(result, console: Console) -> None:
     t = _table(f"bht rank  {r['model']}  n={r['n']:,}  d={r['d']:,}{box}  alpha={_num(r['target_error'])}")
     _readout_rows(t, r)
     t.add_row("candidates", f"{r['count']:,}  ({r['eligible']:,} eligible)")
-    t.add_row("best", f"row {r['best_index']:,}" + (f"  {_short(r['best_name'], 60)}" if r["best_name"] else ""))
+    if not r["distinguishable"]:
+        t.add_row("distinguishable", "no")
+        t.add_row("why", r["note"])
+    else:
+        t.add_row("best", f"row {r['best_index']:,}" + (f"  {_short(r['best_name'], 60)}" if r["best_name"] else ""))
     if r["out"]:
         t.add_row("all scores written to", r["out"])
     t.add_row("time", f"{r['seconds']:.2f} s")
     console.print(t)
+    if not r["distinguishable"]:
+        return
     console.print(_top_table(f"\nTop {len(r['top'])} candidates by H^2 (row: 0-based in H)", r["top"]))
 
 

@@ -23,7 +23,7 @@ from bhtcli.settings import QUANTIZE_TYPES as TYPES
 BLOCK_BYTES = 1 << 24            # rows per block: about 16 MB of float32
 
 
-def quantize(src, to: str, out: str, *, progress=None) -> QuantizeResult:
+def quantize(src, to: str, out: str, *, force: bool = False, progress=None) -> QuantizeResult:
     """Write SRC's round trip through the type `to` to `out` (.npy float32; .csv/.txt/.json
     as :func:`bhtcli.io.load.save_array` writes them), atomically, never over an input.
 
@@ -46,7 +46,7 @@ def quantize(src, to: str, out: str, *, progress=None) -> QuantizeResult:
     kind = str(to).strip().lower()
     if kind not in TYPES:
         raise InputError(f"{parameter_name('to')} {to!r}: expected one of {', '.join(TYPES)}")
-    check_output_path(out, inputs=(src,), force=None, suffixes=OUT_SUFFIXES)
+    check_output_path(out, inputs=(src,), force=force, suffixes=OUT_SUFFIXES)
     label = str(src) if not hasattr(src, "shape") else "the matrix"
     A = load_matrix(src, dtype=None)      # as stored: f16/bf16 up-cast exactly to float32
     n, d = A.shape
