@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from bhtcli.analysis.ceilings import Ceiling, abs_max, PairStats, pair_stats, variance_ceiling
+from bhtcli.maths.certificate import h2_from_variance
 from bhtcli.analysis.diameter import DifferenceRows, Diameter, row_diameter, row_norm_2inf
 from bhtcli.maths.certificate import EPS
 from bhtcli.models.readout import Readout
@@ -37,6 +38,8 @@ class PairBase:
     diameter: Diameter
     bias_range: float
     same: str | None                # why A and B are the same model (None: they differ)
+    same_exact: bool = True         # same in exact arithmetic (else: up to float64 rounding of
+                                    # the rows the softmax sees; the ceiling is then reported)
 
 
 def pair_base(A: np.ndarray, B: np.ndarray, pair_G: np.ndarray,
@@ -52,6 +55,9 @@ def pair_base(A: np.ndarray, B: np.ndarray, pair_G: np.ndarray,
     _, dbias = readout.bias_offsets(A.shape[0])
     bias_range = float(dbias.max() - dbias.min())
     bias_scale = max(abs_max(readout.bias_a), abs_max(readout.bias_b))
+    if readout.exp_links:
+        same, exact = _same_softmax(A, B, readout, diam.value, bias_range, stats)
+        return PairBase(stats, diam, bias_range, same, exact)
     tiny = 32.0 * EPS * max(stats.norm_a, stats.norm_b, bias_scale)    # docs/maths.md §1.3
     return PairBase(stats, diam, bias_range, _same_model(A, B, readout, diam.value, bias_range, tiny))
 
@@ -69,7 +75,13 @@ def analyse_pair(A: np.ndarray, B: np.ndarray, pair_G: np.ndarray, energy: float
     norm_a, norm_b = stats.norm_a, stats.norm_b
     check_logit_scale(energy, max(norm_a, norm_b))
     if base.same:
-        return PairFacts(stats.eps_2inf, diam, False, base.same, 0.0, None)
+        if base.same_exact:
+            return PairFacts(stats.eps_2inf, diam, False, base.same, 0.0, None)
+        # equal up to rounding: no count, but the ceiling stays sound (range bound, §4.1)
+        spread = energy * diam.value + base.bias_range
+        variance = spread * spread / 4.0
+        ceiling = Ceiling(variance, "range", {"per_row": None, "range": h2_from_variance(variance)})
+        return PairFacts(stats.eps_2inf, diam, False, base.same, spread, None, ceiling)
     spread = energy * diam.value + base.bias_range
     note = None
     if not readout.exp_links:
@@ -86,6 +98,63 @@ def analyse_pair(A: np.ndarray, B: np.ndarray, pair_G: np.ndarray, energy: float
                     "per-row bounds; valid but looser than for exp links")
     ceiling = variance_ceiling(A, B, energy, spread, readout, stats)
     return PairFacts(stats.eps_2inf, diam, True, None, spread, note, ceiling)
+
+
+def _same_softmax(A, B, readout: Readout, diam: float, bias_range: float,
+                  stats: PairStats) -> tuple[str | None, bool]:
+    """(reason, exact) for exp links (docs/maths.md §1.3): the models are the same when every
+    row of A - B is the same vector and the biases differ by a constant. Decided on what the
+    softmax sees: the tolerance scales with the rows *minus a reference row* (a column that is
+    constant, however large, is invisible to the softmax and does not widen it), and an exact
+    test (error-free differences) says whether the equality holds exactly or up to rounding.
+    (None, True) when they differ."""
+    if diam > 64.0 * EPS * max(stats.norm_a, stats.norm_b, abs_max(readout.bias_a),
+                                abs_max(readout.bias_b)):
+        return None, True                           # not even within the raw scale's rounding
+    spread_a, spread_b, exact = _centred_scales_and_exact(A, B, readout.bias_a, readout.bias_b)
+    plain = readout.plain
+    if exact:
+        return ("A and B are the same softmax model: every row of A - B is the same vector "
+                "(B = A + 1 w^T" + (", biases differing by a constant" if not plain else "")
+                + "), so softmax(Ax) = softmax(Bx) for every query"), True
+    tiny = 32.0 * EPS * max(spread_a, spread_b)
+    if diam <= tiny and bias_range <= tiny:
+        return ("A and B are the same softmax model up to float64 rounding: the rows of A - B "
+                f"differ from one another by at most {diam:.3g}"
+                + (f" (biases by {bias_range:.3g})" if not plain else "")
+                + f", within 32 eps of the size of the rows the softmax sees ({max(spread_a, spread_b):.3g}, "
+                "each row minus the first); no query moves a logit difference by more than "
+                "float64 resolves, and the ceiling bounds what exact arithmetic would give"), False
+    return None, True
+
+
+def _centred_scales_and_exact(A, B, bias_a, bias_b, rows: int = 8192):
+    """(max_i ||[a_i, alpha_i] - [a_0, alpha_0]||, the same for B, whether every row of
+    [A - B, alpha - beta] equals the first exactly) in one streamed pass. Differences are
+    error-free (TwoSum: a - b = s + e exactly, and (s, e) is unique for a given real value),
+    so the equality test is exact for the stored values."""
+    sa = sb = 0.0
+    exact = True
+    ref = None
+    for ta, tb in _augmented_blocks(A, B, bias_a, bias_b, rows):
+        if ref is None:
+            ref = (ta[0].copy(), tb[0].copy(), *_two_difference(ta[:1], tb[:1]))
+        a0, b0, s0, e0 = ref
+        sa = max(sa, float(np.sqrt(np.max(np.einsum("ij,ij->i", ta - a0, ta - a0)))))
+        sb = max(sb, float(np.sqrt(np.max(np.einsum("ij,ij->i", tb - b0, tb - b0)))))
+        if exact:
+            s, e = _two_difference(ta, tb)
+            exact = bool(np.all(s == s0) and np.all(e == e0))
+    return sa, sb, exact
+
+
+def _two_difference(a, b):
+    """(s, e) with s = fl(a - b) and a - b = s + e exactly (Knuth's TwoSum)."""
+    s = a - b
+    bv = s - a
+    av = s - bv
+    e = (a - av) + (-b - bv)
+    return s, e
 
 
 def _same_model(A, B, readout: Readout, diam: float, bias_range: float, tiny: float) -> str | None:

@@ -2,6 +2,7 @@
 (divergences, sample counts, the certificate, the paper's quantities, the solver record)."""
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 
@@ -77,7 +78,7 @@ def report(ctx: ReportContext, x, on_boundary, solver, extra_passes: int = 0):
     div = divergences_from_tilt(tilt)
     counts = query_counts(tilt, div.bhattacharyya_distance, ctx.error)
     note = None
-    certificate = certificate_dict(ctx, div.hellinger_squared)
+    certificate = certificate_dict(ctx, div, solver.get("local_maxima_values") or ())
     if div.bhattacharyya_distance == 0.0:
         ceiling = certificate["hellinger_squared_max_bound"]
         if ceiling == 0.0:          # proven: no query in the ball separates them in float64
@@ -118,27 +119,53 @@ def same_model_report(ctx: ReportContext, solver):
     return DesignResult("softmax", pair.n, pair.d, ctx.energy, ctx.error, [0.0] * pair.d, 0.0, False,
                         **zero, distinguishable=False, note=ctx.facts.reason,
                         samples={"lower": None, "upper": None, "predicted": None, "method": "none"},
-                        certificate=certificate_dict(ctx, 0.0),
+                        certificate=certificate_dict(ctx),
                         **paper_dict(ctx, False), solver=solver,
                         readout=pair.readout.description, dtype=str(pair.dtype))
 
 
-def certificate_dict(ctx: ReportContext, h2):
+def certificate_dict(ctx: ReportContext, div=None, other_h2=()):
+    """The certificate of a report. `div`: the divergences at the design (None: none),
+    `other_h2`: further H^2 values the report prints (the search's local maxima).
+
+    One guarded rounding for the whole report (docs/maths.md §18.1): the ceiling V is a
+    rigorous bound on the exact supremum, but the design's H^2 is a float64 evaluation that
+    can sit a few ulps above its exact value. When a printed H^2 (or KL) of this report is
+    above the ceiling computed, the design is within rounding of the supremum and the ceiling
+    is raised to it (never lowered), so that every printed ceiling is >= every printed H^2
+    and design_over_bound <= 1."""
     facts = ctx.facts
     ceiling = facts.ceiling
-    cert = certificate_from_variance(ceiling.variance if ceiling else None, ctx.error,
-                                     facts.distinguishable)
+    variance = ceiling.variance if ceiling else None
+    candidates = ceiling.candidates if ceiling else None
+    note = join_notes(facts.certificate_note, ceiling.note if ceiling else None)
+    h2 = div.hellinger_squared if div is not None else 0.0
+    h2_floor = None
+    if div is not None and variance is not None and math.isfinite(variance):
+        d_printed = max([div.bhattacharyya_distance]
+                        + [-math.log1p(-v) for v in other_h2 if v is not None and v < 1.0])
+        floor = max(8.0 * d_printed, 2.0 * div.kl_ab, 2.0 * div.kl_ba)
+        if floor > variance:
+            variance = floor
+            h2_floor = max([h2] + [v for v in other_h2 if v is not None])
+            candidates = {m: (None if v is None else max(v, h2_floor, -math.expm1(-floor / 8.0)))
+                          for m, v in candidates.items()}
+            note = join_notes(note, "the design is within float64 rounding of the ceiling: the "
+                              "ceiling printed is raised to the design's value (docs/maths.md §18.1)")
+    cert = certificate_from_variance(variance, ctx.error, facts.distinguishable)
     bound = cert.hellinger_squared_max_bound
+    if h2_floor is not None:
+        bound = max(bound, h2_floor)
     ratio = h2 / bound if bound else None
     return {"hellinger_squared_max_bound": bound,
             "kl_max_bound": cert.kl_max_bound,
             "samples_lower_any_strategy": cert.samples_lower_any_strategy,
             "mean_samples_lower_sequential": cert.mean_samples_lower_sequential,
             "ceiling_method": ceiling.method if ceiling else None,
-            "ceilings": ceiling.candidates if ceiling else None,
+            "ceilings": candidates,
             "row_diameter": facts.diameter.value, "row_diameter_exact": facts.diameter.exact,
             "design_over_bound": ratio,
-            "note": join_notes(facts.certificate_note, ceiling.note if ceiling else None)}
+            "note": note}
 
 
 def paper_dict(ctx: ReportContext, distinguishable):
