@@ -149,9 +149,11 @@ def test_per_row_matches_an_independent_computation_and_the_issue_formula():
     n, d, E = 40, 3, 1.7
     A = rng.standard_normal((n, d))
     B = A + 0.2 * rng.standard_normal((n, d))
-    V, _ = per_row_variance(A, B, E, rows=3)
-    V1, _ = per_row_variance(A, B, E)
+    V, _ = per_row_variance(A, B, E, rows=3, heavy_rows=0)
+    V1, _ = per_row_variance(A, B, E, heavy_rows=0)
     assert V == pytest.approx(V1, rel=1e-12)
+    split3, split = per_row_variance(A, B, E, rows=3)[0], per_row_variance(A, B, E)[0]
+    assert split3 == pytest.approx(split, rel=1e-12) and split <= V1   # the smallest variant
     At, Bt = A - A.mean(0), B - B.mean(0)
     H = At - Bt
     r = np.maximum(np.linalg.norm(At, axis=1), np.linalg.norm(Bt, axis=1))

@@ -152,7 +152,8 @@ def _link_oscillation(link, radius: float) -> float:
 
 
 def per_row_variance(A, B, energy: float, readout: Readout | None = None, stats=None,
-                     rows: int = CEILING_ROWS, *, above: float | None = None):
+                     rows: int = CEILING_ROWS, *, above: float | None = None,
+                     heavy_rows: int | None = None):
     """(V, None) with V >= sup_{x, t} Var_{pi_t}(delta) from per-row weight caps, or
     (None, reason) when the proof does not cover the links, or when `above` (a variance
     ceiling already known, e.g. the range one) is given, n d^2 >= PER_ROW_SKIP_MIN_WORK and a
@@ -162,6 +163,8 @@ def per_row_variance(A, B, energy: float, readout: Readout | None = None, stats=
     accumulator and one d x d eigendecomposition; rounding can only increase the result
     (float64 throughout, margins from the standard error bounds: docs/maths.md). The skip
     test costs one streamed pass without the d x d work (docs/maths.md §15).
+    heavy_rows: how many rows may get their own direction-dependent bound (docs/maths.md §18.3;
+    default HEAVY_ROWS, 0: none); the smallest of the variants is returned.
     """
     readout = Readout() if readout is None else readout
     la, lb = readout.link_a, readout.link_b
@@ -202,6 +205,9 @@ def per_row_variance(A, B, energy: float, readout: Readout | None = None, stats=
     trace_abs = 0.0        # sum_i cap_i ||h_i||^2 (for the Gram rounding margin)
     h_err = 0.0            # max_i of a bound on ||computed h_i - exact h_i||
     gbar = abar - bbar
+    if heavy_rows is None:      # each variant costs one more d x d eigendecomposition
+        heavy_rows = HEAVY_ROWS if d <= HEAVY_SPLIT_MAX_D else 0
+    heavy = _HeavyRows(heavy_rows if readout.exp_links and n > 1 else 0)
     for s in range(0, n, rows):
         a = np.asarray(A[s:s + rows], dtype=np.float64)
         b = np.asarray(B[s:s + rows], dtype=np.float64)
@@ -226,14 +232,39 @@ def per_row_variance(A, B, energy: float, readout: Readout | None = None, stats=
         trace_abs += float(cap @ hh) + float(cap @ (es * es))
         gn = np.sqrt(np.einsum("ij,ij->i", g, g))
         h_err = max(h_err, float(np.max(2 * EPS * (gn + np.sqrt(hh)))))
+        heavy.offer(s, cap * hh, cap, h, ac, bc, na, nb, es, at[s:s + rows], bt[s:s + rows])
     h_err += 2 * mean_err
     e_err = 4 * EPS * (float(np.max(np.abs(alpha))) + float(np.max(np.abs(beta)))) * (1 + gam)
+    sums = (S, sv, sh, c0, se, w)
+    best = _quad_bound(sums, E, d, gam, trace_abs)
+    # the heavy-row split (docs/maths.md §18.3): the k rows of largest cap_i |h_i|^2 leave the
+    # Gram and get their own direction-dependent bound; any k gives a valid V, the smallest is kept
+    for k in sorted({1, heavy_rows}) if heavy_rows else ():
+        rows_k = heavy.top(k)
+        if 0 < len(rows_k) < n and len(rows_k) == k:
+            best = min(best, _split_bound(sums, rows_k, E, n, d, gam, trace_abs, mean_err,
+                                          float(np.max(np.abs(at))) + float(np.max(np.abs(bt))), h_err))
+    # Minkowski: the inexact h and e add at most E h_err + e_err to the root-mean-square
+    root = math.sqrt(max(best, 0.0)) + E * h_err + e_err + osc_a + osc_b
+    return root * root * (1 + 4 * EPS), None
+
+
+HEAVY_ROWS = 4     # rows taken out of the per-row Gram for their own bound (docs/maths.md §18.3)
+HEAVY_SPLIT_MAX_D = 1024   # the split's variants (k = 1 and HEAVY_ROWS) only up to this d
+
+
+def _quad_bound(sums, E: float, d: int, gam: float, trace_abs: float, m=None, mu0=None) -> float:
+    """sup_{|x| <= E} sum_i cap_i ((h_i - m) x + e_i - mu0)^2 (plus its rounding margins) from
+    the accumulated sums (S, sv, sh, c0, se, w) = sum_i cap_i (h h^T, e h, h, e^2, e, 1); m, mu0
+    default to the cap-weighted means (docs/maths.md §12.3, §12.4)."""
+    S, sv, sh, c0, se, w = sums
     # centre at the cap-weighted mean (m, mu0) = (sh, se) / w: sum_i cap_i ((h_i - m) x +
     # e_i - mu0)^2 is still >= Var_pi(delta), and never larger than about the uniform mean
-    m, mu0 = sh / w, se / w
-    S = S - w * np.outer(m, m)
-    sv = sv - w * mu0 * m
-    c0 = max(c0 - w * mu0 * mu0, 0.0)
+    if m is None:
+        m, mu0 = sh / w, se / w
+    S = S - np.outer(m, sh) - np.outer(sh, m) + w * np.outer(m, m)
+    sv = sv - mu0 * sh - se * m + w * mu0 * m
+    c0 = max(c0 - 2 * mu0 * se + w * mu0 * mu0, 0.0)
     S = 0.5 * (S + S.T)
     sigma, Q = np.linalg.eigh(S)
     # exact S <= computed S + delta I: Gram rounding (gamma_{n+2} sum cap |h|^2, Frobenius <=
@@ -242,10 +273,95 @@ def per_row_variance(A, B, energy: float, readout: Readout | None = None, stats=
     delta = 3 * gam * trace_abs + 16 * (d + 1) * EPS * top
     st = Q.T @ sv
     quad = trust_region_max(sigma + delta, st, c0, E)
-    quad = quad * (1 + 16 * (d + 1) * EPS) + 3 * gam * trace_abs + 16 * (d + 1) * EPS * (c0 + E * float(np.linalg.norm(sv)))
-    # Minkowski: the inexact h and e add at most E h_err + e_err to the root-mean-square
-    root = math.sqrt(max(quad, 0.0)) + E * h_err + e_err + osc_a + osc_b
-    return root * root * (1 + 4 * EPS), None
+    return quad * (1 + 16 * (d + 1) * EPS) + 3 * gam * trace_abs + 16 * (d + 1) * EPS * (c0 + E * float(np.linalg.norm(sv)))
+
+
+class _HeavyRows:
+    """The k rows of largest score seen so far, with what their own bound needs."""
+
+    def __init__(self, k: int):
+        self.k = k
+        self.rows = []          # (score, index, cap, h, ac, bc, |ac|, |bc|, e, at, bt)
+
+    def offer(self, start, score, cap, h, ac, bc, na, nb, e, at, bt):
+        if self.k == 0:
+            return
+        pick = np.argsort(-score)[:self.k]
+        for j in pick:
+            self.rows.append((float(score[j]), start + int(j), float(cap[j]), h[j].copy(), ac[j].copy(),
+                              bc[j].copy(), float(na[j]), float(nb[j]), float(e[j]), float(at[j]), float(bt[j])))
+        self.rows.sort(key=lambda r: (-r[0], r[1]))
+        del self.rows[self.k:]
+
+    def top(self, k: int):
+        return self.rows[:k]
+
+
+def _split_bound(sums, heavy, E: float, n: int, d: int, gam: float, trace_abs: float,
+                 mean_err: float, bias_abs: float, h_err: float) -> float:
+    """V_R + sum over the heavy rows of f_i* (docs/maths.md §18.3): the bulk's quadratic bound
+    with the heavy rows' terms removed, centred at the bulk's cap-weighted means, plus for each
+    heavy row sup_x kappa(g_i x + c_i) ((h_i - m) x + e_i - mu0)^2, a one-dimensional problem."""
+    S, sv, sh, c0, se, w = sums
+    S, sv, sh = S.copy(), sv.copy(), sh.copy()
+    for r in heavy:
+        cap, h, e = r[2], r[3], r[8]
+        S -= cap * np.outer(h, h)
+        sv -= cap * e * h
+        sh -= cap * h
+        c0 -= cap * e * e
+        se -= cap * e
+        w -= cap
+    if not w > 0:
+        return math.inf
+    m, mu0 = sh / w, se / w
+    # the subtractions: |error| <= 4 gamma_{k+4} (sum cap |h|^2 over all rows) entrywise
+    extra = 4 * rounding_gamma(len(heavy) + 4) * trace_abs
+    bulk = _quad_bound((S, sv, sh, max(c0, 0.0), se, w), E, d, gam, trace_abs + extra, m, mu0)
+    log_n1 = math.log(n - 1)
+    total = bulk
+    for _, _, _, h, ac, bc, na, nb, e, at_i, bt_i in heavy:
+        total += _heavy_row_bound(h, ac, bc, na, nb, e, at_i, bt_i, m, mu0, E, n, d, log_n1,
+                                  mean_err, bias_abs, gam, h_err)
+    return total
+
+
+HEAVY_GRID = 1 << 14        # intervals of s in [-E, E] for a heavy row's one-dimensional bound
+
+
+def _heavy_row_bound(h, ac, bc, na, nb, e, at_i, bt_i, m, mu0, E, n, d, log_n1, mean_err,
+                     bias_abs, gam, h_err) -> float:
+    """An upper bound on sup_{|x| <= E, |t| <= 1/2} pi_{t,i}(x) ((h - m) x + e - mu0)^2 for one
+    row (docs/maths.md §18.3): with g = (ac + bc) / 2, s = g x / |g| and u = h - m = p g/|g| + q w
+    (w a unit vector orthogonal to g), it is at most
+        max_{|s| <= E} kappa(|g| s + c) (|p s + e'| + q sqrt(E^2 - s^2))^2,
+    c = |h| E / 2 + max(at, bt) plus rounding; bounded on a grid of intervals of s, each by
+    its worst corner (kappa increasing, the rest monotone in |s| on each side)."""
+    g = 0.5 * (ac + bc)
+    G = float(np.linalg.norm(g))
+    u = h - m
+    un = float(np.linalg.norm(u))
+    ep = e - mu0
+    if G > 0:
+        p = float(u @ g) / G
+        q = math.sqrt(max(un * un - p * p, 0.0))
+    else:
+        p, q = 0.0, un
+    # rounding: g against the exact midpoint row, |h| against the exact difference, the
+    # biases, norms and the decomposition (p, q) of u (docs/maths.md §18.3)
+    err_g = 4 * EPS * (na + nb) + 2 * mean_err + 8 * (d + 4) * EPS * G
+    c = (0.5 * E * (float(np.linalg.norm(h)) + h_err) + max(at_i, bt_i) + E * err_g
+         + 8 * EPS * (abs(at_i) + abs(bt_i) + 1.0) + 2 * gam * (bias_abs + 1.0))
+    c += 16 * EPS * (abs(c) + E * G + log_n1 + 1.0)
+    slack = E * (16 * (d + 4) * EPS * un + EPS * un) + 2 * EPS * abs(ep)
+    s = np.linspace(-E, E, HEAVY_GRID + 1)
+    s0, s1 = s[:-1], s[1:]
+    kap = weight_cap(G * s1 + c, n, log_n1) * (1 + 8 * EPS)
+    lin = np.maximum(np.abs(p * s0 + ep), np.abs(p * s1 + ep))
+    s2min = np.where((s0 <= 0) & (s1 >= 0), 0.0, np.minimum(s0 * s0, s1 * s1))
+    side = np.sqrt(np.maximum(E * E - s2min, 0.0))
+    val = kap * (lin + q * side + slack) ** 2
+    return float(np.max(val)) * (1 + 64 * EPS)
 
 
 def per_row_floor(A, B, E: float, stats: PairStats, at, bt, e, osc_a: float, osc_b: float,
