@@ -204,7 +204,12 @@ def _design_head(r: dict) -> Table:
         _readout_rows(head, r)
         head.add_row("distinguishable", "no")
         head.add_row("why", r["note"])
-        head.add_row("samples needed", "- (no number of queries can tell them apart)")
+        ceiling = (r.get("certificate") or {}).get("hellinger_squared_max_bound")
+        if ceiling:         # equal up to rounding: exact arithmetic would allow this much
+            head.add_row("samples needed", "- (the difference is below float64's resolution)")
+            head.add_row("sup H^2 over the ball <=", _num(ceiling) + "  (in exact arithmetic)")
+        else:
+            head.add_row("samples needed", "- (no number of queries can tell them apart)")
         return head
     if leverage:
         s2 = [v * v for v in r["query"]]
