@@ -194,8 +194,11 @@ def per_row_variance(A, B, energy: float, readout: Readout | None = None, stats=
     # rounding of the means: ||computed mean - exact|| <= gamma_{n+2} ||mean |.| || (any order)
     gam = rounding_gamma(n + 2)
     mean_err = 1.01 * gam * float(np.linalg.norm(stats.mean_abs))
+    if heavy_rows is None:      # each variant costs one more d x d eigendecomposition
+        heavy_rows = HEAVY_ROWS if d <= HEAVY_SPLIT_MAX_D else 0
+    heavy_rows = heavy_rows if readout.exp_links and n > 1 else 0
     if above is not None and n * d * d >= PER_ROW_SKIP_MIN_WORK:
-        low = per_row_floor(A, B, E, stats, at, bt, e, osc_a, osc_b, mean_err, rows)
+        low = per_row_floor(A, B, E, stats, at, bt, e, osc_a, osc_b, mean_err, rows, heavy_rows)
         if low > above:
             return None, (f"per-row ceiling not computed: it is at least {h2_from_variance(low):.3g}, above the "
                           f"range ceiling {h2_from_variance(above):.3g}, so it cannot bind (docs/maths.md §15)")
@@ -205,9 +208,7 @@ def per_row_variance(A, B, energy: float, readout: Readout | None = None, stats=
     trace_abs = 0.0        # sum_i cap_i ||h_i||^2 (for the Gram rounding margin)
     h_err = 0.0            # max_i of a bound on ||computed h_i - exact h_i||
     gbar = abar - bbar
-    if heavy_rows is None:      # each variant costs one more d x d eigendecomposition
-        heavy_rows = HEAVY_ROWS if d <= HEAVY_SPLIT_MAX_D else 0
-    heavy = _HeavyRows(heavy_rows if readout.exp_links and n > 1 else 0)
+    heavy = _HeavyRows(heavy_rows)
     for s in range(0, n, rows):
         a = np.asarray(A[s:s + rows], dtype=np.float64)
         b = np.asarray(B[s:s + rows], dtype=np.float64)
@@ -250,7 +251,7 @@ def per_row_variance(A, B, energy: float, readout: Readout | None = None, stats=
 
 
 HEAVY_ROWS = 4     # rows taken out of the per-row Gram for their own bound (docs/maths.md §18.3)
-HEAVY_SPLIT_MAX_D = 1024   # the split's variants (k = 1 and HEAVY_ROWS) only up to this d
+HEAVY_SPLIT_MAX_D = 512    # the split's variants (k = 1 and HEAVY_ROWS) only up to this d (an eigh each)
 
 
 def _quad_bound(sums, E: float, d: int, gam: float, trace_abs: float, m=None, mu0=None) -> float:
@@ -365,7 +366,7 @@ def _heavy_row_bound(h, ac, bc, na, nb, e, at_i, bt_i, m, mu0, E, n, d, log_n1, 
 
 
 def per_row_floor(A, B, E: float, stats: PairStats, at, bt, e, osc_a: float, osc_b: float,
-                  mean_err: float, rows: int = CEILING_ROWS) -> float:
+                  mean_err: float, rows: int = CEILING_ROWS, heavy_rows: int = 0) -> float:
     """A lower bound on the value :func:`per_row_variance` computes (docs/maths.md §15):
     (E^2 / d) min_m sum_i c_i ||h_i - m||^2 + min_mu sum_i c_i (e_i - mu)^2, with caps c_i
     below the exact kappa(rho_i) (rho deflated by more than its rounding), minus the rounding
@@ -373,7 +374,9 @@ def per_row_floor(A, B, E: float, stats: PairStats, at, bt, e, osc_a: float, osc
 
     at, bt, e: the centred biases and their difference (as per_row_variance computes them);
     osc_a, osc_b: the links' oscillations (0 for exp); mean_err: the bound on the rounding of
-    the mean rows.
+    the mean rows. heavy_rows > 0: also a lower bound on the heavy-row split's variants with up
+    to that many rows out of the Gram (docs/maths.md §18.3): the most those rows can contribute
+    to the averaged quadratic is subtracted.
     """
     n, d = A.shape
     sub = sub_rows(d, rows)
@@ -384,6 +387,8 @@ def per_row_floor(A, B, E: float, stats: PairStats, at, bt, e, osc_a: float, osc
     ta, tb, tc = (np.empty((sub, d)) for _ in range(3))
     v = np.zeros(d)
     t1 = c2 = c1 = w = 0.0
+    top_caps = np.zeros(max(heavy_rows, 0))          # the largest caps seen
+    h2max = e2max = 0.0
     for k in range(0, n, sub):
         m = min(n, k + sub) - k
         a, b = f64_rows(A, k, m, ta), f64_rows(B, k, m, tb)
@@ -400,7 +405,12 @@ def per_row_floor(A, B, E: float, stats: PairStats, at, bt, e, osc_a: float, osc
         h = np.subtract(a, b, out=tc[:m])
         h -= gbar
         es = e[k:k + m]
-        t1 += float(cap @ np.einsum("ij,ij->i", h, h))
+        hh = np.einsum("ij,ij->i", h, h)
+        t1 += float(cap @ hh)
+        if heavy_rows > 0:
+            h2max = max(h2max, float(hh.max()))
+            e2max = max(e2max, float(np.max(es * es)))
+            top_caps = np.sort(np.concatenate([top_caps, np.sort(cap)[-heavy_rows:]]))[-heavy_rows:]
         v += cap @ h
         w += float(cap.sum())
         c2 += float(cap @ (es * es))
@@ -410,6 +420,14 @@ def per_row_floor(A, B, E: float, stats: PairStats, at, bt, e, osc_a: float, osc
     gam = rounding_gamma(n + d + 8)
     trace = t1 - float(v @ v) / w - 8 * gam * t1
     c0 = c2 - c1 * c1 / w - 8 * gam * c2
+    if heavy_rows > 0:
+        # rows T out of the Gram: min_m sum_{i not in T} c_i |h_i - m|^2 >= (the same over all
+        # rows) - sum_{i in T} c_i (2 max|h|)^2 (the bulk's mean lies in the hull of the h_i),
+        # and likewise for e; c_i <= the heavy_rows largest caps (computed caps are above the
+        # floor's own, so their sum is inflated by 16 eps)
+        ct = float(top_caps.sum()) * (1 + 16 * EPS)
+        trace -= ct * 4 * h2max * (1 + 16 * EPS)
+        c0 -= ct * 4 * e2max * (1 + 16 * EPS)
     return (E * E * max(trace, 0.0) / d + max(c0, 0.0)) * (1 - 32 * EPS)
 
 
