@@ -156,7 +156,7 @@ def certificate_dict(ctx: ReportContext, div=None, other_h2=()):
     bound = cert.hellinger_squared_max_bound
     if h2_floor is not None:
         bound = max(bound, h2_floor)
-    ratio = h2 / bound if bound else None
+    ratio = h2 / bound if bound and div is not None else None
     return {"hellinger_squared_max_bound": bound,
             "kl_max_bound": cert.kl_max_bound,
             "samples_lower_any_strategy": cert.samples_lower_any_strategy,
