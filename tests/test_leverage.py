@@ -175,8 +175,8 @@ def test_cli_leverage_loop(capsys, files):
     code, out, _ = run(capsys, "bound", files["A"], files["B"], "--model", "leverage", "--energy", "4",
                        "--floor", "1", "--json")
     b = json.loads(out)
-    assert code == 0 and {"lambda_min", "sum_op_norm_diff", "tv_max_bound",
-                          "samples_lower_any_strategy"} <= set(b)
+    assert code == 0 and {"lambda_min_larger", "sum_op_norm_diff", "tv_max_bound",
+                          "samples_lower_any_strategy"} <= set(b["certificate"])
 
 
 def test_cli_rank_deficient_warns_and_succeeds(capsys, files):

@@ -42,7 +42,7 @@ def test_issue_pairs_are_told_apart():
         assert r.distinguishable and "same" not in (r.note or "")
     r = design(A, B, 1e6)
     assert r.hellinger_squared == pytest.approx(ref, rel=1e-9)
-    assert ref <= bound(A, B, 1e6).hellinger_squared_max_bound
+    assert ref <= bound(A, B, 1e6).certificate["hellinger_squared_max_bound"]
     rng = np.random.default_rng(0)
     A = rng.normal(size=(20, 4))
     A[:, 3] = 1e8
@@ -53,7 +53,7 @@ def test_issue_pairs_are_told_apart():
     x = np.asarray(r.query)
     ref = h2_mp(A, B, x)
     assert ref > 1e-10 and r.hellinger_squared == pytest.approx(ref, rel=1e-6)
-    assert r.hellinger_squared <= b.hellinger_squared_max_bound
+    assert r.hellinger_squared <= b.certificate["hellinger_squared_max_bound"]
 
 
 @st.composite
@@ -102,7 +102,7 @@ def test_never_same_when_a_query_separates_them(case):
         for k in separates:
             x = np.zeros(A.shape[1])
             x[k] = E
-            assert h2_mp(A, B, x) <= b.hellinger_squared_max_bound
+            assert h2_mp(A, B, x) <= b.certificate["hellinger_squared_max_bound"]
         return
     r = design(A, B, E, starts=8)
     assert r.distinguishable
@@ -113,7 +113,7 @@ def test_never_same_when_a_query_separates_them(case):
         x = np.zeros(A.shape[1])
         x[k] = E
         best = max(best, h2_mp(A, B, x))
-    assert best <= b.hellinger_squared_max_bound
+    assert best <= b.certificate["hellinger_squared_max_bound"]
     assert r.hellinger_squared <= r.certificate["hellinger_squared_max_bound"]
     visible = max(np.ptp(A - A[0], axis=0).max(), np.ptp(B - B[0], axis=0).max())
     if best > 1e-280 and np.ptp(A - B, axis=0).max() > 1e-9 * visible:
@@ -125,11 +125,11 @@ def test_same_models_stay_same():
     A = np.round(rng.normal(size=(6, 3)) * 64) / 64
     A[:, 2] = 1e8
     b = bound(A, A + 0.25, 2.0)                           # exact: the message says so
-    assert not b.distinguishable and b.hellinger_squared_max_bound == 0
+    assert not b.distinguishable and b.certificate["hellinger_squared_max_bound"] == 0
     assert "every row of A - B is the same vector" in b.note
     B = A + rng.normal(size=3)                            # rounded shift
     for k in range(2):
-        assert not column_varies_exactly(A, B, k) or bound(A, B, 2.0).hellinger_squared_max_bound > 0
+        assert not column_varies_exactly(A, B, k) or bound(A, B, 2.0).certificate["hellinger_squared_max_bound"] > 0
 
 
 # --- one guarded rounding: design_over_bound <= 1 ----------------------------------------------
@@ -155,7 +155,7 @@ def test_n2_antipodal_pairs_at_tiny_budgets():
         # and the ceiling is sound against the 60-digit supremum (at x = +-E for n = 2)
         sup = max(h2_mp(A, -A, [E]), h2_mp(A, -A, [-E]))
         assert sup <= r.certificate["hellinger_squared_max_bound"]
-        assert sup <= bound(A, -A, E).hellinger_squared_max_bound
+        assert sup <= bound(A, -A, E).certificate["hellinger_squared_max_bound"]
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -218,3 +218,49 @@ def _augmented_blocks(A, B, bias_a, bias_b, rows: int = 8192):
 def join_notes(*notes):
     kept = [n for n in notes if n]
     return "; ".join(kept) if kept else None
+
+
+def certificate_record(facts: PairFacts, error: float, h2: float | None = None, *,
+                       div=None, other_h2=()) -> dict:
+    """The `certificate` object of design and bound (the same keys for both): the ceiling on
+    H^2 and D over the ball and what follows for any strategy, where it comes from, and, with
+    the H^2 of a design, the design's share of the ceiling.
+
+    One guarded rounding for a report (docs/maths.md §18.1): `div` (the divergences at the
+    design) and `other_h2` (further printed H^2, the search's local maxima). The ceiling V is
+    a rigorous bound on the exact supremum, but a printed H^2 is a float64 evaluation that can
+    sit a few ulps above its exact value; when one (or a printed KL) is above the ceiling, the
+    design is within rounding of the supremum and the ceiling is raised to it (never
+    lowered): every printed ceiling >= every printed H^2, design_over_bound <= 1."""
+    from bhtcli.maths.certificate import certificate_from_variance
+    ceiling = facts.ceiling
+    variance = ceiling.variance if ceiling else None
+    candidates = ceiling.candidates if ceiling else None
+    note = join_notes(facts.certificate_note, ceiling.note if ceiling else None)
+    h2_floor = None
+    if div is not None and variance is not None and math.isfinite(variance):
+        d_printed = max([div.bhattacharyya_distance]
+                        + [-math.log1p(-v) for v in other_h2 if v is not None and v < 1.0])
+        floor = max(8.0 * d_printed, 2.0 * div.kl_ab, 2.0 * div.kl_ba)
+        if floor > variance:
+            variance = floor
+            h2_floor = max([div.hellinger_squared] + [v for v in other_h2 if v is not None])
+            candidates = {m: (None if v is None else max(v, h2_floor, -math.expm1(-floor / 8.0)))
+                          for m, v in candidates.items()}
+            note = join_notes(note, "the design is within float64 rounding of the ceiling: the "
+                              "ceiling printed is raised to the design's value (docs/maths.md §18.1)")
+    cert = certificate_from_variance(variance, error, facts.distinguishable)
+    bound = cert.hellinger_squared_max_bound
+    if h2_floor is not None:
+        bound = max(bound, h2_floor)
+    return {"hellinger_squared_max_bound": bound,
+            "bhattacharyya_max_bound": cert.bhattacharyya_max_bound,
+            "kl_max_bound": cert.kl_max_bound,
+            "samples_lower_any_strategy": cert.samples_lower_any_strategy,
+            "mean_samples_lower_sequential": cert.mean_samples_lower_sequential,
+            "ceiling_method": ceiling.method if ceiling else None,
+            "ceilings": candidates,
+            "row_diameter": facts.diameter.value, "row_diameter_exact": facts.diameter.exact,
+            "score_spread_bound": facts.spread if np.isfinite(facts.spread) else None,
+            "design_over_bound": h2 / bound if (h2 is not None and bound) else None,
+            "note": note}

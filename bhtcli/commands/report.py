@@ -2,16 +2,14 @@
 (divergences, sample counts, the certificate, the paper's quantities, the solver record)."""
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass
 
 import numpy as np
 
-from bhtcli.analysis.facts import PairFacts, analyse_pair, join_notes
+from bhtcli.analysis.facts import PairFacts, analyse_pair, certificate_record
 from bhtcli.io.load import load_pair
 from bhtcli.io.validation import check_energy, check_error
-from bhtcli.maths.certificate import certificate_from_variance
 from bhtcli.maths.counts import query_counts
 from bhtcli.maths.divergences import Tilt, divergences_from_tilt
 from bhtcli.models.readout import make_readout
@@ -125,47 +123,11 @@ def same_model_report(ctx: ReportContext, solver):
 
 
 def certificate_dict(ctx: ReportContext, div=None, other_h2=()):
-    """The certificate of a report. `div`: the divergences at the design (None: none),
-    `other_h2`: further H^2 values the report prints (the search's local maxima).
-
-    One guarded rounding for the whole report (docs/maths.md §18.1): the ceiling V is a
-    rigorous bound on the exact supremum, but the design's H^2 is a float64 evaluation that
-    can sit a few ulps above its exact value. When a printed H^2 (or KL) of this report is
-    above the ceiling computed, the design is within rounding of the supremum and the ceiling
-    is raised to it (never lowered), so that every printed ceiling is >= every printed H^2
-    and design_over_bound <= 1."""
-    facts = ctx.facts
-    ceiling = facts.ceiling
-    variance = ceiling.variance if ceiling else None
-    candidates = ceiling.candidates if ceiling else None
-    note = join_notes(facts.certificate_note, ceiling.note if ceiling else None)
-    h2 = div.hellinger_squared if div is not None else 0.0
-    h2_floor = None
-    if div is not None and variance is not None and math.isfinite(variance):
-        d_printed = max([div.bhattacharyya_distance]
-                        + [-math.log1p(-v) for v in other_h2 if v is not None and v < 1.0])
-        floor = max(8.0 * d_printed, 2.0 * div.kl_ab, 2.0 * div.kl_ba)
-        if floor > variance:
-            variance = floor
-            h2_floor = max([h2] + [v for v in other_h2 if v is not None])
-            candidates = {m: (None if v is None else max(v, h2_floor, -math.expm1(-floor / 8.0)))
-                          for m, v in candidates.items()}
-            note = join_notes(note, "the design is within float64 rounding of the ceiling: the "
-                              "ceiling printed is raised to the design's value (docs/maths.md §18.1)")
-    cert = certificate_from_variance(variance, ctx.error, facts.distinguishable)
-    bound = cert.hellinger_squared_max_bound
-    if h2_floor is not None:
-        bound = max(bound, h2_floor)
-    ratio = h2 / bound if bound and div is not None else None
-    return {"hellinger_squared_max_bound": bound,
-            "kl_max_bound": cert.kl_max_bound,
-            "samples_lower_any_strategy": cert.samples_lower_any_strategy,
-            "mean_samples_lower_sequential": cert.mean_samples_lower_sequential,
-            "ceiling_method": ceiling.method if ceiling else None,
-            "ceilings": candidates,
-            "row_diameter": facts.diameter.value, "row_diameter_exact": facts.diameter.exact,
-            "design_over_bound": ratio,
-            "note": note}
+    """The certificate of a report (analysis.facts.certificate_record). `div`: the divergences
+    at the design (None: no design), `other_h2`: further H^2 values the report prints (the
+    search's local maxima); one guarded rounding covers them all (docs/maths.md §18.1)."""
+    return certificate_record(ctx.facts, ctx.error, None if div is None else div.hellinger_squared,
+                              div=div, other_h2=other_h2)
 
 
 def paper_dict(ctx: ReportContext, distinguishable):
