@@ -136,7 +136,7 @@ DESIGN = {
     "kl_ab": ("number", "KL(P_A || P_B)."),
     "kl_ba": ("number", "KL(P_B || P_A)."),
     "chernoff_information": ("number", "Chernoff information."),
-    "distinguishable": ("boolean", "Whether any query tells A from B (false: the same model)."),
+    "distinguishable": ("boolean", "Whether any query tells A from B (false: the same model, exactly, or up to float64 rounding with the exact-arithmetic ceiling in certificate; the note says which)."),
     "note": ("string or null", "Why not distinguishable, or a remark on the result (e.g. underflow, ranks)."),
     "samples": ("object", "Queries needed with the query repeated, both errors <= alpha."),
     **_nested("samples", SAMPLES),
@@ -189,7 +189,7 @@ CURVE = {
 
 BOUND = {
     **HEADER,
-    "distinguishable": ("boolean", "Whether any query tells A from B."),
+    "distinguishable": ("boolean", "Whether any query tells A from B (false: the same model, exactly, or up to float64 rounding with the exact-arithmetic ceiling reported; the note says which)."),
     "note": ("string or null", "Why not distinguishable, when the models are the same."),
     "row_norm_2inf": ("number or null", "[softmax] The paper's eps = ||A - B||_{2->inf}."),
     "paper_lower_order": ("number or null", "[softmax, exp links] Theorem 3.2's order 1/(eps E)^2, without its constant."),

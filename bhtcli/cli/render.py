@@ -122,11 +122,10 @@ def _plural(count: int, word: str) -> str:
     return f"{count:,} {word}{'' if count == 1 else 's'}"
 
 
-def _lower_mean(v) -> str:
-    """A lower bound on a mean count; 0 means the bound is below one query."""
-    if v == 0:
-        return "1  (trivially: the bound is below one query and rules nothing out)"
-    return _num(v)
+def _says_something(v) -> bool:
+    """A lower bound on a mean count is printed only when it is at least one query (below,
+    it rules nothing out)."""
+    return v is not None and v >= 1
 
 
 def _num(v, digits: int = 6) -> str:
@@ -211,7 +210,12 @@ def _design_head(r: dict) -> Table:
         _readout_rows(head, r)
         head.add_row("distinguishable", "no")
         head.add_row("why", r["note"])
-        head.add_row("samples needed", "- (no number of queries can tell them apart)")
+        ceiling = (r.get("certificate") or {}).get("hellinger_squared_max_bound")
+        if ceiling:         # equal up to rounding: exact arithmetic would allow this much
+            head.add_row("samples needed", "- (the difference is below float64's resolution)")
+            head.add_row("sup H^2 over the ball <=", _num(ceiling) + "  (in exact arithmetic)")
+        else:
+            head.add_row("samples needed", "- (no number of queries can tell them apart)")
         return head
     if leverage:
         s2 = [v * v for v in r["query"]]
@@ -288,7 +292,8 @@ def _certificate_table(c: dict) -> Table:
     cer.add_row("sup H^2 over the ball <=", _num(c["hellinger_squared_max_bound"]) + _binds(c))
     cer.add_row("design's H^2 / bound", _num(c["design_over_bound"]))
     cer.add_row("fixed-budget queries >=", _num(c["samples_lower_any_strategy"]) + "  (any strategy, adaptive too)")
-    cer.add_row("mean sequential queries >=", _lower_mean(c["mean_samples_lower_sequential"]))
+    if _says_something(c["mean_samples_lower_sequential"]):
+        cer.add_row("mean sequential queries >=", _num(c["mean_samples_lower_sequential"]))
     cer.add_row("row diameter of A - B", _num(c["row_diameter"]) + ("" if c["row_diameter_exact"] else "  (upper bound)"))
     if c.get("note"):
         cer.add_row("note", c["note"])
@@ -356,7 +361,8 @@ def render_bound_table(result, console: Console) -> None:
         t.add_row("spread of log-weight differences <=", _num(c["score_spread_bound"]))
     t.add_row("sup H^2 over the ball <=", _num(c["hellinger_squared_max_bound"]) + _binds(c))
     t.add_row("fixed-budget queries >=", _num(c["samples_lower_any_strategy"]) + "  (any strategy, adaptive too)")
-    t.add_row("mean sequential queries >=", _lower_mean(c["mean_samples_lower_sequential"]))
+    if _says_something(c["mean_samples_lower_sequential"]):
+        t.add_row("mean sequential queries >=", _num(c["mean_samples_lower_sequential"]))
     if c.get("note"):
         t.add_row("note", c["note"])
     console.print(t)
