@@ -11,6 +11,8 @@ their messages name the parameters of these functions.
 """
 from __future__ import annotations
 
+import os
+
 from bhtcli.errors import (BhtError, InputError, NotReachable, OutputError, SolverError,  # noqa: F401
                            parameter_name, parameter_names)
 
@@ -28,7 +30,8 @@ _LAZY = {
     "shift": "bhtcli.commands.shift",
     **dict.fromkeys(["DesignResult", "BudgetCurveResult", "BoundResult", "LeverageBoundResult",
                      "DecideResult", "SimulateResult", "ShiftResult", "RankResult",
-                     "SweepResult"], "bhtcli.results"),
+                     "SweepResult", "KwayDesignResult", "KwayBoundResult", "KwayDecideResult",
+                     "KwaySimulateResult"], "bhtcli.results"),
     # for front ends: formats, output checks and writers, budget parsing, defaults
     **dict.fromkeys(["check_output_path", "save_array", "atomic_file"], "bhtcli.io.load"),
     **dict.fromkeys(["check_queries", "energies_of"], "bhtcli.io.validation"),
@@ -60,17 +63,19 @@ def model_spec(model="softmax", energy=None, floor=None, *, link_a="exp", link_b
                            bias_b=bias_b, dtype=dtype, need_energy=need_energy)
 
 
-def design(A, B, energy=None, *, model="softmax", floor=None, error: float = 0.05,
+def design(A, B=None, energy=None, *, model="softmax", floor=None, error: float = 0.05,
            starts: int | None = None, seed: int = 0, method: str = "lbfgs", link_a="exp",
            link_b="exp", bias_a=None, bias_b=None, dtype="float64", candidates=None, names=None,
            top: int = 10, subspace=None, queries=None, max_starts=None, progress=None,
-           search_space=None):
+           search_space=None, schedule: bool = False):
     """The query that best separates A from B under the budget, and how many it takes.
 
     Parameters
     ----------
     A, B : array_like or path
-        The two n x d models (paths are read with :func:`bhtcli.load_matrix`).
+        The two n x d models (paths are read with :func:`bhtcli.load_matrix`). Or A is a
+        list of K models (B omitted, or the energy): the K-way design (docs/kway.md), a
+        :class:`bhtcli.results.KwayDesignResult`; K = 2 is the pair design.
     energy : float or list of float
         softmax: the budget E on ||x||_2; leverage: the upper end C of c <= s_i^2 <= C.
         An increasing list (or "0.5,1,2,4") gives the budget curve: one design per budget from
@@ -113,11 +118,29 @@ def design(A, B, energy=None, *, model="softmax", floor=None, error: float = 0.0
         and neither `starts` nor `max_starts` is given (they ask for the full search).
     progress : callable, optional
         Called with short status strings.
+    schedule : bool
+        K models: also the best schedule (queries in fixed proportions, docs/kway.md).
 
     Returns
     -------
     bhtcli.results.DesignResult
     """
+    models = _models_of(A, B)
+    if models is not None:
+        energy = B if energy is None and B is not None else energy
+        if len(models) > 2 or schedule:
+            from bhtcli.commands.kway import check_kway_options, design_kway
+            check_kway_options(model=getattr(model, "family", model), readout_plain=_plain(link_a, link_b, bias_a, bias_b),
+                               floor=floor, candidates=candidates, names=names,
+                               subspace=subspace, queries=queries, max_starts=max_starts,
+                               search_space=search_space,
+                               method=None if method == "lbfgs" else method)
+            return design_kway(models, energy, error=error, starts=starts, seed=seed,
+                               schedule=schedule, dtype=dtype, progress=progress)
+        A, B = models
+    elif schedule:
+        raise InputError(f"{parameter_name('schedule')} mixes queries to tell three or more "
+                         "models apart; two models are best told apart by one query")
     energies = None
     if energy is not None:
         from bhtcli.io.validation import energies_of
@@ -159,6 +182,23 @@ def design(A, B, energy=None, *, model="softmax", floor=None, error: float = 0.0
         return design_in_subspace(A, B, subspace, spec.energy, **softmax, **search)
     from bhtcli.commands.design import design as design_softmax
     return design_softmax(A, B, spec.energy, **softmax, **search)
+
+
+def _models_of(A, B):
+    """The list of models when A is one (a list or tuple of models, B None or the energy),
+    else None (A and B are the pair)."""
+    if not isinstance(A, (list, tuple)) or not A:
+        return None
+    if B is not None and not isinstance(B, (int, float)):
+        return None
+    if all(isinstance(m, (str, os.PathLike)) or getattr(m, "ndim", None) == 2 for m in A):
+        return list(A)
+    return None
+
+
+def _plain(*readout) -> bool:
+    link_a, link_b, bias_a, bias_b = readout
+    return str(link_a) == "exp" and str(link_b) == "exp" and bias_a is None and bias_b is None
 
 
 def _check_design_paths(spec, *, energies, queries, candidates, subspace, names, method,

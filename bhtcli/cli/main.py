@@ -86,6 +86,10 @@ def _emit(result, as_json: bool) -> None:
 
 @cli.command(context_settings=CONTEXT)
 @design_pair_options
+@click.argument("more", nargs=-1, metavar="[M3 ...]")
+@click.option("--schedule", is_flag=True,
+              help="Three or more models: also the best schedule, a few queries used in fixed "
+                   "proportions (docs/kway.md).")
 @starts_option
 @click.option("--max-starts", type=int, default=None, metavar="N",
               help="Budget of the adaptive rounds: at most N starts per budget [default: 128]; "
@@ -114,12 +118,13 @@ def _emit(result, as_json: bool) -> None:
 @click.option("--top", type=int, default=10, show_default=True, help="With --candidates: how many of the best to list.")
 @click.option("--subspace", default=None, metavar="V",
               help="Only queries x = V z (V: d x r, orthonormalised by bht, rank r), ||x|| <= E.")
-def design(a, b, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, starts, max_starts,
-           search_space, queries, plot, seed, method, as_json, out, force, dtype, quiet, candidates, names, top,
-           subspace):
+def design(a, b, more, schedule, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, starts,
+           max_starts, search_space, queries, plot, seed, method, as_json, out, force, dtype, quiet,
+           candidates, names, top, subspace):
     """Find the query x (||x|| <= E) that best separates A from B, and how many it takes.
 
-    {inputs}
+    {inputs} With three or more models (M3 ...) the query best names the true one of them:
+    it maximises the closest pair's separation (docs/kway.md).
 
     \b
     Examples:
@@ -131,6 +136,7 @@ def design(a, b, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, st
       bht design A.npy B.npy --energy 0.5,1,2,4 --plot curve.png   # the budget curve
       bht design A.npy B.npy --candidates H.npy --names prompts.txt --energy 12
       bht design A.npy B.npy --subspace V.npy --energy 1.0
+      bht design F16.npy Q8.npy Q4.npy --energy 1.0 --schedule   # which of three models
     """
     from bhtcli.api import (OUT_SUFFIXES, BudgetCurveResult, check_output_path, check_queries,
                             energies_of, save_array)
@@ -150,6 +156,22 @@ def design(a, b, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, st
             raise InputError("--out writes one query: use it with a single --energy")
         check_output_path(out, inputs=(a, b, bias_a, bias_b, candidates, subspace), force=force,
                           suffixes=OUT_SUFFIXES)
+    if more or schedule:
+        if out:
+            check_output_path(out, inputs=(a, b, *more), force=force, suffixes=OUT_SUFFIXES)
+        if curve or plot:
+            raise InputError("a budget curve is for two models; give one --energy with three or more")
+        with _reporter(quiet) as progress:
+            result = design_fn([a, b, *more], energy=energies[0] if energies else None, model=model, floor=floor,
+                               link_a=link_a, link_b=link_b, bias_a=bias_a, bias_b=bias_b,
+                               dtype=dtype, error=alpha, seed=seed, starts=starts, method=method,
+                               progress=progress, candidates=candidates, names=names,
+                               subspace=subspace, queries=queries, max_starts=max_starts,
+                               search_space=search_space, schedule=schedule)
+        if out:
+            save_array(out, result.query)
+        _emit(result, as_json)
+        return
     with _reporter(quiet) as progress:
         result = design_fn(a, b, energies if curve else (energies[0] if energies else None),
                            model=model, floor=floor, link_a=link_a, link_b=link_b, bias_a=bias_a,
