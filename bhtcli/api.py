@@ -237,14 +237,22 @@ def _check_design_paths(spec, *, energies, queries, candidates, subspace, names,
                          "for comparison uses the default lbfgs")
 
 
-def bound(A, B, energy=None, *, model="softmax", floor=None, error: float = 0.05, link_a="exp",
+def bound(A, B=None, energy=None, *, model="softmax", floor=None, error: float = 0.05, link_a="exp",
           link_b="exp", bias_a=None, bias_b=None):
     """Closed-form certificate, no optimisation (docs/maths.md §4; leverage: §7).
 
     Parameters are those of :func:`design`. Returns a
     :class:`bhtcli.results.BoundResult` or, for leverage models, a
-    :class:`bhtcli.results.LeverageBoundResult`.
+    :class:`bhtcli.results.LeverageBoundResult`; a list of K models (A) gives each pair's
+    ceiling and the bottleneck's, a :class:`bhtcli.results.KwayBoundResult`.
     """
+    models = _models_of(A, B)
+    if models is not None:
+        energy = B if energy is None and B is not None else energy
+        from bhtcli.commands.kway import bound_kway, check_kway_options
+        check_kway_options(model=getattr(model, "family", model),
+                           readout_plain=_plain(link_a, link_b, bias_a, bias_b), floor=floor)
+        return bound_kway(models, energy, error=error)
     spec = model_spec(model, energy, floor, link_a=link_a, link_b=link_b, bias_a=bias_a,
                       bias_b=bias_b)
     if spec.leverage:
@@ -280,8 +288,8 @@ def sample(A, query, count: int, *, seed: int = 0, model="softmax", link_a="exp"
                           bias=spec.bias_a)
 
 
-def decide(A, B, query, answers, *, model="softmax", error: float = 0.05, link_a="exp",
-           link_b="exp", bias_a=None, bias_b=None, stdin=None):
+def decide(A, B=None, query=None, answers=None, *, model="softmax", error: float = 0.05,
+           link_a="exp", link_b="exp", bias_a=None, bias_b=None, stdin=None, prior=None):
     """Which model produced `answers` (Wald's SPRT in the order observed, docs/maths.md §8).
 
     Parameters
@@ -293,21 +301,39 @@ def decide(A, B, query, answers, *, model="softmax", error: float = 0.05, link_a
         Observed 0-based answers (a file: one per line or a JSON list; "-": `stdin`).
     model, error, link_a, link_b, bias_a, bias_b
         As for :func:`design`.
+    prior : sequence of float, optional
+        K models (A a list): the prior of each model (default equal).
+
+    A list of K models (A; then B is the query and query the answers) gives the K-way decision
+    (maximum likelihood and the matrix SPRT), a :class:`bhtcli.results.KwayDecideResult`;
+    `query` may then hold a schedule's queries (one per row) and the answers say which query
+    each came from (docs/kway.md).
 
     Returns
     -------
     bhtcli.commands.decide.DecideResult
     """
+    if isinstance(A, (list, tuple)) and A and all(
+            isinstance(m, (str, os.PathLike)) or getattr(m, "ndim", None) == 2 for m in A):
+        if answers is None:                   # decide([M1, M2, M3], x, answers)
+            query, answers = B, query
+        if len(A) > 2 or prior is not None:
+            from bhtcli.commands.kway import check_kway_options
+            from bhtcli.commands.kway_loop import decide_kway
+            check_kway_options(model=getattr(model, "family", model),
+                               readout_plain=_plain(link_a, link_b, bias_a, bias_b))
+            return decide_kway(A, query, answers, error=error, prior=prior, stdin=stdin)
+        A, B = A
     from bhtcli.commands.decide import decide as decide_answers
     spec = model_spec(model, link_a=link_a, link_b=link_b, bias_a=bias_a, bias_b=bias_b,
                       need_energy=False)
     return decide_answers(A, B, query, answers, error=error, stdin=stdin, model=spec)
 
 
-def simulate(A, B, energy=None, *, model="softmax", floor=None, query=None, error: float = 0.05,
-             trials: int = 10_000, seed: int = 0, policy: str = "all", starts: int | None = None,
-             link_a="exp", link_b="exp", bias_a=None, bias_b=None, dtype="float64",
-             predicted_points: int = 0, progress=None):
+def simulate(A, B=None, energy=None, *, model="softmax", floor=None, query=None,
+             error: float = 0.05, trials: int = 10_000, seed: int = 0, policy: str = "all",
+             starts: int | None = None, link_a="exp", link_b="exp", bias_a=None, bias_b=None,
+             dtype="float64", predicted_points: int = 0, progress=None, schedule: bool = False):
     """Monte Carlo of the fixed-n test, Wald's SPRT and Chernoff's adaptive rule.
 
     Parameters
@@ -322,6 +348,11 @@ def simulate(A, B, energy=None, *, model="softmax", floor=None, query=None, erro
     policy : {"all", "fixed", "sprt", "adaptive"}
     predicted_points : int
         > 0 adds the predicted error curve at that many n (for plots).
+    schedule : bool
+        K models (A a list): simulate the designed schedule instead of the single query.
+
+    A list of K models (A) gives the K-way simulation (maximum likelihood at fixed n, the
+    matrix SPRT), a :class:`bhtcli.results.KwaySimulateResult`.
     progress : callable, optional
         progress(message, step, total).
 
@@ -329,6 +360,20 @@ def simulate(A, B, energy=None, *, model="softmax", floor=None, query=None, erro
     -------
     bhtcli.commands.simulate.SimulateResult
     """
+    models = _models_of(A, B)
+    if models is not None:
+        energy = B if energy is None and B is not None else energy
+        if len(models) > 2 or schedule:
+            from bhtcli.commands.kway import check_kway_options
+            from bhtcli.commands.kway_loop import simulate_kway
+            check_kway_options(model=getattr(model, "family", model),
+                               readout_plain=_plain(link_a, link_b, bias_a, bias_b), floor=floor,
+                               predicted_points=predicted_points or None,
+                               dtype=None if str(dtype) == "float64" else dtype)
+            return simulate_kway(models, energy, error=error, trials=trials, seed=seed,
+                                 schedule=schedule, query=query, policy=policy, starts=starts,
+                                 progress=progress)
+        A, B = models
     from bhtcli.commands.simulate import simulate as simulate_strategies
     spec = model_spec(model, energy, floor, link_a=link_a, link_b=link_b, bias_a=bias_a,
                       bias_b=bias_b, dtype=dtype)

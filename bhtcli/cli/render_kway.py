@@ -186,9 +186,10 @@ def render_kway_simulate(result, console: Console) -> None:
         console.print(ft)
     s = r["sequential"]
     if s:
-        stt = _table("\nMatrix SPRT (stop when the leader beats every other model by log((K-1)/alpha))")
+        stt = _table("\nMatrix SPRT (every error <= alpha)")
         stt.add_row("mean answers", " / ".join(_num(v, 4) for v in s["mean_samples"]) + "  (M1 / M2 / ... true)")
         stt.add_row("realised error", " / ".join(_num(v, 3) for v in s["error"]))
+        stt.add_row("stop", f"the leader's log-likelihood ratio against every other model >= {_num(s['threshold'], 4)}")
         stt.add_row("undecided at the cap", _num(s["undecided"]))
         console.print(stt)
     console.print(f"\n{r['seconds']:.2f} s", markup=False, highlight=False)
