@@ -128,7 +128,7 @@ def design(A, B=None, energy=None, *, model="softmax", floor=None, error: float 
     models = _models_of(A, B)
     if models is not None:
         energy = B if energy is None and B is not None else energy
-        if len(models) > 2 or schedule:
+        if len(models) != 2 or schedule:
             from bhtcli.commands.kway import check_kway_options, design_kway
             check_kway_options(model=getattr(model, "family", model), readout_plain=_plain(link_a, link_b, bias_a, bias_b),
                                floor=floor, candidates=candidates, names=names,
@@ -317,7 +317,7 @@ def decide(A, B=None, query=None, answers=None, *, model="softmax", error: float
             isinstance(m, (str, os.PathLike)) or getattr(m, "ndim", None) == 2 for m in A):
         if answers is None:                   # decide([M1, M2, M3], x, answers)
             query, answers = B, query
-        if len(A) > 2 or prior is not None:
+        if len(A) != 2 or prior is not None:
             from bhtcli.commands.kway import check_kway_options
             from bhtcli.commands.kway_loop import decide_kway
             check_kway_options(model=getattr(model, "family", model),
@@ -363,7 +363,7 @@ def simulate(A, B=None, energy=None, *, model="softmax", floor=None, query=None,
     models = _models_of(A, B)
     if models is not None:
         energy = B if energy is None and B is not None else energy
-        if len(models) > 2 or schedule:
+        if len(models) != 2 or schedule:
             from bhtcli.commands.kway import check_kway_options
             from bhtcli.commands.kway_loop import simulate_kway
             check_kway_options(model=getattr(model, "family", model),
