@@ -168,8 +168,8 @@ def render_kway_decide(result, console: Console) -> None:
 def render_kway_simulate(result, console: Console) -> None:
     r = result.to_dict()
     names = r["models"]
-    t = _table(f"bht simulate  softmax  {len(names)} models  n={r['n']:,}  d={r['d']:,}  "
-               f"E={_num(r['energy'])}  alpha={_num(r['target_error'])}  {r['trials']:,} trials per model")
+    t = _table(f"bht simulate  {len(names)} models  n={r['n']:,}  d={r['d']:,}  "
+               f"E={_num(r['energy'])}  alpha={_num(r['target_error'])}  {r['trials']:,} trials")
     if len(r["weights"]) == 1:
         t.add_row("query x", _query_text(r["queries"][0]))
     else:
