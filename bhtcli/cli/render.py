@@ -21,20 +21,9 @@ from bhtcli.api import (BoundResult, BudgetCurveResult, DecideResult, DesignResu
                         KwayBoundResult, KwayDecideResult, KwayDesignResult, KwaySimulateResult,
                         LeverageBoundResult, RankResult, ShiftResult, SimulateResult, SweepResult)
 
+from bhtcli.cli.output import ClosedPipe, OutputState  # noqa: E402
+
 PLAIN_WIDTH = 1 << 20        # "no wrapping" for plain output: wider than any line
-
-
-class ClosedPipe(Exception):
-    """The reader of stdout went away (| head): not an error (click would exit 1 on EPIPE)."""
-
-
-class _State:
-    stdout_used = False      # a result reached stdout (main adds no JSON error object then)
-
-
-def start_output() -> None:
-    """A new command begins: nothing of it has reached stdout yet."""
-    _State.stdout_used = False
 
 
 def no_color() -> bool:
@@ -65,7 +54,7 @@ def emit(result, as_json: bool = False) -> None:
     The result's warnings (if any) go to stderr first.
     """
     warn(getattr(result, "warnings", None) or [])
-    _State.stdout_used = True
+    OutputState.stdout_used = True
     with _stdout_faults():
         if as_json:
             sys.stdout.write(render_json(result) + "\n")
@@ -85,7 +74,7 @@ def emit(result, as_json: bool = False) -> None:
 
 def write_lines(values, block: int = 65536) -> None:
     """Integers to stdout, one per line (sample's answers), in blocks."""
-    _State.stdout_used = True
+    OutputState.stdout_used = True
     with _stdout_faults():
         for start in range(0, len(values), block):
             sys.stdout.write("\n".join(map(str, values[start:start + block].tolist())) + "\n")
@@ -104,13 +93,6 @@ def _stdout_faults():
     except OSError as exc:
         raise OutputError(f"standard output: cannot write it ({exc.strerror or exc}); free some "
                           "space or redirect it elsewhere") from None
-
-
-def json_error(message: str, status: int) -> None:
-    """With --json, a failure is also one JSON object on stdout (unless a result is there)."""
-    if not _State.stdout_used:
-        sys.stdout.write(json.dumps({"error": message, "exit_status": status}) + "\n")
-        sys.stdout.flush()
 
 
 def _plural(count: int, word: str) -> str:

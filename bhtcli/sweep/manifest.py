@@ -19,12 +19,33 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from bhtcli.errors import InputError
-from bhtcli.search.starts import DEFAULT_STARTS
-from bhtcli.io.validation import check_energy, check_error, check_seed, check_starts
+from bhtcli.settings import DEFAULT_STARTS
 
 MODELS = ("softmax", "leverage")
 LABEL_PREFIX = "label_"
 MANIFEST_SUFFIXES = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl"}
+
+
+# The checkers load numpy: imported when a manifest is read, not when the CLI starts (the
+# sweep command's help lists COLUMNS).
+def check_energy(value, name):
+    from bhtcli.io.validation import check_energy as check
+    return check(value, name)
+
+
+def check_error(value, name):
+    from bhtcli.io.validation import check_error as check
+    return check(value, name)
+
+
+def check_seed(value, name):
+    from bhtcli.io.validation import check_seed as check
+    return check(value, name)
+
+
+def check_starts(value, name):
+    from bhtcli.io.validation import check_starts as check
+    return check(value, name)
 
 
 def _number(raw, column: str) -> float:
