@@ -11,6 +11,8 @@ their messages name the parameters of these functions.
 """
 from __future__ import annotations
 
+import os
+
 from bhtcli.errors import (BhtError, InputError, NotReachable, OutputError, SolverError,  # noqa: F401
                            notes_to, parameter_name, parameter_names)
 
@@ -30,7 +32,8 @@ _LAZY = {
     "quantize": "bhtcli.commands.quantize",
     **dict.fromkeys(["DesignResult", "BudgetCurveResult", "BoundResult", "LeverageBoundResult",
                      "DecideResult", "SimulateResult", "ShiftResult", "RankResult",
-                     "SweepResult", "TensorsResult", "QuantizeResult"], "bhtcli.results"),
+                     "SweepResult", "TensorsResult", "QuantizeResult", "KwayDesignResult",
+                     "KwayBoundResult", "KwayDecideResult", "KwaySimulateResult"], "bhtcli.results"),
     # for front ends: formats, output checks and writers, budget parsing, defaults
     **dict.fromkeys(["check_output_path", "save_array", "atomic_file"], "bhtcli.io.load"),
     **dict.fromkeys(["check_queries", "energies_of"], "bhtcli.io.validation"),
@@ -64,17 +67,19 @@ def model_spec(model="softmax", energy=None, floor=None, *, link_a=None, link_b=
                            bias_b=bias_b, dtype=dtype, need_energy=need_energy, inputs=inputs)
 
 
-def design(A, B, energy=None, *, model="softmax", floor=None, error: float = 0.05,
+def design(A, B=None, energy=None, *, model="softmax", floor=None, error: float = 0.05,
            starts: int | None = None, seed: int = 0, method: str = "lbfgs", link_a=None,
            link_b=None, bias_a=None, bias_b=None, dtype="float64", candidates=None, names=None,
            top: int | None = None, subspace=None, queries=None, max_starts=None, progress=None,
-           search_space=None):
+           search_space=None, schedule: bool = False):
     """The query that best separates A from B under the budget, and how many it takes.
 
     Parameters
     ----------
     A, B : array_like or path
-        The two n x d models (paths are read with :func:`bhtcli.load_matrix`).
+        The two n x d models (paths are read with :func:`bhtcli.load_matrix`). Or A is a
+        list of K models (B omitted, or the energy): the K-way design (docs/kway.md), a
+        :class:`bhtcli.results.KwayDesignResult`; K = 2 is the pair design.
     energy : float or list of float
         softmax: the budget E on ||x||_2; leverage: the upper end C of c <= s_i^2 <= C.
         An increasing list (or "0.5,1,2,4") gives the budget curve: one design per budget from
@@ -117,11 +122,29 @@ def design(A, B, energy=None, *, model="softmax", floor=None, error: float = 0.0
         and neither `starts` nor `max_starts` is given (they ask for the full search).
     progress : callable, optional
         Called with short status strings.
+    schedule : bool
+        K models: also the best schedule (queries in fixed proportions, docs/kway.md).
 
     Returns
     -------
     bhtcli.results.DesignResult
     """
+    models = _models_of(A, B)
+    if models is not None:
+        energy = B if energy is None and B is not None else energy
+        if len(models) != 2 or schedule:
+            from bhtcli.commands.kway import check_kway_options, design_kway
+            check_kway_options(model=getattr(model, "family", model), readout_plain=_plain(link_a, link_b, bias_a, bias_b),
+                               floor=floor, candidates=candidates, names=names,
+                               subspace=subspace, queries=queries, max_starts=max_starts,
+                               search_space=search_space,
+                               method=None if method == "lbfgs" else method)
+            return design_kway(models, energy, error=error, starts=starts, seed=seed,
+                               schedule=schedule, dtype=dtype, progress=progress)
+        A, B = models
+    elif schedule:
+        raise InputError(f"{parameter_name('schedule')} mixes queries to tell three or more "
+                         "models apart; two models are best told apart by one query")
     energies = None
     if energy is not None:
         from bhtcli.io.validation import energies_of
@@ -167,6 +190,24 @@ def design(A, B, energy=None, *, model="softmax", floor=None, error: float = 0.0
     return design_softmax(A, B, spec.energy, **softmax, **search)
 
 
+def _models_of(A, B):
+    """The list of models when A is one (a list or tuple of models, B None or the energy),
+    else None (A and B are the pair)."""
+    if not isinstance(A, (list, tuple)) or not A:
+        return None
+    if B is not None and not isinstance(B, (int, float)):
+        return None
+    if all(isinstance(m, (str, os.PathLike)) or getattr(m, "ndim", None) == 2 for m in A):
+        return list(A)
+    return None
+
+
+def _plain(*readout) -> bool:
+    link_a, link_b, bias_a, bias_b = readout
+    return str(link_a or "exp") == "exp" and str(link_b or "exp") == "exp" and bias_a is None \
+        and bias_b is None
+
+
 def _check_design_paths(spec, *, energies, queries, candidates, subspace, names, top, method,
                         search_space):
     """Which options of design() go together: the rules of the dispatch, in one place."""
@@ -206,14 +247,22 @@ def _check_design_paths(spec, *, energies, queries, candidates, subspace, names,
                          "for comparison uses the default lbfgs")
 
 
-def bound(A, B, energy=None, *, model="softmax", floor=None, error: float = 0.05, link_a=None,
+def bound(A, B=None, energy=None, *, model="softmax", floor=None, error: float = 0.05, link_a=None,
           link_b=None, bias_a=None, bias_b=None):
     """Closed-form certificate, no optimisation (docs/maths.md §4; leverage: §7).
 
     Parameters are those of :func:`design`. Returns a
     :class:`bhtcli.results.BoundResult` or, for leverage models, a
-    :class:`bhtcli.results.LeverageBoundResult`.
+    :class:`bhtcli.results.LeverageBoundResult`; a list of K models (A) gives each pair's
+    ceiling and the bottleneck's, a :class:`bhtcli.results.KwayBoundResult`.
     """
+    models = _models_of(A, B)
+    if models is not None:
+        energy = B if energy is None and B is not None else energy
+        from bhtcli.commands.kway import bound_kway, check_kway_options
+        check_kway_options(model=getattr(model, "family", model),
+                           readout_plain=_plain(link_a, link_b, bias_a, bias_b), floor=floor)
+        return bound_kway(models, energy, error=error)
     spec = model_spec(model, energy, floor, link_a=link_a, link_b=link_b, bias_a=bias_a,
                       bias_b=bias_b, inputs=(A, B))
     if spec.leverage:
@@ -249,8 +298,8 @@ def sample(A, query, count: int, *, seed: int = 0, model="softmax", link_a=None,
                           bias=spec.bias_a)
 
 
-def decide(A, B, query, answers, *, model="softmax", error: float = 0.05, link_a=None,
-           link_b=None, bias_a=None, bias_b=None, stdin=None):
+def decide(A, B=None, query=None, answers=None, *, model="softmax", error: float = 0.05,
+           link_a=None, link_b=None, bias_a=None, bias_b=None, stdin=None, prior=None):
     """Which model produced `answers` (Wald's SPRT in the order observed, docs/maths.md §8).
 
     Parameters
@@ -262,21 +311,39 @@ def decide(A, B, query, answers, *, model="softmax", error: float = 0.05, link_a
         Observed 0-based answers (a file: one per line or a JSON list; "-": `stdin`).
     model, error, link_a, link_b, bias_a, bias_b
         As for :func:`design`.
+    prior : sequence of float, optional
+        K models (A a list): the prior of each model (default equal).
+
+    A list of K models (A; then B is the query and query the answers) gives the K-way decision
+    (maximum likelihood and the matrix SPRT), a :class:`bhtcli.results.KwayDecideResult`;
+    `query` may then hold a schedule's queries (one per row) and the answers say which query
+    each came from (docs/kway.md).
 
     Returns
     -------
     bhtcli.commands.decide.DecideResult
     """
+    if isinstance(A, (list, tuple)) and A and all(
+            isinstance(m, (str, os.PathLike)) or getattr(m, "ndim", None) == 2 for m in A):
+        if answers is None:                   # decide([M1, M2, M3], x, answers)
+            query, answers = B, query
+        if len(A) != 2 or prior is not None:
+            from bhtcli.commands.kway import check_kway_options
+            from bhtcli.commands.kway_loop import decide_kway
+            check_kway_options(model=getattr(model, "family", model),
+                               readout_plain=_plain(link_a, link_b, bias_a, bias_b))
+            return decide_kway(A, query, answers, error=error, prior=prior, stdin=stdin)
+        A, B = A
     from bhtcli.commands.decide import decide as decide_answers
     spec = model_spec(model, link_a=link_a, link_b=link_b, bias_a=bias_a, bias_b=bias_b,
                       need_energy=False, inputs=(A, B))
     return decide_answers(A, B, query, answers, error=error, stdin=stdin, model=spec)
 
 
-def simulate(A, B, energy=None, *, model="softmax", floor=None, query=None, error: float = 0.05,
-             trials: int = 10_000, seed: int = 0, policy: str = "all", starts: int | None = None,
-             link_a=None, link_b=None, bias_a=None, bias_b=None, dtype="float64",
-             predicted_points: int = 0, progress=None):
+def simulate(A, B=None, energy=None, *, model="softmax", floor=None, query=None,
+             error: float = 0.05, trials: int = 10_000, seed: int = 0, policy: str = "all",
+             starts: int | None = None, link_a=None, link_b=None, bias_a=None, bias_b=None,
+             dtype="float64", predicted_points: int = 0, progress=None, schedule: bool = False):
     """Monte Carlo of the fixed-n test, Wald's SPRT and Chernoff's adaptive rule.
 
     Parameters
@@ -291,6 +358,11 @@ def simulate(A, B, energy=None, *, model="softmax", floor=None, query=None, erro
     policy : {"all", "fixed", "sprt", "adaptive"}
     predicted_points : int
         > 0 adds the predicted error curve at that many n (for plots).
+    schedule : bool
+        K models (A a list): simulate the designed schedule instead of the single query.
+
+    A list of K models (A) gives the K-way simulation (maximum likelihood at fixed n, the
+    matrix SPRT), a :class:`bhtcli.results.KwaySimulateResult`.
     progress : callable, optional
         progress(message, step, total).
 
@@ -298,6 +370,20 @@ def simulate(A, B, energy=None, *, model="softmax", floor=None, query=None, erro
     -------
     bhtcli.commands.simulate.SimulateResult
     """
+    models = _models_of(A, B)
+    if models is not None:
+        energy = B if energy is None and B is not None else energy
+        if len(models) != 2 or schedule:
+            from bhtcli.commands.kway import check_kway_options
+            from bhtcli.commands.kway_loop import simulate_kway
+            check_kway_options(model=getattr(model, "family", model),
+                               readout_plain=_plain(link_a, link_b, bias_a, bias_b), floor=floor,
+                               predicted_points=predicted_points or None,
+                               dtype=None if str(dtype) == "float64" else dtype)
+            return simulate_kway(models, energy, error=error, trials=trials, seed=seed,
+                                 schedule=schedule, query=query, policy=policy, starts=starts,
+                                 progress=progress)
+        A, B = models
     from bhtcli.commands.simulate import simulate as simulate_strategies
     spec = model_spec(model, energy, floor, link_a=link_a, link_b=link_b, bias_a=bias_a,
                       bias_b=bias_b, dtype=dtype, inputs=(A, B))

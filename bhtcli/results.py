@@ -310,3 +310,91 @@ class QuantizeResult(Result):
     d: int = 0
     energy: float | None = None
     target_error: float | None = None
+
+
+# --- K models (docs/kway.md): which of M_1 .. M_K answers ---------------------------------
+@dataclass(frozen=True)
+class KwayDesignResult(Result):
+    """`bht design M1 M2 M3 ...`: the query (and with --schedule the schedule) that best names
+    the true one of K models; the bottleneck is the closest pair at the query."""
+
+    model: str
+    n: int
+    d: int
+    energy: float
+    target_error: float
+    models: list                    # the names as given (paths; M1, M2, ... for arrays)
+    query: list
+    query_norm: float
+    on_boundary: bool
+    hellinger_squared: float        # of the bottleneck pair at the query
+    bhattacharyya_distance: float   # of the bottleneck pair: min over pairs of D_ij(x)
+    bottleneck: dict                # {i, j}: the closest pair at the query (0-based)
+    pairs: list                     # [{i, j, hellinger_squared, bhattacharyya_distance, predicted}]
+    samples: dict                   # {lower, predicted, upper, method}: naming the true model
+    certificate: dict
+    solver: dict
+    schedule: dict | None = None    # --schedule: queries, weights, exponent, samples, gain
+    distinguishable: bool = True
+    warnings: list = field(default_factory=list)
+    dtype: str = "float64"
+
+
+@dataclass(frozen=True)
+class KwayBoundResult(Result):
+    """`bht bound M1 M2 M3 ...`: each pair's closed-form ceiling and the bottleneck's."""
+
+    model: str
+    n: int
+    d: int
+    energy: float
+    target_error: float
+    models: list
+    pairs: list                     # [{i, j, bhattacharyya_max_bound, hellinger_squared_max_bound, ...}]
+    certificate: dict               # {bhattacharyya_max_bound, hellinger_squared_max_bound,
+                                    #  binding_pair {i, j}, samples_lower_any_strategy}
+    distinguishable: bool = True
+
+
+@dataclass(frozen=True)
+class KwayDecideResult(Result):
+    """`bht decide M1 M2 M3 ... ANSWERS`: which model answered, by maximum likelihood and by
+    the matrix sequential probability ratio test."""
+
+    model: str
+    n: int
+    d: int
+    energy: float | None
+    target_error: float
+    models: list
+    log_likelihoods: list           # one per model: sum of log p_k(answer)
+    posterior: list                 # P(model k | answers) under the priors
+    priors: list
+    fixed_verdict: int | None       # 0-based index of the maximum-likelihood model (None: tie)
+    fixed_error_bound: float        # max_k sum_{j != k} prod_t BC_kj(x_t): both-ways union bound
+    decision: int | None            # sequential: the model named (None: undecided)
+    samples_used: int               # answers read up to the sequential stop (all: undecided)
+    samples_total: int
+    threshold: float                # log((K - 1) / alpha): the stop on every log-likelihood ratio
+    queries_used: int               # distinct queries the answers came from
+
+
+@dataclass(frozen=True)
+class KwaySimulateResult(Result):
+    """`bht simulate M1 M2 M3 ...`: Monte Carlo of the maximum-likelihood test at fixed n and of
+    the matrix SPRT, with the designed query or schedule."""
+
+    model: str
+    n: int
+    d: int
+    energy: float
+    target_error: float
+    models: list
+    trials: int
+    seed: int
+    queries: list                   # the queries used (one: a single query)
+    weights: list
+    bhattacharyya_distance: float   # the bottleneck exponent per answer
+    fixed: dict | None
+    sequential: dict | None
+    seconds: float

@@ -370,13 +370,92 @@ ERROR = {
     "exit_status": ("integer", "The exit status (2 bad input, 1 run-time failure, 130 interrupted)."),
 }
 
+# --- K models (docs/kway.md): the keys the K-way results add to their commands' objects ---
+KWAY_SAMPLES = {
+    "lower": ("integer or null", "Answers any test needs to tell the closest pair apart (the pair bound at the bottleneck)."),
+    "predicted": ("integer or null", "Answers the maximum-likelihood test needs for every error <= alpha (saddlepoint marginals, Gaussian copula; docs/maths.md §18)."),
+    "upper": ("integer or null", "Answers for which the union of Chernoff bounds sum_j exp(-n D_kj) <= alpha for every model k."),
+    "method": ("string", "How `predicted` was computed: saddlepoint-copula, or none."),
+}
+DESIGN.update({
+    "models": ("array", "[K models] The models' names as given (paths; M1, M2, ... for arrays)."),
+    "bottleneck": ("object", "[K models] The closest pair at the query: {i, j}, 0-based, i < j."),
+    "bottleneck.i": ("integer", "First model of the pair (0-based)."),
+    "bottleneck.j": ("integer", "Second model of the pair."),
+    "pairs": ("array of objects", "[K models] Every pair at the query."),
+    "pairs[].i": ("integer", "First model (0-based)."),
+    "pairs[].j": ("integer", "Second model (i < j)."),
+    "pairs[].hellinger_squared": ("number", "H^2 of the pair at the query."),
+    "pairs[].bhattacharyya_distance": ("number", "D of the pair at the query."),
+    "pairs[].predicted": ("integer or null", "Queries that pair alone needs (minimax likelihood-ratio test, x repeated)."),
+    "certificate.bhattacharyya_max_bound": ("number or null", "[K models] No query and no schedule has a bottleneck D above this: the smallest of the pairs' ceilings."),
+    "certificate.binding_pair": ("object or null", "[K models] The pair whose ceiling it is: {i, j}."),
+    "certificate.binding_pair.i": ("integer", "First model of the pair."),
+    "certificate.binding_pair.j": ("integer", "Second model."),
+    "certificate.pair_bounds": ("array", "[K models] Each pair's ceiling on D, in the order of `pairs` (null: none)."),
+    "schedule": ("object or null", "[K models, --schedule] The best schedule: queries used in fixed proportions."),
+    "schedule.queries": ("array", "The queries (one list of d numbers each)."),
+    "schedule.weights": ("array", "Their shares of the answers (summing to 1)."),
+    "schedule.bhattacharyya_distance": ("number", "The schedule's bottleneck exponent min_ij sum_l w_l D_ij(x_l) per answer."),
+    "schedule.hellinger_squared": ("number", "1 - exp(-that exponent)."),
+    "schedule.samples": ("object", "Answers to name the true model with the schedule (as `samples`)."),
+    **{f"schedule.samples.{k}": v for k, v in KWAY_SAMPLES.items()},
+    "schedule.counts": ("array or null", "Answers to each query for the predicted total."),
+    "schedule.gain_vs_single": ("number or null", "The schedule's exponent over the single query's (1.3: 23% fewer answers)."),
+    "schedule.dual_bound": ("number", "max_x sum lambda_ij D_ij(x) at the programme's last dual weights: no schedule's exponent exceeds it (when that maximum is global)."),
+    "schedule.converged": ("boolean", "Whether column generation found no query that improves the programme."),
+    "schedule.rounds": ("integer", "Rounds of column generation."),
+})
+DESIGN["schedule.candidates"] = ("integer", "Candidate queries the linear programme saw.")
+BOUND.update({
+    "models": ("array", "[K models] The models' names as given."),
+    "pairs": ("array of objects", "[K models] Each pair's ceiling."),
+    "pairs[].i": ("integer", "First model (0-based)."),
+    "pairs[].j": ("integer", "Second model (i < j)."),
+    "pairs[].bhattacharyya_max_bound": ("number or null", "Upper bound on sup D of the pair over the ball."),
+    "pairs[].hellinger_squared_max_bound": ("number or null", "Upper bound on sup H^2 of the pair."),
+    "pairs[].samples_lower_any_strategy": ("integer or null", "Queries any strategy needs to tell that pair apart."),
+    "pairs[].row_diameter": ("number", "Diameter of the rows of the pair's difference."),
+    "pairs[].ceiling_method": ("string or null", "The ceiling that binds for the pair: per_row or range."),
+    "certificate.binding_pair": ("object or null", "[K models] The pair with the smallest ceiling: {i, j}; certificate.bhattacharyya_max_bound is its ceiling, which no query and no schedule beats on the closest pair."),
+    "certificate.binding_pair.i": ("integer", "First model of the pair."),
+    "certificate.binding_pair.j": ("integer", "Second model."),
+})
+DECIDE.update({
+    "decision": ("string or integer or null", "The SPRT's decision on the answers in order: A, B or undecided (K models: the 0-based index of the model named by the matrix SPRT, null undecided)."),
+    "fixed_verdict": ("string or integer or null", "Sign of the log-likelihood ratio: A, B or tie (K models: 0-based index of the maximum-likelihood model, null on a tie)."),
+    "fixed_error_bound": ("number", "BC^N: both errors of the sign test are at most this (K models: max_k sum_j prod_t BC_kj, the union bound)."),
+    "threshold": ("number", "The SPRT thresholds +-ln((1 - alpha)/alpha) (K models: ln((K - 1)/alpha), passed by the leader against every other model)."),
+    "models": ("array", "[K models] The models' names as given."),
+    "log_likelihoods": ("array", "[K models] sum_t log p_k(answer_t) per model."),
+    "posterior": ("array", "[K models] P(model k | answers) under the priors."),
+    "priors": ("array", "[K models] The priors (--prior, default equal)."),
+    "queries_used": ("integer", "[K models] Distinct queries the answers came from (> 1: a schedule)."),
+})
+SIMULATE.update({
+    "models": ("array", "[K models] The models' names as given."),
+    "queries": ("array", "[K models] The queries simulated (one: a single query)."),
+    "weights": ("array", "[K models] Their shares of the answers."),
+    "bhattacharyya_distance": ("number", "[K models] The bottleneck exponent per answer."),
+    "fixed.error_at_predicted": ("number", "[K models] Largest empirical error (over the true model) at the predicted n."),
+    "fixed.worst_model": ("integer", "[K models] The model (0-based) with that error."),
+    "fixed.errors_at_empirical": ("array", "[K models] Empirical error under each model at the empirical n."),
+    "sequential": ("object or null", "[K models] The matrix SPRT (null when not run)."),
+    "sequential.mean_samples": ("array", "Mean answers under each true model."),
+    "sequential.error": ("array", "Realised error under each true model."),
+    "sequential.threshold": ("number", "ln((K - 1)/alpha)."),
+    "sequential.undecided": ("integer", "Trials still undecided at the cap."),
+    "sequential.cap": ("integer", "Most answers a trial may draw."),
+})
+
+
 # command -> (result classes, keys); the classes are named for the reference.
 SCHEMA = {
-    "design": (("DesignResult",), DESIGN),
+    "design": (("DesignResult", "KwayDesignResult"), DESIGN),
     "design --energy E1,E2,...": (("BudgetCurveResult",), CURVE),
-    "bound": (("BoundResult", "LeverageBoundResult"), BOUND),
-    "decide": (("DecideResult",), DECIDE),
-    "simulate": (("SimulateResult",), SIMULATE),
+    "bound": (("BoundResult", "LeverageBoundResult", "KwayBoundResult"), BOUND),
+    "decide": (("DecideResult", "KwayDecideResult"), DECIDE),
+    "simulate": (("SimulateResult", "KwaySimulateResult"), SIMULATE),
     "shift": (("ShiftResult",), SHIFT),
     "sweep": (("SweepResult",), SWEEP),
     "rank": (("RankResult",), RANK),

@@ -27,3 +27,10 @@ rng = np.random.default_rng(2026)
 H = rng.standard_normal((200, 8))
 H *= rng.uniform(0.2, 1.1, size=(200, 1)) / np.linalg.norm(H, axis=1, keepdims=True)
 np.save(here / "candidates.npy", H)
+
+# A third checkpoint for the K-way examples (docs/kway.md): A after another small update
+# (0.15 noise) and a larger change on tokens 5, 17 and 33.
+rng = np.random.default_rng(2027)
+C = A + 0.15 * rng.standard_normal((40, 8))
+C[[5, 17, 33]] += 0.8 * rng.standard_normal((3, 8))
+np.save(here / "C.npy", C)

@@ -66,6 +66,7 @@ def _softcapped_gguf(tmp_path):
 
 def test_schema_matches_real_outputs(capsys, tmp_path):
     A, B, LA, LB = (os.path.join(EX, f) for f in ("A.npy", "B.npy", "leverage_A.npy", "leverage_B.npy"))
+    C = os.path.join(EX, "C.npy")
     lev = ["--model", "leverage", "-E", "4", "--floor", "1"]
     rng = np.random.default_rng(0)
     H, V, names = str(tmp_path / "H.npy"), str(tmp_path / "V.npy"), str(tmp_path / "names.txt")
@@ -77,14 +78,17 @@ def test_schema_matches_real_outputs(capsys, tmp_path):
                    ["design", A, A, "--link-b", "taylor:4", "-E", "0.5"],
                    ["design", A, B, "--candidates", H, "--names", names, "--top", "3"],
                    ["design", A, B, "--subspace", V, "-E", "1"],
-                   ["design", A, B, "-E", "2", "--queries", "20"]],
+                   ["design", A, B, "-E", "2", "--queries", "20"],
+                   ["design", A, B, C, "-E", "1", "--schedule"]],
         "design --energy E1,E2,...": [["design", A, B, "-E", "0.5,1,2"], ["design", LA, LB, "--model", "leverage",
                                                                            "-E", "2,4", "--floor", "1"]],
         "rank": [["rank", A, B, H, "-E", "1", "--top", "2"]],
-        "bound": [["bound", A, B, "-E", "1"], ["bound", LA, LB, *lev]],
-        "decide": [["decide", A, B, "-x", os.path.join(EX, "x.npy"), os.path.join(EX, "answers.txt")]],
+        "bound": [["bound", A, B, "-E", "1"], ["bound", LA, LB, *lev], ["bound", A, B, C, "-E", "1"]],
+        "decide": [["decide", A, B, "-x", os.path.join(EX, "x.npy"), os.path.join(EX, "answers.txt")],
+                   ["decide", A, B, C, "-x", os.path.join(EX, "x.npy"), os.path.join(EX, "answers.txt")]],
         "simulate": [["simulate", A, B, "-E", "1", "--trials", "200", "--plot", str(tmp_path / "p.png")],
-                     ["simulate", LA, LB, *lev, "--trials", "200", "--policy", "sprt"]],
+                     ["simulate", LA, LB, *lev, "--trials", "200", "--policy", "sprt"],
+                     ["simulate", A, B, C, "-E", "1", "--trials", "200", "--schedule"]],
         "shift": [["shift", os.path.join(EX, "shift_A.npy"), "--data", os.path.join(EX, "shift_data.npz"),
                    "--lr", "10", "--out", str(tmp_path / "B.npy"), "-E", "1"]],
         "tensors": [["tensors", _softcapped_gguf(tmp_path)], ["tensors", os.path.join(EX, "shift_data.npz")]],

@@ -128,11 +128,11 @@ def _complete(capsys, monkeypatch, words):
 
 
 FILE_PARAMETERS = {    # command -> every argument and option that names a file
-    "design": ["A", "B", "--bias-a", "--bias-b", "--candidates", "--names", "--subspace", "--out", "--plot"],
-    "bound": ["A", "B", "--bias-a", "--bias-b"],
+    "design": ["A", "B", "[M3 ...]", "--bias-a", "--bias-b", "--candidates", "--names", "--subspace", "--out", "--plot"],
+    "bound": ["A", "B", "[M3 ...]", "--bias-a", "--bias-b"],
     "sample": ["A", "--query", "--bias-a"],
-    "decide": ["A", "B", "ANSWERS", "--query", "--bias-a", "--bias-b"],
-    "simulate": ["A", "B", "--query", "--bias-a", "--bias-b", "--plot"],
+    "decide": ["A", "B", "[M3 ...] ANSWERS", "--query", "--bias-a", "--bias-b"],
+    "simulate": ["A", "B", "[M3 ...]", "--query", "--bias-a", "--bias-b", "--plot"],
     "rank": ["A", "B", "H", "--names", "--bias-a", "--bias-b", "--out"],
     "sweep": ["MANIFEST", "--out", "--export"],
     "shift": ["A", "--data", "--out"],

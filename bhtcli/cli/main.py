@@ -92,6 +92,10 @@ def _emit(result, as_json: bool) -> None:
 
 @cli.command(context_settings=CONTEXT)
 @design_pair_options
+@click.argument("more", nargs=-1, metavar="[M3 ...]", type=PATH)
+@click.option("--schedule", is_flag=True,
+              help="Three or more models: also the best schedule, a few queries used in fixed "
+                   "proportions (docs/kway.md).")
 @starts_option
 @click.option("--max-starts", type=int, default=None, metavar="N",
               help="Budget of the adaptive rounds: at most N starts per budget [default: 128]; "
@@ -120,12 +124,13 @@ def _emit(result, as_json: bool) -> None:
 @click.option("--top", type=int, default=None, help="With --candidates: how many of the best to list [default: 10].")
 @click.option("--subspace", type=PATH, default=None, metavar="V",
               help="Only queries x = V z (V: d x r, orthonormalised by bht, rank r), ||x|| <= E.")
-def design(a, b, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, starts, max_starts,
-           search_space, queries, plot, seed, method, as_json, out, force, dtype, quiet, candidates, names, top,
-           subspace):
+def design(a, b, more, schedule, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, starts,
+           max_starts, search_space, queries, plot, seed, method, as_json, out, force, dtype, quiet,
+           candidates, names, top, subspace):
     """Find the query x (||x|| <= E) that best separates A from B, and how many it takes.
 
-    {inputs}
+    {inputs} With three or more models (M3 ...) the query best names the true one of them:
+    it maximises the closest pair's separation (docs/kway.md).
 
     \b
     Examples:
@@ -137,6 +142,7 @@ def design(a, b, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, st
       bht design A.npy B.npy --energy 0.5,1,2,4 --plot curve.png   # the budget curve
       bht design A.npy B.npy --candidates H.npy --names prompts.txt --energy 12
       bht design A.npy B.npy --subspace V.npy --energy 1.0
+      bht design F16.npy Q8.npy Q4.npy --energy 1.0 --schedule   # which of three models
     """
     from bhtcli.api import (OUT_SUFFIXES, BudgetCurveResult, check_output_path, check_queries,
                             energies_of, save_array)
@@ -147,7 +153,7 @@ def design(a, b, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, st
     curve = energies is not None and len(energies) > 1
     if queries is not None:
         queries = check_queries(queries)
-    inputs = (a, b, bias_a, bias_b, candidates, names, subspace)
+    inputs = (a, b, *more, bias_a, bias_b, candidates, names, subspace)
     if plot:
         check_output_path(plot, "--plot", inputs=inputs, force=force, suffixes=(".png",))
         if not curve:
@@ -156,6 +162,20 @@ def design(a, b, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, st
         if curve:
             raise InputError("--out writes one query: use it with a single --energy")
         check_output_path(out, inputs=inputs, force=force, suffixes=OUT_SUFFIXES)
+    if more or schedule:
+        if curve or plot:
+            raise InputError("a budget curve is for two models; give one --energy with three or more")
+        with _reporter(quiet) as progress:
+            result = design_fn([a, b, *more], energy=energies[0] if energies else None, model=model, floor=floor,
+                               link_a=link_a, link_b=link_b, bias_a=bias_a, bias_b=bias_b,
+                               dtype=dtype, error=alpha, seed=seed, starts=starts, method=method,
+                               progress=progress, candidates=candidates, names=names,
+                               subspace=subspace, queries=queries, max_starts=max_starts,
+                               search_space=search_space, schedule=schedule)
+        if out:
+            save_array(out, result.query)
+        _emit(result, as_json)
+        return
     with _reporter(quiet) as progress:
         result = design_fn(a, b, energies if curve else (energies[0] if energies else None),
                            model=model, floor=floor, link_a=link_a, link_b=link_b, bias_a=bias_a,
@@ -174,19 +194,27 @@ def design(a, b, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, st
 
 @cli.command(context_settings=CONTEXT)
 @model_pair_options
+@click.argument("more", nargs=-1, metavar="[M3 ...]", type=PATH)
 @json_option
 @quiet_option
-def bound(a, b, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, as_json, quiet):
+def bound(a, b, more, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, as_json, quiet):
     """Closed-form bounds, no optimisation: certified sup H^2 and query lower bounds.
 
-    {inputs}
+    {inputs} With three or more models: each pair's ceiling and the bottleneck's.
 
     \b
     Examples:
       bht bound A.npy B.npy --energy 1.0
       bht bound A.npy B.npy --energy 1.0 --json | jq .samples_lower_any_strategy
+      bht bound A.npy B.npy C.npy --energy 1.0
     """
     from bhtcli.api import bound as bound_fn
+    if more:
+        if energy is None:
+            raise click.UsageError("Missing option '--energy' / '-E'.", ctx=click.get_current_context())
+        _emit(bound_fn([a, b, *more], energy=energy, model=model, floor=floor, error=alpha,
+                       link_a=link_a, link_b=link_b, bias_a=bias_a, bias_b=bias_b), as_json)
+        return
     spec = _spec(model, energy, floor, link_a, link_b, bias_a, bias_b, inputs=(a, b))
     _emit(bound_fn(a, b, model=spec, error=alpha), as_json)
 
@@ -217,33 +245,54 @@ def sample(a, model, query, count, seed, link, bias, quiet):
 @cli.command(context_settings=CONTEXT)
 @click.argument("a", metavar="A", type=PATH)
 @click.argument("b", metavar="B", type=PATH)
-@click.argument("answers", metavar="ANSWERS", type=PATH)
+@click.argument("rest", nargs=-1, required=True, metavar="[M3 ...] ANSWERS", type=PATH)
 @model_option
-@query_option(required=True, what="The query the answers respond to")
+@query_option(required=True, what="The query the answers respond to (K models: one per row for a schedule)")
 @error_option
 @readout_options
+@click.option("--prior", default=None, metavar="P1,P2,...",
+              help="Three or more models: prior probabilities, one per model [default: equal].")
 @json_option
 @quiet_option
-def decide(a, b, answers, model, query, alpha, link_a, link_b, bias_a, bias_b, as_json, quiet):
+def decide(a, b, rest, model, query, alpha, link_a, link_b, bias_a, bias_b, prior, as_json, quiet):
     """Decide from observed answers (a file or -, one index per line or a JSON list) which model answered.
 
     The SPRT uses the thresholds +-ln((1-ALPHA)/ALPHA). Whatever it decides (A, B or
-    undecided), the exit status is 0: the decision is in the output.
+    undecided), the exit status is 0: the decision is in the output. With three or more
+    models: the maximum-likelihood verdict, the posterior and the matrix SPRT (every error
+    <= ALPHA); with a schedule's queries each line of ANSWERS is "QUERY ANSWER".
 
     \b
     Examples:
       bht decide A.npy B.npy --query x.npy answers.txt
       bht sample B.npy --query x.npy --count 40 | bht decide A.npy B.npy --query x.npy - --json
+      bht decide A.npy B.npy C.npy --query x.npy answers.txt
     """
     from bhtcli.api import decide as decide_fn
-    if a == "-" or b == "-":
-        raise InputError("A and B must be files for decide (standard input carries the answers)")
+    more, answers = rest[:-1], rest[-1]
+    if a == "-" or b == "-" or "-" in more:
+        raise InputError("the models must be files for decide (standard input carries the answers)")
+    if more or prior is not None:
+        priors = None
+        if prior is not None:
+            try:
+                priors = [float(v) for v in prior.split(",")]
+            except ValueError:
+                raise InputError(f"--prior must be comma-separated numbers, got {prior!r}") from None
+        if model != "softmax" or link_a not in (None, "exp") or link_b not in (None, "exp") or bias_a or bias_b:
+            raise InputError("three or more models are plain softmax models: drop --model, "
+                             "--link-* and --bias-*")
+        _emit(decide_fn([a, b, *more], query, answers, error=alpha, prior=priors), as_json)
+        return
     spec = _spec(model, None, None, link_a, link_b, bias_a, bias_b, need_energy=False, inputs=(a, b))
     _emit(decide_fn(a, b, query, answers, model=spec, error=alpha), as_json)
 
 
 @cli.command(context_settings=CONTEXT)
 @model_pair_options
+@click.argument("more", nargs=-1, metavar="[M3 ...]", type=PATH)
+@click.option("--schedule", is_flag=True,
+              help="Three or more models: simulate the designed schedule instead of one query.")
 @query_option(required=False, what="Simulate this query instead of designing one")
 @click.option("--trials", type=int, default=10_000, show_default=True, help="Monte Carlo trials per model.")
 @seed_option
@@ -255,8 +304,8 @@ def decide(a, b, answers, model, query, alpha, link_a, link_b, bias_a, bias_b, a
 @json_option
 @dtype_option
 @quiet_option
-def simulate(a, b, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, query, trials, seed,
-             policy, plot, force, as_json, dtype, quiet):
+def simulate(a, b, more, schedule, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, query,
+             trials, seed, policy, plot, force, as_json, dtype, quiet):
     """Simulate how many queries it really takes: fixed n, Wald's SPRT, Chernoff's adaptive rule.
 
     When A and B cannot be told apart nothing is simulated: the result says why (exit 0).
@@ -266,9 +315,23 @@ def simulate(a, b, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, 
       bht simulate A.npy B.npy --energy 1.0
       bht simulate A.npy B.npy --energy 1.0 --policy fixed --plot errors.png
       bht simulate A.npy B.npy --energy 1.0 --query x.npy --json | jq .sprt
+      bht simulate A.npy B.npy C.npy --energy 1.0 --schedule
     """
     from bhtcli.api import simulate as simulate_fn
     from bhtcli.api import check_output_path
+    if more or schedule:
+        if plot:
+            raise InputError("--plot draws the two-model experiment; drop it with three or more models")
+        if energy is None:
+            raise click.UsageError("Missing option '--energy' / '-E'.", ctx=click.get_current_context())
+        with _reporter(quiet, bar=True) as progress:
+            result = simulate_fn([a, b, *more], energy=energy, model=model, floor=floor,
+                                 query=query, error=alpha, trials=trials, seed=seed,
+                                 policy=policy,
+                                 link_a=link_a, link_b=link_b, bias_a=bias_a, bias_b=bias_b,
+                                 dtype=dtype, progress=progress, schedule=schedule)
+        _emit(result, as_json)
+        return
     spec = _spec(model, energy, floor, link_a, link_b, bias_a, bias_b, dtype, inputs=(a, b))
     if plot:
         check_output_path(plot, "--plot", inputs=(a, b, query, bias_a, bias_b), force=force,

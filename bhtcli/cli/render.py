@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.table import Table
 
 from bhtcli.api import (BoundResult, BudgetCurveResult, DecideResult, DesignResult,
+                        KwayBoundResult, KwayDecideResult, KwayDesignResult, KwaySimulateResult,
                         LeverageBoundResult, QuantizeResult, RankResult, ShiftResult, SimulateResult,
                         SweepResult, TensorsResult)
 
@@ -639,4 +640,13 @@ RENDERERS = {
     ShiftResult: render_shift_table,
     RankResult: render_rank_table,
     BudgetCurveResult: render_curve_table,
+    KwayDesignResult: lambda result, console: _kway().render_kway_design(result, console),
+    KwayBoundResult: lambda result, console: _kway().render_kway_bound(result, console),
+    KwayDecideResult: lambda result, console: _kway().render_kway_decide(result, console),
+    KwaySimulateResult: lambda result, console: _kway().render_kway_simulate(result, console),
 }
+
+
+def _kway():
+    from bhtcli.cli import render_kway
+    return render_kway

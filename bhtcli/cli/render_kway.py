@@ -1,0 +1,196 @@
+"""Tables of the K-way results (docs/kway.md): the pairwise matrix, the bottleneck, the
+schedule, the decision among K models and its simulation."""
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+
+
+def _num(v, digits: int = 6) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, int):
+        return f"{v:,}"
+    return f"{v:.{digits}g}"
+
+
+def _table(title: str) -> Table:
+    """Two columns, names and values, aligned as the pair commands' tables."""
+    t = Table(title=title, title_justify="left", show_header=False, box=None, pad_edge=False)
+    t.add_column(style="bold", no_wrap=True, min_width=28)
+    t.add_column(min_width=40)
+    return t
+
+
+def _query_text(query, shown: int = 8) -> str:
+    head = ", ".join(f"{v:.4g}" for v in query[:shown])
+    return f"[{head}{', ...' if len(query) > shown else ''}]"
+
+
+def _matrix(title: str, names: list, pairs: list, key: str, digits: int = 6) -> Table:
+    """The K x K matrix of one pairwise quantity (upper triangle; models numbered from 1)."""
+    K = len(names)
+    t = Table(title=None, box=None, pad_edge=False, header_style="bold")
+    t.add_column("", no_wrap=True, style="bold")
+    for k in range(K):
+        t.add_column(f"M{k + 1}", justify="right", no_wrap=True)
+    cell = {(p["i"], p["j"]): p[key] for p in pairs}
+    for i in range(K):
+        row = []
+        for j in range(K):
+            if j <= i:
+                row.append("")
+            else:
+                v = cell[(i, j)]
+                row.append(_num(v, digits) if not isinstance(v, int) else f"{v:,}")
+        t.add_row(f"M{i + 1}", *row)
+    return t
+
+
+def _models_table(names: list) -> Table:
+    t = _table("\nModels")
+    for k, name in enumerate(names):
+        t.add_row(f"M{k + 1}", name)
+    return t
+
+
+def _samples_rows(t: Table, s: dict) -> None:
+    t.add_row("lower (closest pair, any test)", _num(s["lower"]))
+    t.add_row("predicted (maximum likelihood)", f"{_num(s['predicted'])}  \\[{s['method']}]")
+    t.add_row("upper (union of Chernoff bounds)", _num(s["upper"]))
+
+
+def render_kway_design(result, console: Console) -> None:
+    r = result.to_dict()
+    names = r["models"]
+    K = len(names)
+    head = _table(f"bht design  softmax  {K} models  n={r['n']:,}  d={r['d']:,}  E={_num(r['energy'])}  "
+                  f"alpha={_num(r['target_error'])}")
+    head.add_row("query x", _query_text(r["query"]) + ("  (full vector: --json or --out)" if r["d"] > 8 else ""))
+    head.add_row("||x||", f"{_num(r['query_norm'])}  ({'on the sphere' if r['on_boundary'] else 'inside the ball'})")
+    b = r["bottleneck"]
+    head.add_row("bottleneck pair", f"M{b['i'] + 1} - M{b['j'] + 1}  (the closest pair at x)")
+    head.add_row("bottleneck H^2", _num(r["hellinger_squared"]))
+    head.add_row("bottleneck D", _num(r["bhattacharyya_distance"]))
+    if r.get("dtype", "float64") != "float64":
+        head.add_row("precision", f"{r['dtype']} products, float64 report")
+    console.print(head)
+    console.print(_models_table(names))
+    for title, key in (("H^2 at x, each pair", "hellinger_squared"),
+                       ("Bhattacharyya D at x, each pair", "bhattacharyya_distance"),
+                       ("Queries for that pair alone (predicted, x repeated)", "predicted")):
+        console.print("\n" + title, markup=False, highlight=False)
+        console.print(_matrix(title, names, r["pairs"], key))
+    sam = _table("\nAnswers to name the true model (x repeated, every error <= alpha)")
+    _samples_rows(sam, r["samples"])
+    console.print(sam)
+    sch = r.get("schedule")
+    if sch:
+        st = Table(title=f"\nSchedule ({len(sch['weights'])} queries in fixed proportions)",
+                   title_justify="left", box=None, pad_edge=False, header_style="bold")
+        for name in ("query", "share", "answers", "x"):
+            st.add_column(name, no_wrap=True, justify="left" if name == "x" else "right")
+        counts = sch["counts"] or [None] * len(sch["weights"])
+        for l, (q, w, c) in enumerate(zip(sch["queries"], sch["weights"], counts)):
+            st.add_row(str(l + 1), f"{100 * w:.1f}%", _num(c), _query_text(q, 4))
+        console.print(st)
+        s2 = _table("")
+        s2.add_row("bottleneck D (sum w D)", _num(sch["bhattacharyya_distance"]))
+        s2.add_row("gain vs the single query", f"{_num(sch['gain_vs_single'], 4)}x the exponent")
+        s2.add_row("no schedule exceeds", _num(sch["dual_bound"]) + ("" if sch["converged"] else
+                   "  (column generation stopped before it converged)"))
+        _samples_rows(s2, sch["samples"])
+        console.print(s2)
+    c = r["certificate"]
+    cer = _table("\nCertificate (no query, and no schedule, with ||x|| <= E does better)")
+    if c["bhattacharyya_max_bound"] is None:
+        cer.add_row("bottleneck D <=", "- (no closed-form ceiling)")
+    else:
+        bp = c["binding_pair"]
+        cer.add_row("bottleneck D <=", f"{_num(c['bhattacharyya_max_bound'])}  (the ceiling of "
+                    f"M{bp['i'] + 1} - M{bp['j'] + 1}, the smallest of the pairs')")
+        cer.add_row("design's D / bound", _num(c["design_over_bound"]))
+        cer.add_row("fixed-budget answers >=", _num(c["samples_lower_any_strategy"]) + "  (any strategy, adaptive too)")
+    console.print(cer)
+    v = r["solver"]
+    sol = _table("\nSolver")
+    sol.add_row("method", f"soft-minimum ascent ({v['method']}), {v['starts']} starts, "
+                          f"{v['iterations']} iterations, {v['passes']} passes over the {K} models")
+    sol.add_row("distinct local maxima", f"{v['local_maxima']}  (best bottleneck H^2: "
+                + ", ".join(_num(h, 6) for h in v["local_maxima_values"]) + ")")
+    sol.add_row("KKT residual", _num(v["kkt_residual"], 2))
+    sol.add_row("time", f"{v['seconds']:.2f} s")
+    console.print(sol)
+
+
+def render_kway_bound(result, console: Console) -> None:
+    r = result.to_dict()
+    names = r["models"]
+    t = _table(f"bht bound  softmax  {len(names)} models  n={r['n']:,}  d={r['d']:,}  "
+               f"E={_num(r['energy'])}  alpha={_num(r['target_error'])}")
+    c = r["certificate"]
+    if c["bhattacharyya_max_bound"] is None:
+        t.add_row("bottleneck D <=", "- (no closed-form ceiling)")
+    else:
+        bp = c["binding_pair"]
+        t.add_row("bottleneck D <=", f"{_num(c['bhattacharyya_max_bound'])}  (M{bp['i'] + 1} - M{bp['j'] + 1})")
+        t.add_row("bottleneck H^2 <=", _num(c["hellinger_squared_max_bound"]))
+        t.add_row("fixed-budget answers >=", _num(c["samples_lower_any_strategy"]) + "  (any strategy, adaptive too)")
+    console.print(t)
+    console.print(_models_table(names))
+    console.print("\nCeiling on D over the ball, each pair", markup=False, highlight=False)
+    console.print(_matrix("", names, r["pairs"], "bhattacharyya_max_bound"))
+
+
+def render_kway_decide(result, console: Console) -> None:
+    r = result.to_dict()
+    names = r["models"]
+    name = lambda k: "undecided" if k is None else f"M{k + 1} ({names[k]})"
+    t = _table(f"bht decide  {len(names)} models  {r['samples_total']:,} answers  "
+               f"alpha={_num(r['target_error'])}")
+    t.add_row("sequential decision", f"{name(r['decision'])}  (after {r['samples_used']:,} of "
+              f"{r['samples_total']:,} answers; every log-likelihood ratio past {_num(r['threshold'], 4)})")
+    t.add_row("fixed-sample verdict", f"{'tie' if r['fixed_verdict'] is None else name(r['fixed_verdict'])}  "
+              f"(every error <= {_num(r['fixed_error_bound'], 3)})")
+    if r["queries_used"] > 1:
+        t.add_row("queries", f"{r['queries_used']} (a schedule)")
+    console.print(t)
+    m = Table(title="\nEach model", title_justify="left", box=None, pad_edge=False, header_style="bold")
+    for col in ("model", "log-likelihood", "prior", "posterior", "name"):
+        m.add_column(col, justify="left" if col == "name" else "right", no_wrap=True)
+    for k, (ll, pr, po) in enumerate(zip(r["log_likelihoods"], r["priors"], r["posterior"])):
+        m.add_row(f"M{k + 1}", _num(ll), _num(pr, 4), _num(po, 4), names[k])
+    console.print(m)
+
+
+def render_kway_simulate(result, console: Console) -> None:
+    r = result.to_dict()
+    names = r["models"]
+    t = _table(f"bht simulate  {len(names)} models  n={r['n']:,}  d={r['d']:,}  "
+               f"E={_num(r['energy'])}  alpha={_num(r['target_error'])}  {r['trials']:,} trials")
+    if len(r["weights"]) == 1:
+        t.add_row("query x", _query_text(r["queries"][0]))
+    else:
+        t.add_row("schedule", ", ".join(f"{100 * w:.1f}%" for w in r["weights"]) + f" of {len(r['weights'])} queries")
+    t.add_row("bottleneck D", _num(r["bhattacharyya_distance"]))
+    console.print(t)
+    f = r["fixed"]
+    if f:
+        ft = _table("\nFixed n (maximum likelihood, every error <= alpha)")
+        ft.add_row("empirical n", _num(f["empirical"]))
+        ft.add_row("predicted", _num(f["predicted"]))
+        ft.add_row("lower / upper bound", f"{_num(f['lower'])} / {_num(f['upper'])}")
+        ft.add_row("worst error at predicted n", f"{_num(f['error_at_predicted'], 3)}  (model M{f['worst_model'] + 1})")
+        console.print(ft)
+    s = r["sequential"]
+    if s:
+        stt = _table("\nMatrix SPRT (every error <= alpha)")
+        stt.add_row("mean answers", " / ".join(_num(v, 4) for v in s["mean_samples"]) + "  (M1 / M2 / ... true)")
+        stt.add_row("realised error", " / ".join(_num(v, 3) for v in s["error"]))
+        stt.add_row("stop", f"the leader's log-likelihood ratio against every other model >= {_num(s['threshold'], 4)}")
+        stt.add_row("undecided at the cap", _num(s["undecided"]))
+        console.print(stt)
+    console.print(f"\n{r['seconds']:.2f} s", markup=False, highlight=False)

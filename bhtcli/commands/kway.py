@@ -1,0 +1,228 @@
+"""Which of K models answers: the K-way design (a query or a schedule) and bound
+(docs/kway.md; the maths in docs/maths.md §20)."""
+from __future__ import annotations
+
+import math
+import os
+import time
+
+import numpy as np
+
+from bhtcli.analysis.diameter import DifferenceRows
+from bhtcli.analysis.facts import analyse_pair
+from bhtcli.errors import InputError, parameter_name
+from bhtcli.io.load import load_matrix
+from bhtcli.io.validation import check_dtype, check_energy, check_error, check_seed, check_starts
+from bhtcli.maths.certificate import certificate_from_variance
+from bhtcli.maths.counts import query_counts
+from bhtcli.maths.divergences import Tilt, divergences_from_tilt
+from bhtcli.maths.kway import KwayLaw, allocate, kway_counts
+from bhtcli.models.kway import KModels, kway_scores_at
+from bhtcli.results import KwayBoundResult, KwayDesignResult
+from bhtcli.search.kway import best_schedule, maximize_bottleneck, pair_directions
+from bhtcli.search.result import solver_dict
+
+MAX_MODELS = 8
+WHY_MAX = ("the bottleneck has K(K-1)/2 pairs and every step of the search evaluates each of "
+           f"them ({MAX_MODELS * (MAX_MODELS - 1) // 2} pairs at K = {MAX_MODELS}), and the "
+           "schedule's linear programme has one constraint per pair")
+
+
+def model_names(models) -> list:
+    """The names of the models as given: paths as written, M1, M2, ... for arrays."""
+    return [os.fspath(m) if isinstance(m, (str, os.PathLike)) else f"M{k + 1}"
+            for k, m in enumerate(models)]
+
+
+def load_models(models, dtype=None):
+    """(matrices, names): every model loaded and checked; the same shape for all."""
+    models = list(models)
+    K = len(models)
+    if K < 2:
+        raise InputError(f"give at least two models to tell apart, got {K}")
+    if K > MAX_MODELS:
+        raise InputError(f"at most {MAX_MODELS} models at a time, got {K}: {WHY_MAX}; compare "
+                         "them in groups")
+    names = model_names(models)
+    if sum(1 for m in models if isinstance(m, str) and m == "-") > 1:
+        raise InputError("at most one model can be read from standard input; give the others as files")
+    mats = [load_matrix(m, name, dtype=dtype) for m, name in zip(models, names)]
+    for k in range(1, K):
+        if mats[k].shape != mats[0].shape:
+            raise InputError(f"model {k + 1} ({names[k]}) has shape {mats[k].shape} but model 1 "
+                             f"({names[0]}) has shape {mats[0].shape}; all models need the same "
+                             "number of rows (answers) and columns (query size)")
+    return mats, names
+
+
+def pair_facts(mats, names, energy: float) -> list:
+    """analyse_pair for every pair (i < j): the same-model rule and each pair's ceiling.
+    Raises InputError naming the first two inputs that are the same model."""
+    out = []
+    K = len(mats)
+    for i in range(K):
+        for j in range(i + 1, K):
+            facts = analyse_pair(mats[i], mats[j], DifferenceRows(mats[i], mats[j]), energy)
+            if not facts.distinguishable:
+                raise InputError(f"models {i + 1} ({names[i]}) and {j + 1} ({names[j]}) are the same "
+                                 "softmax model (every row of their difference is the same vector, "
+                                 "so they answer every query alike); drop one of them")
+            out.append(facts)
+    return out
+
+
+def kway_certificate(facts: list, pairs: list, error: float, bottleneck_d: float | None) -> dict:
+    """No query (and no schedule) reaches a bottleneck above min over pairs of each pair's
+    ceiling: min_p D_p(x) <= D_q(x) <= sup D_q for every pair q (docs/maths.md §20.4)."""
+    bounds = []
+    for f in facts:
+        v = f.ceiling.variance if f.ceiling else None
+        bounds.append(None if v is None or not math.isfinite(v) else v / 8.0)
+    known = [(b, p) for b, p in zip(bounds, range(len(pairs))) if b is not None]
+    if not known:
+        return {"bhattacharyya_max_bound": None, "hellinger_squared_max_bound": None,
+                "binding_pair": None, "samples_lower_any_strategy": None,
+                "design_over_bound": None, "pair_bounds": bounds}
+    b, p = min(known)
+    cert = certificate_from_variance(8.0 * b, error, True)
+    return {"bhattacharyya_max_bound": b, "hellinger_squared_max_bound": -math.expm1(-b),
+            "binding_pair": {"i": pairs[p][0], "j": pairs[p][1]},
+            "samples_lower_any_strategy": cert.samples_lower_any_strategy,
+            "design_over_bound": (None if bottleneck_d is None or b <= 0 else bottleneck_d / b),
+            "pair_bounds": bounds}
+
+
+def _law_at(mats, queries, weights):
+    scores = [kway_scores_at(mats, x) for x in queries]
+    return KwayLaw.build([s[0] for s in scores], [s[1] for s in scores], weights), scores
+
+
+def _pairs_at(scores, pairs, error) -> list:
+    r, deltas = scores
+    out = []
+    for i, j in pairs:
+        tilt = Tilt.from_logits(r + 0.5 * (deltas[i] + deltas[j]), deltas[i] - deltas[j])
+        div = divergences_from_tilt(tilt)
+        counts = query_counts(tilt, div.bhattacharyya_distance, error)
+        out.append({"i": i, "j": j, "hellinger_squared": div.hellinger_squared,
+                    "bhattacharyya_distance": div.bhattacharyya_distance,
+                    "predicted": counts.predicted})
+    return out
+
+
+def design_kway(models, energy: float, error: float = 0.05, starts: int | None = None,
+                seed: int = 0, schedule: bool = False, dtype: str = "float64",
+                progress=None) -> KwayDesignResult:
+    """The query x (||x|| <= energy) that maximises the bottleneck min_{i<j} D_ij(x) among K
+    softmax models, and how many answers name the true model with every error <= error.
+
+    Parameters
+    ----------
+    models : sequence of array_like or path
+        The K n x d models, 2 <= K <= MAX_MODELS.
+    energy : float
+        Budget E on ||x||_2.
+    error : float
+        Target alpha for every error probability (naming a wrong model when model k is true).
+    starts : int, optional
+        Starting points of the search (default 32).
+    seed : int
+    schedule : bool
+        Also find the best schedule: queries used in fixed proportions (column generation).
+    dtype : {"float64", "float32"}
+        Precision of the search's products; the report is recomputed in float64.
+    progress : callable, optional
+
+    Returns
+    -------
+    KwayDesignResult
+    """
+    energy, error = check_energy(energy), check_error(error)
+    starts = None if starts is None else check_starts(starts)
+    seed, dtype = check_seed(seed), check_dtype(dtype)
+    mats, names = load_models(models)
+    t0 = time.perf_counter()
+    if progress:
+        progress(f"checking {len(mats) * (len(mats) - 1) // 2} pairs")
+    facts = pair_facts(mats, names, energy)
+    km = KModels(mats, dtype=dtype)
+    directions = pair_directions(km, 2, seed)
+    found = maximize_bottleneck(km, energy, starts=starts, seed=seed, progress=progress,
+                                directions=directions)
+    x = found.x
+    law, scores = _law_at(mats, [x], [1.0])
+    pairs = _pairs_at(scores[0], km.pairs, error)
+    worst = min(range(len(pairs)), key=lambda p: pairs[p]["bhattacharyya_distance"])
+    D = pairs[worst]["bhattacharyya_distance"]
+    samples = kway_counts(law, error)
+    sched = None
+    if schedule:
+        columns = np.concatenate([x[:, None]] + ([found.points] if found.points is not None else []),
+                                 axis=1)
+        ss = best_schedule(km, energy, columns, seed=seed, directions=directions,
+                           progress=progress)
+        slaw, _ = _law_at(mats, list(ss.queries.T), ss.weights)
+        Dm = slaw.distance_matrix()
+        sD = float(min(Dm[i, j] for i, j in km.pairs))
+        ssamples = kway_counts(slaw, error)
+        total = ssamples["predicted"]
+        sched = {"queries": ss.queries.T.tolist(), "weights": ss.weights.tolist(),
+                 "bhattacharyya_distance": sD, "hellinger_squared": -math.expm1(-sD),
+                 "samples": ssamples,
+                 "counts": None if total is None else allocate(ss.weights, total),
+                 "gain_vs_single": sD / D if D > 0 else None,
+                 "dual_bound": ss.dual_bound, "converged": ss.converged,
+                 "rounds": ss.rounds, "candidates": ss.columns}
+    cert = kway_certificate(facts, km.pairs, error, D)
+    solver = solver_dict(found.method, found.starts, found.iterations, km.passes,
+                         found.local_maxima, [-math.expm1(-v) for v in found.values[:5]],
+                         found.kkt_residual, found.seconds, pass_seconds=km.pass_seconds(),
+                         seconds=time.perf_counter() - t0, message=found.stop_reason)
+    warnings = []
+    if found.kkt_residual > (1e-3 if km.dtype == np.float64 else 1e-2):
+        warnings.append(f"the KKT residual at the query is {found.kkt_residual:.2g}: the point "
+                        "found is not a verified local maximum of the bottleneck; try more starts")
+    i, j = km.pairs[worst]
+    return KwayDesignResult(
+        "softmax", km.n, km.d, energy, error, names, x.tolist(), float(np.linalg.norm(x)),
+        found.on_boundary, pairs[worst]["hellinger_squared"], D, {"i": i, "j": j}, pairs,
+        samples, cert, solver, schedule=sched, warnings=warnings, dtype=str(km.dtype))
+
+
+def bound_kway(models, energy: float, error: float = 0.05) -> KwayBoundResult:
+    """Each pair's closed-form ceiling (docs/maths.md §12) and the bottleneck's: no query and
+    no schedule separates the closest pair better than the smallest ceiling."""
+    energy, error = check_energy(energy), check_error(error)
+    mats, names = load_models(models)
+    facts = pair_facts(mats, names, energy)
+    K = len(mats)
+    pairs = [(i, j) for i in range(K) for j in range(i + 1, K)]
+    cert = kway_certificate(facts, pairs, error, None)
+    rows = []
+    for (i, j), f, b in zip(pairs, facts, cert["pair_bounds"]):
+        c = certificate_from_variance(8.0 * b if b is not None else None, error, True)
+        rows.append({"i": i, "j": j, "bhattacharyya_max_bound": b,
+                     "hellinger_squared_max_bound": c.hellinger_squared_max_bound,
+                     "samples_lower_any_strategy": c.samples_lower_any_strategy,
+                     "row_diameter": f.diameter.value,
+                     "ceiling_method": f.ceiling.method if f.ceiling else None})
+    n, d = mats[0].shape
+    certificate = {k: cert[k] for k in ("bhattacharyya_max_bound", "hellinger_squared_max_bound",
+                                        "binding_pair", "samples_lower_any_strategy")}
+    return KwayBoundResult("softmax", n, d, energy, error, names, rows, certificate)
+
+
+def check_kway_options(*, model: str = "softmax", readout_plain: bool = True, **given) -> None:
+    """The options of the pair commands that K-way commands do not take (one message each)."""
+    p = parameter_name
+    if model != "softmax":
+        raise InputError(f"{p('model')} leverage compares two models at a time: K-way designs are "
+                         "for softmax models (a leverage query weights rows, and the K-way search "
+                         "climbs softmax scores)")
+    if not readout_plain:
+        raise InputError("links and biases apply to a pair (A and B); with three or more models "
+                         "every model is a plain softmax model")
+    extra = [p(k) for k, v in given.items() if v not in (None, False)]
+    if extra:
+        raise InputError(f"{', '.join(extra)} is not available with three or more models yet "
+                         "(docs/kway.md lists what is)")

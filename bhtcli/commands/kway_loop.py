@@ -1,0 +1,292 @@
+"""Closing the loop among K models: decide from observed answers (maximum likelihood and the
+matrix SPRT) and simulate both (docs/kway.md, docs/maths.md §20.5)."""
+from __future__ import annotations
+
+import math
+import os
+import sys
+import time
+
+import numpy as np
+
+from bhtcli.commands.kway import design_kway, load_models
+from bhtcli.errors import InputError, parameter_name
+from bhtcli.io.load import read_array
+from bhtcli.io.validation import check_energy, check_error, check_seed
+from bhtcli.maths.divergences import logsumexp
+from bhtcli.maths.kway import KwayLaw, allocate, kway_counts
+from bhtcli.models.answers import read_answers
+from bhtcli.models.kway import kway_scores_at
+from bhtcli.results import KwayDecideResult, KwaySimulateResult
+
+
+def sprt_threshold(K: int, error: float) -> float:
+    """log((K - 1) / alpha): the matrix SPRT names model k once L_k - L_j passes it for every
+    j != k. Under model j, naming a given k != j has probability <= exp(-threshold) (change of
+    measure on the stopping event), so every error is <= (K - 1) exp(-threshold) = alpha."""
+    return math.log((K - 1) / error)
+
+
+def log_probs_at(mats, queries) -> list:
+    """Per query: the K x n matrix of log-probabilities (float64, from the difference scores)."""
+    out = []
+    for x in queries:
+        r, deltas = kway_scores_at(mats, x)
+        L = np.stack([r + dk for dk in deltas])
+        out.append(L - logsumexp(L, axis=1)[:, None])
+    return out
+
+
+def load_queries(query, d: int) -> np.ndarray:
+    """One query (length d) or a schedule's queries (rows of an m x d matrix), as m x d."""
+    Q = np.asarray(read_array(os.fspath(query)) if isinstance(query, (str, os.PathLike))
+                   else query, dtype=np.float64)
+    if Q.ndim == 1 or (Q.ndim == 2 and 1 in Q.shape and d not in Q.shape[:1]):
+        Q = Q.reshape(1, -1)
+    if Q.ndim != 2 or Q.shape[1] != d:
+        raise InputError(f"{parameter_name('query')} has shape {Q.shape}: give one query of length "
+                         f"{d} or one query per row (m x {d})")
+    if not np.isfinite(Q).all():
+        raise InputError(f"{parameter_name('query')} holds a value that is not finite")
+    return Q
+
+
+def read_scheduled_answers(spec, n: int, m: int, stdin=None):
+    """(query index, answer) per observed answer. With one query: answers as `decide` reads
+    them. With m queries: a line "q a" per answer (q the 0-based row of the queries), or a
+    JSON list of [q, a] pairs."""
+    if m == 1:
+        if isinstance(spec, (str, os.PathLike)):
+            a = read_answers(os.fspath(spec), n, stdin=stdin)
+        else:
+            a = read_answers_list(spec, n)
+        return np.zeros(len(a), dtype=np.int64), a
+    label = "standard input" if spec == "-" else str(spec)
+    if isinstance(spec, (str, os.PathLike)):
+        if spec == "-":
+            text = (stdin if stdin is not None else sys.stdin.buffer).read().decode("utf-8-sig")
+        else:
+            if not os.path.exists(spec):
+                raise InputError(f"{spec}: no such file; give the file of observed answers")
+            with open(spec, encoding="utf-8-sig") as fh:
+                text = fh.read()
+        if text.lstrip().startswith("["):
+            import json
+            items = json.loads(text)
+        else:
+            items = [line.split() for line in text.splitlines()
+                     if line.strip() and not line.strip().startswith("#")]
+    else:
+        items = list(spec)
+    qs, ans = [], []
+    for k, item in enumerate(items):
+        try:
+            q, a = (int(v) for v in item)
+        except (TypeError, ValueError):
+            raise InputError(f"{label}, entry {k + 1}: {item!r} is not 'query answer' (two integers): "
+                             "with a schedule each answer says which query it came from") from None
+        if not 0 <= q < m:
+            raise InputError(f"{label}, entry {k + 1}: query {q} is out of range (0 to {m - 1})")
+        if not 0 <= a < n:
+            raise InputError(f"{label}, entry {k + 1}: answer {a} is out of range (0 to {n - 1})")
+        qs.append(q)
+        ans.append(a)
+    if not ans:
+        raise InputError(f"{label} holds no answers")
+    return np.array(qs, dtype=np.int64), np.array(ans, dtype=np.int64)
+
+
+def read_answers_list(values, n: int) -> np.ndarray:
+    a = np.asarray(values)
+    if a.ndim != 1 or a.size == 0 or not np.issubdtype(a.dtype, np.integer):
+        raise InputError(f"{parameter_name('answers')} must be a non-empty list of integer answers")
+    if a.min() < 0 or a.max() >= n:
+        raise InputError(f"{parameter_name('answers')}: answers must be 0 to {n - 1}")
+    return a.astype(np.int64)
+
+
+def decide_kway(models, query, answers, error: float = 0.05, prior=None,
+                stdin=None) -> KwayDecideResult:
+    """Which of K models produced `answers` (to one query, or to a schedule's queries).
+
+    Parameters
+    ----------
+    models : sequence of array_like or path
+    query : array_like or path
+        One query (length d) or one query per row (a schedule).
+    answers : path, "-" or sequence
+        Observed answers; with a schedule, (query index, answer) pairs.
+    error : float
+        alpha: the matrix SPRT's threshold is log((K - 1) / alpha).
+    prior : sequence of float, optional
+        Prior probabilities of the models (default equal).
+    """
+    error = check_error(error)
+    mats, names = load_models(models)
+    K, (n, d) = len(mats), mats[0].shape
+    Q = load_queries(query, d)
+    priors = np.full(K, 1.0 / K) if prior is None else np.asarray(prior, dtype=np.float64)
+    if priors.shape != (K,) or not np.isfinite(priors).all() or (priors < 0).any() or priors.sum() <= 0:
+        raise InputError(f"{parameter_name('prior')} needs {K} non-negative numbers, one per model")
+    priors = priors / priors.sum()
+    qi, obs = read_scheduled_answers(answers, n, Q.shape[0], stdin=stdin)
+    logp = log_probs_at(mats, Q)
+    steps = np.stack([logp[q][:, a] for q, a in zip(qi, obs)])      # T x K
+    path = np.cumsum(steps, axis=0)
+    total = path[-1]
+    with np.errstate(divide="ignore"):
+        logpost = total + np.log(priors)
+    post = np.exp(logpost - logsumexp(logpost))
+    a = sprt_threshold(K, error)
+    top2 = np.sort(path, axis=1)[:, -2:]
+    crossed = np.flatnonzero(top2[:, 1] - top2[:, 0] >= a)
+    if crossed.size:
+        used = int(crossed[0]) + 1
+        decision = int(np.argmax(path[crossed[0]]))
+    else:
+        used, decision = len(obs), None
+    best = np.flatnonzero(total == total.max())
+    verdict = int(best[0]) if best.size == 1 else None
+    # every error of the maximum-likelihood test on these queries: max_k sum_j prod_t BC_kj
+    Dsum = np.zeros((K, K))
+    counts = np.bincount(qi, minlength=Q.shape[0])
+    for q, L in enumerate(logp):
+        if counts[q] == 0:
+            continue
+        half = 0.5 * (L[:, None, :] + L[None, :, :])
+        Dsum += counts[q] * -logsumexp(half, axis=2)
+    np.fill_diagonal(Dsum, np.inf)
+    bound = float(np.max(np.exp(-Dsum).sum(axis=1)))
+    return KwayDecideResult("softmax", n, d, None, error, names, total.tolist(), post.tolist(),
+                            priors.tolist(), verdict, min(bound, 1.0), decision, used, len(obs),
+                            a, int(np.count_nonzero(counts)))
+
+
+def _sequence(weights, length: int) -> np.ndarray:
+    """Which query each answer uses: every prefix as close to the proportions as it can be
+    (the query furthest behind its share goes next)."""
+    w = np.asarray(weights, dtype=np.float64)
+    used = np.zeros(len(w))
+    out = np.empty(length, dtype=np.int64)
+    for t in range(length):
+        q = int(np.argmax(w * (t + 1) - used))
+        out[t] = q
+        used[q] += 1
+    return out
+
+
+def ml_errors_mc(logp, counts, trials: int, rng, chunk: int = 2000) -> np.ndarray:
+    """Monte Carlo P_k(the maximum-likelihood test does not name k) with counts[l] answers to
+    query l (ties split evenly), per model k."""
+    K = logp[0].shape[0]
+    errs = np.zeros(K)
+    for k in range(K):
+        wrong = 0.0
+        for s in range(0, trials, chunk):
+            t = min(chunk, trials - s)
+            L = np.zeros((t, K))
+            for lp, c in zip(logp, counts):
+                if c:
+                    L += rng.multinomial(c, np.exp(lp[k]) / np.exp(lp[k]).sum(), size=t) @ lp.T
+            top = L.max(axis=1, keepdims=True)
+            ties = L >= top - 1e-9 * np.maximum(1.0, np.abs(top))
+            wrong += float(np.sum(1.0 - ties[:, k] / ties.sum(axis=1)))
+        errs[k] = wrong / trials
+    return errs
+
+
+def simulate_kway(models, energy: float, error: float = 0.05, trials: int = 10_000,
+                  seed: int = 0, schedule: bool = False, query=None, weights=None,
+                  policy: str = "all", starts: int | None = None,
+                  progress=None) -> KwaySimulateResult:
+    """Monte Carlo of naming the true one of K models: the maximum-likelihood test at fixed n
+    (the empirical n for every error <= alpha, against the predicted count) and the matrix
+    SPRT (mean answers), with the designed query, the designed schedule, or given queries."""
+    t0 = time.perf_counter()
+    energy, error, seed = check_energy(energy), check_error(error), check_seed(seed)
+    if trials < 100:
+        raise InputError(f"{parameter_name('trials')} must be at least 100, got {trials}")
+    if policy not in ("all", "fixed", "sprt"):
+        raise InputError(f"{parameter_name('policy')} with three or more models is fixed, sprt "
+                         f"or all, got {policy!r}")
+    mats, names = load_models(models)
+    K, (n, d) = len(mats), mats[0].shape
+    if query is None:
+        if progress:
+            progress("designing the " + ("schedule" if schedule else "query"))
+        r = design_kway(mats, energy, error, starts=starts, seed=seed, schedule=schedule)
+        if schedule:
+            Q, w = np.array(r.schedule["queries"]), np.array(r.schedule["weights"])
+        else:
+            Q, w = np.array([r.query]), np.ones(1)
+    else:
+        Q = load_queries(query, d)
+        w = np.full(Q.shape[0], 1.0 / Q.shape[0]) if weights is None else np.asarray(weights, float)
+    scores = [kway_scores_at(mats, x) for x in Q]
+    law = KwayLaw.build([s[0] for s in scores], [s[1] for s in scores], w)
+    counts = kway_counts(law, error)
+    Dm = law.distance_matrix()
+    D = float(min(Dm[i, j] for i in range(K) for j in range(i + 1, K)))
+    logp = log_probs_at(mats, Q)
+    rng = np.random.default_rng(seed)
+    fixed = sequential = None
+    if policy in ("all", "fixed") and counts["predicted"] is not None:
+        if progress:
+            progress("fixed n: Monte Carlo of the maximum-likelihood test")
+        cache = {}
+
+        def worst(N):
+            if N not in cache:
+                cache[N] = ml_errors_mc(logp, allocate(w, N), trials, np.random.default_rng(seed + N))
+            return cache[N]
+        lo, hi = max(counts["lower"], 1) - 1, counts["upper"]
+        while hi - lo > 1:                      # invariant: lo fails (or 0), hi passes
+            mid = (lo + hi) // 2
+            if float(worst(mid).max()) <= error:
+                hi = mid
+            else:
+                lo = mid
+        at_pred = worst(counts["predicted"])
+        fixed = {"empirical": hi, "predicted": counts["predicted"], "lower": counts["lower"],
+                 "upper": counts["upper"], "error_at_predicted": float(at_pred.max()),
+                 "worst_model": int(np.argmax(at_pred)),
+                 "errors_at_empirical": worst(hi).tolist()}
+    if policy in ("all", "sprt") and counts["upper"] is not None:
+        if progress:
+            progress("matrix SPRT")
+        sequential = _simulate_sprt(logp, w, sprt_threshold(K, error), trials, rng,
+                                    cap=max(20 * counts["upper"], 100))
+    return KwaySimulateResult("softmax", n, d, energy, error, names, trials, seed, Q.tolist(),
+                              w.tolist(), D, fixed, sequential, time.perf_counter() - t0)
+
+
+def _simulate_sprt(logp, weights, threshold: float, trials: int, rng, cap: int) -> dict:
+    K = logp[0].shape[0]
+    order = _sequence(weights, cap)
+    cdfs = [np.cumsum(np.exp(lp), axis=1) for lp in logp]
+    means, errors, undecided = [], [], 0
+    for k in range(K):
+        L = np.zeros((trials, K))
+        stop = np.full(trials, cap)
+        named = np.full(trials, -1)
+        live = np.ones(trials, dtype=bool)
+        for t in range(cap):
+            idx = np.flatnonzero(live)
+            if idx.size == 0:
+                break
+            q = order[t]
+            cdf = cdfs[q][k]
+            a = np.minimum(np.searchsorted(cdf, rng.uniform(size=idx.size) * cdf[-1], side="right"),
+                           cdf.size - 1)
+            L[idx] += logp[q][:, a].T
+            top2 = np.sort(L[idx], axis=1)[:, -2:]
+            done = top2[:, 1] - top2[:, 0] >= threshold
+            fin = idx[done]
+            stop[fin] = t + 1
+            named[fin] = np.argmax(L[fin], axis=1)
+            live[fin] = False
+        undecided += int(live.sum())
+        means.append(float(stop.mean()))
+        errors.append(float(np.mean(named[~live] != k)) if (~live).any() else 0.0)
+    return {"mean_samples": means, "error": errors, "threshold": threshold,
+            "undecided": undecided, "cap": cap}

@@ -1,0 +1,214 @@
+"""K softmax models as one linear operator, and the objectives a K-way search climbs.
+
+The K models M_1 .. M_K (n x d each) are stored as S = [R; Delta_2; ...; Delta_K] with
+R = M_1 and Delta_k = M_k - M_1 (each block row-centred: softmax ignores a common shift of all
+logits). One product S X gives the scores of every model at every column of X, and the pair
+(i, j) is read off as the midpoint c_ij = r + (delta_i + delta_j)/2 and the difference
+delta_ij = delta_i - delta_j (delta_1 = 0), computed from the difference blocks: nearly equal
+models keep their difference (docs/maths.md §2, and §20 for the K-way objective).
+
+Objectives (anything :class:`bhtcli.search.ascent.BatchedAscent` climbs: evaluate(X) ->
+(f, w_r, w_delta), pullback(w_r, w_delta), value(X)):
+
+- :class:`WeightedSum`: sum_p lambda_p D_p(x) for fixed weights lambda (the pricing problem of
+  a schedule's column generation);
+- :class:`SoftBottleneck`: the power-mean soft minimum (sum_p D_p^-s)^(-1/s) of the pairs'
+  Bhattacharyya distances, a smooth lower bound on min_p D_p that tends to it as s grows
+  (P^(-1/s) min_p D_p <= f <= min_p D_p, P pairs).
+"""
+from __future__ import annotations
+
+import itertools
+import time
+
+import numpy as np
+
+from bhtcli.maths.divergences import bhattacharyya_weights
+from bhtcli.models.softmax import block_product
+
+TINY_D = 1e-300      # D below this counts as this in the soft minimum (plateaus: D == 0)
+
+
+class KModels:
+    """The stacked matrix S = [M_1; M_2 - M_1; ...; M_K - M_1] (row-centred blocks).
+
+    One *pass* is one product of S (K n x d) with a block of queries, forward or backward:
+    it reads the K models once (K/2 times the data of a pair's pass).
+    """
+
+    def __init__(self, models, dtype: str = "float64"):
+        self.K = len(models)
+        n, d = models[0].shape
+        self.n, self.d = n, d
+        self.dtype = np.dtype(dtype)
+        S = np.empty((self.K * n, d), dtype=self.dtype)
+        rows = 8192
+        for s in range(0, n, rows):
+            e = min(s + rows, n)
+            first = np.asarray(models[0][s:e], dtype=np.float64)
+            S[s:e] = first
+            for k in range(1, self.K):
+                S[k * n + s:k * n + e] = np.asarray(models[k][s:e], np.float64) - first
+        for k in range(self.K):
+            block = S[k * n:(k + 1) * n]
+            block -= block.mean(axis=0, dtype=np.float64).astype(self.dtype)
+        self.S = S
+        self.pairs = list(itertools.combinations(range(self.K), 2))
+        self.passes = 0
+
+    def scores(self, X: np.ndarray):
+        """(r, deltas): r = M_1 X and deltas[k] = (M_k - M_1) X (deltas[0] = 0), float64."""
+        self.passes += 1
+        Z = block_product(self.S, X)
+        n = self.n
+        deltas = [np.zeros_like(Z[:n])] + [Z[k * n:(k + 1) * n] for k in range(1, self.K)]
+        return Z[:n], deltas
+
+    def pair_logits(self, r, deltas, i: int, j: int):
+        """(c, delta) of the pair (i, j): midpoint log-weights and their difference."""
+        return r + 0.5 * (deltas[i] + deltas[j]), deltas[i] - deltas[j]
+
+    def pair_distances(self, X: np.ndarray, weights: bool = False):
+        """D_p at every column of X for every pair p (rows of a P x k array), one pass; with
+        `weights`, also each pair's gradient weights (w_c, w_g) (docs/maths.md §2.4)."""
+        X = np.asarray(X, dtype=np.float64)
+        one = X.ndim == 1
+        X2 = X[:, None] if one else X
+        r, deltas = self.scores(X2)
+        D = np.empty((len(self.pairs), X2.shape[1]))
+        ws = []
+        for p, (i, j) in enumerate(self.pairs):
+            c, delta = self.pair_logits(r, deltas, i, j)
+            Dp, w_c, w_g = bhattacharyya_weights(c, delta)
+            D[p] = np.maximum(Dp, 0.0)
+            if weights:
+                ws.append((w_c, w_g))
+        if one:
+            D = D[:, 0]
+        return (D, ws) if weights else D
+
+    def combine(self, mu: np.ndarray, ws) -> tuple:
+        """The stacked gradient weights of sum_p mu_p D_p (mu: P x k): (w_r, w_delta) with
+        grad = R^T w_r + sum_k Delta_k^T w_delta[k] (see :meth:`pullback`)."""
+        n, k = ws[0][0].shape
+        w_r = np.zeros((n, k))
+        w_delta = np.zeros(((self.K - 1) * n, k))
+        for p, (i, j) in enumerate(self.pairs):
+            w_c, w_g = ws[p]
+            m = mu[p]
+            w_r += m * w_c
+            for model, sign in ((i, 1.0), (j, -1.0)):
+                if model > 0:
+                    w_delta[(model - 1) * n:model * n] += m * (0.5 * w_c + sign * w_g)
+        return w_r, w_delta
+
+    def pass_seconds(self, width: int = 32, repeats: int = 2) -> float:
+        """Seconds of one pass (forward K n x d times d x `width`, and back), the fastest of
+        `repeats`, measured in this process; not counted in `passes`. Cached."""
+        if getattr(self, "_pass_seconds", None) is None:
+            X = np.full((self.d, width), 1.0 / np.sqrt(self.d))
+            W = np.full((self.S.shape[0], width), 1e-3)
+            best = float("inf")
+            for _ in range(repeats):
+                t0 = time.perf_counter()
+                block_product(self.S, X)
+                block_product(self.S.T, W)
+                best = min(best, time.perf_counter() - t0)
+                if best > 0.5:
+                    break
+            self._pass_seconds = best
+        return self._pass_seconds
+
+    def pullback(self, w_r: np.ndarray, w_delta: np.ndarray) -> np.ndarray:
+        """R^T w_r + [Delta_2; ...]^T w_delta in one product (float64 result)."""
+        self.passes += 1
+        W = np.concatenate([w_r, w_delta], axis=0).astype(self.dtype, copy=False)
+        return block_product(self.S.T, W)
+
+
+class WeightedSum:
+    """sum_p lambda_p D_p(x) for fixed lambda >= 0 (climbed by BatchedAscent)."""
+
+    def __init__(self, models: KModels, weights):
+        self.models = models
+        self.weights = np.asarray(weights, dtype=np.float64)
+        self.d, self.dtype = models.d, models.dtype
+
+    @property
+    def passes(self):
+        return self.models.passes
+
+    def evaluate(self, X):
+        D, ws = self.models.pair_distances(X, weights=True)
+        mu = np.repeat(self.weights[:, None], D.shape[1], axis=1)
+        return self.weights @ D, *self.models.combine(mu, ws)
+
+    def pullback(self, w_r, w_delta):
+        return self.models.pullback(w_r, w_delta)
+
+    def value(self, X):
+        return self.weights @ self.models.pair_distances(X)
+
+    def value_and_grad(self, X):
+        f, w_r, w_delta = self.evaluate(X)
+        return f, self.pullback(w_r, w_delta)
+
+
+def soft_minimum(D: np.ndarray, sharpness: float):
+    """(f, lambda) per column of D (P x k): f = (sum_p D_p^-s)^(-1/s) and
+    lambda_p = D_p^-s / sum_q D_q^-s, so that grad f = sum_p (f lambda_p / D_p) grad D_p.
+    Computed in log space (D spans many orders of magnitude)."""
+    logD = np.log(np.maximum(D, TINY_D))
+    z = -sharpness * logD
+    top = z.max(axis=0)
+    e = np.exp(z - top)
+    total = e.sum(axis=0)
+    lam = e / total
+    f = np.exp(-(top + np.log(total)) / sharpness)
+    return f, lam
+
+
+class SoftBottleneck:
+    """The power-mean soft minimum of the pairs' D (a smooth stand-in for the bottleneck
+    min_p D_p, from below; exact as `sharpness` -> infinity)."""
+
+    def __init__(self, models: KModels, sharpness: float):
+        self.models, self.sharpness = models, float(sharpness)
+        self.d, self.dtype = models.d, models.dtype
+
+    @property
+    def passes(self):
+        return self.models.passes
+
+    def evaluate(self, X):
+        D, ws = self.models.pair_distances(X, weights=True)
+        f, lam = soft_minimum(D, self.sharpness)
+        mu = f * lam / np.maximum(D, TINY_D)
+        return f, *self.models.combine(mu, ws)
+
+    def pullback(self, w_r, w_delta):
+        return self.models.pullback(w_r, w_delta)
+
+    def value(self, X):
+        return soft_minimum(self.models.pair_distances(X), self.sharpness)[0]
+
+    def value_and_grad(self, X):
+        f, w_r, w_delta = self.evaluate(X)
+        return f, self.pullback(w_r, w_delta)
+
+
+def kway_scores_at(models, x: np.ndarray, rows: int | None = None):
+    """(r, deltas) at one query in float64, streamed over row blocks: r = M_1 x and
+    deltas[k] = (M_k - M_1) x from the differences (deltas[0] = 0); no stacked matrix built."""
+    from bhtcli.models.softmax import stream_rows
+    n, d = models[0].shape
+    rows = stream_rows(d) if rows is None else rows
+    x = np.asarray(x, dtype=np.float64)
+    r = np.empty(n)
+    deltas = [np.zeros(n)] + [np.empty(n) for _ in models[1:]]
+    for s in range(0, n, rows):
+        first = np.asarray(models[0][s:s + rows], dtype=np.float64)
+        r[s:s + rows] = first @ x
+        for k in range(1, len(models)):
+            deltas[k][s:s + rows] = (np.asarray(models[k][s:s + rows], dtype=np.float64) - first) @ x
+    return r, deltas
