@@ -221,7 +221,8 @@ def test_adaptive_rounds_find_the_maximum_that_32_starts_miss():
     assert fixed.solver["stop_reason"].startswith("fixed")
     r = design(A, B, E)
     assert r.hellinger_squared == pytest.approx(best_of_2048, rel=1e-9)
-    assert r.solver["rounds"] >= 2 and r.solver["best_hits"] >= 3
+    # evidence from the fresh starts: reached more than once, or a second round found nothing better
+    assert r.solver["rounds"] >= 2 and r.solver["best_hits"] >= 2
     assert not r.solver["budget_exhausted"]
 
 
