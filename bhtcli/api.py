@@ -144,8 +144,7 @@ def design(A, B, energy=None, *, model="softmax", floor=None, error: float = 0.0
     softmax = dict(common, dtype=spec.dtype, **spec.readout_options())
     if queries is not None or energies is not None:
         from bhtcli.commands import budgets
-        from bhtcli.search.ladder import DEFAULT_MAX_STARTS
-        kw = dict(softmax, max_starts=DEFAULT_MAX_STARTS if max_starts is None else max_starts)
+        kw = dict(softmax, max_starts=max_starts)
         if queries is not None:
             return budgets.design_for_queries(A, B, queries, spec.energy, **kw)
         return budgets.design_curve(A, B, energies, **kw)
