@@ -31,7 +31,7 @@ from bhtcli.search.starts import DEFAULT_STARTS, row_norms, spectral_directions,
 
 DEFAULT_MAX_STARTS = 128    # adaptive rounds stop here at the latest (4 x the first round)
 BEST_HITS = 3               # the best maximum reached from this many starts: evidence enough
-MAX_GRID_RUNGS = 12         # grid points climbed below the smallest requested budget, at most
+MAX_GRID_RUNGS = 5          # grid points climbed below the smallest requested budget, at most
 RUNG_RATIO = 4.0            # ratio of consecutive rungs below the smallest requested budget
 RUNG_ITERATIONS = 10        # loose climbs on the intermediate rungs
 CARRY = 4                   # best distinct points carried from rung to rung

@@ -31,7 +31,7 @@ from bhtcli.search.ascent import finish, project
 from bhtcli.search.kkt import kkt_state
 from bhtcli.search.result import SearchResult
 
-SUBSPACE_MIN_RATIO = 2       # the screened starts climb in a subspace when d >= this x its basis
+SUBSPACE_MIN_RATIO = 4       # the screened starts climb in a subspace when d >= this x its basis
 
 
 def screens_apply(pair) -> bool:
