@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from bhtcli.errors import InputError
-from bhtcli.search.starts import DEFAULT_STARTS
 from bhtcli.io.validation import check_energy, check_error, check_seed, check_starts
 
 MODELS = ("softmax", "leverage")
@@ -131,8 +130,7 @@ def _check_row(values: dict) -> None:
                if values[name] is not None}
     with parameter_names(str):          # messages name the manifest's columns
         ModelSpec.build(values["model"], values["energy"], values["floor"], **readout)
-    if values["model"] != "leverage" and values["starts"] is None:
-        values["starts"] = DEFAULT_STARTS
+    # an empty softmax `starts` stays empty: the task runs design's own (default) search
 
 
 def call_arguments(values: dict) -> dict:
