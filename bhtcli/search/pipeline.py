@@ -27,7 +27,7 @@ import time
 import numpy as np
 
 from bhtcli.models.softmax import SoftmaxPair
-from bhtcli.search.ascent import finish, project
+from bhtcli.search.ascent import Climb, finish, project
 from bhtcli.search.kkt import kkt_state
 from bhtcli.search.result import SearchResult
 
@@ -78,8 +78,10 @@ def search(pair, energy: float, *, seed: int = 0, max_starts: int, keep: int = 4
         screened = sketch_search(pair, float(energy), seed=seed, progress=progress,
                                  tolerances=tolerances, carried=carried)
     else:
+        # polished here only when nothing polishes after it
         screened = screened_search(pair, float(energy), seed=seed, progress=progress,
-                                   tolerances=tolerances, carried=carried)
+                                   tolerances=tolerances, carried=carried,
+                                   polish=not full_search_pays(pair))
     if not full_search_pays(pair):
         return screened
     seeds = np.concatenate([screened.x[:, None], screened.points] +
@@ -114,9 +116,10 @@ def screened_pool(pair: SoftmaxPair, energy: float, seed: int, carried=None) -> 
 
 
 def screened_search(pair: SoftmaxPair, energy: float, *, seed: int = 0, progress=None,
-                    tolerances, carried=None) -> SearchResult:
+                    tolerances, carried=None, polish: bool = True) -> SearchResult:
     """The screened starts climbed in full d (where a subspace would not pay): successive
-    halving as in the sketch, then the polish of the best distinct maxima and the ray check."""
+    halving as in the sketch, then (`polish`) the polish of the best distinct maxima and the
+    ray check; without, the best end of the halving (the full search polishes it)."""
     from bhtcli.search.ascent import distinct
     from bhtcli.search.sketch import _halving
     t0 = time.perf_counter()
@@ -125,8 +128,12 @@ def screened_search(pair: SoftmaxPair, energy: float, *, seed: int = 0, progress
     if progress:
         progress(f"climbing from {X0.shape[1]} screened starts in full d (budget {energy:g})")
     run = _halving(pair, X0, energy, explore_gtol)
-    found = finish(pair, run.X, run.f, energy, polish_gtol=polish_gtol, ray_gtol=ray_gtol,
-                   progress=progress)
+    if polish:
+        found = finish(pair, run.X, run.f, energy, polish_gtol=polish_gtol, ray_gtol=ray_gtol,
+                       progress=progress)
+    else:
+        b = int(np.argmax(run.f))
+        found = Climb(run.X[:, b].copy(), float(run.f[b]), 0, run.f, [b])
     on_boundary, residual = kkt_state(pair, found.x, energy)
     keep = distinct(run.X, run.f, energy, tol=1e-3)[:4]
     return SearchResult(x=found.x, value=found.value, starts=X0.shape[1],
