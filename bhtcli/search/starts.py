@@ -25,6 +25,12 @@ def spectral_directions(pair: SoftmaxPair, r: int, seed: int, power: int = 3) ->
     cache = getattr(pair, "_spectral", None)
     if cache is None:
         cache = pair._spectral = {}
+    G = pair.G if pair.readout.exp_links else pair.K
+    if G.shape[0] * G.shape[1] <= 4_000_000:
+        # exact: one SVD serves every r, seed and power
+        if "exact" not in cache:
+            cache["exact"] = np.linalg.svd(np.asarray(G, dtype=np.float64), full_matrices=False)[2]
+        return cache["exact"][:min(r, G.shape[1], G.shape[0])].T.copy()
     key = (r, seed, power)
     if key not in cache:          # every search on the pair asks again: computed once
         cache[key] = _spectral(pair, r, seed, power)
