@@ -150,7 +150,7 @@ DESIGN = {
     "solver.budget_exhausted": ("boolean", "[softmax lbfgs] True when --max-starts ran out before the evidence was reached (the table warns)."),
     "solver.adaptive": ("boolean", "[softmax lbfgs] Whether the number of starts was adaptive (no --starts, full search)."),
     "solver.max_starts": ("integer or null", "[softmax lbfgs] The budget of the adaptive rounds (null with --starts and for the sketch)."),
-    "solver.search_space": ("string", "[softmax lbfgs] full, or sketch: screened starts halved in a sketched subspace, the subspace grown until the winner is a KKT point in full d (--search-space; default auto: sketch when n*d >= 5e6 and d >= 256 and no --starts; docs/search.md)."),
+    "solver.search_space": ("string", "[softmax lbfgs] full (the full multistart search, after the screened starts where the default search runs it), or sketch: the sketched search alone, screened starts halved in a sketched subspace grown until the winner is a KKT point in full d (--search-space; the default auto gives sketch at n*d >= 5e6 with d >= 256, else full; docs/search.md §6)."),
     "solver.ladder": ("array", "[softmax lbfgs] The budgets climbed, smallest first, ending at the energy (docs/search.md)."),
     "solver.fraction_at_box_faces": ("number or null", "[leverage] Fraction of the entries of s on a face of the box."),
     "solver.search_seconds": ("number or null", "[softmax] Seconds in the search."),
