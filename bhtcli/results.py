@@ -46,29 +46,21 @@ class Result:
 
 @dataclass(frozen=True)
 class BoundResult(Result):
-    """What `bht bound` reports: closed-form quantities, no optimisation."""
+    """What `bht bound` reports: closed-form quantities, no optimisation. `certificate` has the
+    keys of design's certificate (design_over_bound null: no design here)."""
 
     model: str
     n: int
     d: int
     energy: float
     target_error: float
-    row_norm_2inf: float            # the paper's eps = ||A - B||_{2->inf}
-    row_diameter: float             # diam of the rows of A - B (upper bound when not exact)
-    row_diameter_exact: bool
     distinguishable: bool
     note: str | None                # why not distinguishable, when the models are the same
-    hellinger_squared_max_bound: float
-    bhattacharyya_max_bound: float
-    kl_max_bound: float
-    samples_lower_any_strategy: int | None
-    mean_samples_lower_sequential: int | None
+    row_norm_2inf: float            # the paper's eps = ||A - B||_{2->inf}
     paper_lower_order: float | None   # Thm 3.2: Omega(eps^-2 E^-2), reported without constant
-    score_spread_bound: float | None = None   # L >= max_ij (delta_i - delta_j) over the ball
-    certificate_note: str | None = None
+    certificate: dict = field(default_factory=dict)
     readout: dict | None = None               # links and biases
-    ceiling_method: str | None = None         # the bound that gives the ceiling: per_row, range
-    ceilings: dict | None = None              # H^2 ceiling of each bound (None: does not apply)
+    seconds: float | None = None
 
 
 @dataclass(frozen=True)
@@ -104,6 +96,11 @@ class DesignResult(Result):
     candidates: dict | None = None       # design --candidates: the ranking (commands/candidates.py)
     subspace_rank: int | None = None     # design --subspace: queries x = V z, V of this rank
     energy_search: dict | None = None    # design --queries: how the budget was found
+    seconds: float | None = None         # wall time of the command (default: solver.seconds)
+
+    def __post_init__(self):
+        if self.seconds is None and self.solver.get("seconds") is not None:
+            object.__setattr__(self, "seconds", self.solver["seconds"])
 
 
 @dataclass(frozen=True)
@@ -117,8 +114,18 @@ class BudgetCurveResult:
         """The designs' warnings, each once (printed on stderr before the table)."""
         return list(dict.fromkeys(w for d in self.designs for w in d.warnings))
 
-    def to_dict(self) -> list:
-        return [d.to_dict() for d in self.designs]
+    @property
+    def seconds(self) -> float:
+        """Wall time of the whole curve (the designs share one search)."""
+        return max((d.seconds or 0.0) for d in self.designs) if self.designs else 0.0
+
+    def to_dict(self) -> dict:
+        """One object: the header the designs share, the budgets, and one design per budget."""
+        first = self.designs[0] if self.designs else None
+        header = {k: getattr(first, k, None) for k in ("model", "n", "d", "target_error", "floor")}
+        return json_safe({**header, "energies": [d.energy for d in self.designs],
+                          "designs": [d.to_dict() for d in self.designs],
+                          "seconds": self.seconds})
 
 
 @dataclass(frozen=True)
@@ -181,7 +188,7 @@ class ShiftResult(Result):
     loss_history: list              # L after 0, 1, ..., steps steps
     grad_norm: float                # ||grad L(A)||_F at the start
     delta_frobenius: float          # ||B - A||_F
-    delta_2inf: float               # ||B - A||_{2->inf} = max_i ||row_i||_2 (rows already centred)
+    row_norm_2inf: float               # ||B - A||_{2->inf} = max_i ||row_i||_2 (rows already centred)
     out: str | None
     detection: dict | None = None   # with an energy: design(A, B) and the small-perturbation estimate
     seconds: float = 0.0
@@ -194,6 +201,9 @@ class ShiftResult(Result):
 
 @dataclass(frozen=True)
 class LeverageBoundResult(Result):
+    """What `bht bound --model leverage` reports: Theorem 4.2's quantities and the bound on the
+    total variation over the box, under `certificate` as in design."""
+
     model: str
     n: int
     d: int
@@ -202,18 +212,10 @@ class LeverageBoundResult(Result):
     target_error: float
     rank_a: int
     rank_b: int
-    lambda_min: float                 # max(lambda_min(A^T A), lambda_min(B^T B))
-    sum_op_norm_diff: float           # sum_i ||b_i b_i^T - a_i a_i^T||_op
-    tv_max_bound: float
     distinguishable: bool
-    hellinger_squared_max_bound: float
-    samples_lower_any_strategy: int | None
-    mean_samples_lower_sequential: None
-    row_norm_2inf: None = None        # softmax-only quantities, absent here
-    row_diameter: None = None
-    row_diameter_exact: None = None
     note: str | None = None           # why not distinguishable, when the models are the same
-    tv_method: str | None = None      # the bound that gives tv_max_bound: spectral or thm42
+    certificate: dict = field(default_factory=dict)
+    seconds: float | None = None
 
 
 @dataclass(frozen=True)

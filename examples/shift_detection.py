@@ -56,7 +56,7 @@ def main():
                 sp = det["small_perturbation"]
                 rows[E].append(
                     f"| {lr:g} | {steps} | {lr * steps:g} | {r.loss_after:.4f} | {r.delta_frobenius:.3g} | "
-                    f"{E * r.delta_2inf:.3g} | {det['hellinger_squared']:.3g} | {det['bhattacharyya_distance']:.3g} | "
+                    f"{E * r.row_norm_2inf:.3g} | {det['hellinger_squared']:.3g} | {det['bhattacharyya_distance']:.3g} | "
                     f"{sp['bhattacharyya_distance_estimate']:.3g} | {det['estimate_over_design']:.3f} | "
                     f"{det['samples']['predicted']:,} | {sp['samples']['predicted']:,} |")
         loss_before = r.loss_before

@@ -48,7 +48,7 @@ def test_no_query_beats_the_certificate():
         X = rng.standard_normal((4, 500))
         X *= E / np.linalg.norm(X, axis=0) * rng.uniform(size=500) ** 0.25
         D = SoftmaxPair(A, B).value(X)
-        assert np.all(-np.expm1(-D) <= b.hellinger_squared_max_bound)
+        assert np.all(-np.expm1(-D) <= b.certificate["hellinger_squared_max_bound"])
         # D <= range(Delta)^2/32 pointwise (docs/maths.md §4.1)
         delta = (A - B) @ X
         assert np.all(D <= (delta.max(0) - delta.min(0)) ** 2 / 32 * (1 + 1e-12))
@@ -60,10 +60,10 @@ def test_bound_reports_paper_eps_and_same_model():
     B = A + 0.1 * rng.standard_normal((10, 3))
     b = bound(A, B, 1.0)
     assert b.row_norm_2inf == pytest.approx(np.linalg.norm(A - B, axis=1).max())
-    assert b.row_diameter <= 2 * b.row_norm_2inf * (1 + 1e-12)
+    assert b.certificate["row_diameter"] <= 2 * b.row_norm_2inf * (1 + 1e-12)
     same = bound(A, A + np.array([1.0, -2.0, 0.5]), 1.0)
     assert not same.distinguishable
-    assert same.samples_lower_any_strategy is None and same.mean_samples_lower_sequential is None
+    assert same.certificate["samples_lower_any_strategy"] is None and same.certificate["mean_samples_lower_sequential"] is None
 
 
 def test_same_model_rule_and_tiny_differences():

@@ -72,7 +72,7 @@ def test_rank_matches_brute_force(seed, n, d, m, top, with_energy):
     np.testing.assert_allclose(h2[got], h2[want], rtol=1e-9, atol=1e-15)
     assert r.best_index == got[0]
     for e in r.top:
-        np.testing.assert_allclose(e["norm"], np.linalg.norm(H[e["index"]]), rtol=1e-12)
+        np.testing.assert_allclose(e["query_norm"], np.linalg.norm(H[e["index"]]), rtol=1e-12)
 
 
 def test_streaming_across_block_boundaries(tmp_path):
@@ -286,7 +286,7 @@ def test_cli_design_candidates_json(capsys, files):
     c = r["candidates"]
     assert set(c) >= {"count", "eligible", "best_index", "top", "reachable_fraction"}
     assert len(c["top"]) == 4 and c["count"] == 57
-    assert all(set(e) >= {"index", "hellinger_squared", "predicted", "norm", "name"} for e in c["top"])
+    assert all(set(e) >= {"index", "hellinger_squared", "predicted", "query_norm", "name"} for e in c["top"])
     assert c["best_name"] == f"prompt number {c['best_index']}"
     assert r["subspace_rank"] is None
     A, B, H = files["arrays"]

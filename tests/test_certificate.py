@@ -63,13 +63,13 @@ def check_sound(A, B, E, readout=None, seed=0):
     h2, kl = best_found(np.asarray(A, dtype=np.float64), np.asarray(B, dtype=np.float64),
                         E, readout, np.random.default_rng(seed))
     tol = 1 + 1e-12                   # the reference's own rounding, not the ceiling's
-    assert h2 <= b.hellinger_squared_max_bound * tol
-    for method, ceiling in b.ceilings.items():
+    assert h2 <= b.certificate["hellinger_squared_max_bound"] * tol
+    for method, ceiling in b.certificate["ceilings"].items():
         if ceiling is not None:
             assert h2 <= ceiling * tol, method
-    assert kl <= b.kl_max_bound * tol
-    assert b.ceiling_method in b.ceilings
-    assert b.hellinger_squared_max_bound == min(v for v in b.ceilings.values() if v is not None)
+    assert kl <= b.certificate["kl_max_bound"] * tol
+    assert b.certificate["ceiling_method"] in b.certificate["ceilings"]
+    assert b.certificate["hellinger_squared_max_bound"] == min(v for v in b.certificate["ceilings"].values() if v is not None)
     return b
 
 
@@ -123,7 +123,7 @@ def test_nearly_equal_and_one_row_changed(d):
     B = A + 1e-9 * rng.standard_normal((8, d))
     for E in (0.01, 0.3, 3.0, 10.0):
         b = check_sound(A, B, E, seed=d)
-        assert b.ceiling_method == "per_row" if E <= 0.3 else True
+        assert b.certificate["ceiling_method"] == "per_row" if E <= 0.3 else True
     C = A.copy()
     C[3] += 0.5 * rng.standard_normal(d)
     for E in (0.01, 1.0, 10.0):
@@ -139,7 +139,7 @@ def test_float32_inputs_stay_valid(d):
         for E in (0.05, 1.0, 8.0):
             b32 = check_sound(A, B, E, seed=d)        # the truth uses the float32 values exactly
             b64 = bound(A.astype(np.float64), B.astype(np.float64), E)
-            assert b32.hellinger_squared_max_bound == pytest.approx(b64.hellinger_squared_max_bound, rel=1e-12)
+            assert b32.certificate["hellinger_squared_max_bound"] == pytest.approx(b64.certificate["hellinger_squared_max_bound"], rel=1e-12)
 
 
 def test_per_row_matches_an_independent_computation_and_the_issue_formula():
@@ -200,7 +200,7 @@ def test_poly_links_keep_no_certificate_and_say_why():
     c = variance_ceiling(A, B, 1.0, math.inf, make_readout(6, "poly:2", "poly:2"))
     assert c.variance is None and c.method is None and "poly:K" in c.note
     b = bound(A, B, 1.0, link_a="poly:2", link_b="poly:2")
-    assert b.hellinger_squared_max_bound is None and b.ceiling_method is None
+    assert b.certificate["hellinger_squared_max_bound"] is None and b.certificate["ceiling_method"] is None
 
 
 def test_design_and_bound_print_the_same_ceiling():
@@ -212,13 +212,13 @@ def test_design_and_bound_print_the_same_ceiling():
         b = bound(A, B, E, **kw)
         r = design(A, B, E, starts=4, **kw)
         c = r.certificate
-        assert c["hellinger_squared_max_bound"] == b.hellinger_squared_max_bound
-        assert c["ceiling_method"] == b.ceiling_method and c["ceilings"] == b.ceilings
-        assert c["samples_lower_any_strategy"] == b.samples_lower_any_strategy
-        assert c["mean_samples_lower_sequential"] == b.mean_samples_lower_sequential
-        assert c["design_over_bound"] == pytest.approx(r.hellinger_squared / b.hellinger_squared_max_bound)
-    assert bound(A, B, 0.5).ceiling_method == "per_row"
-    assert bound(A, B, 20.0).ceiling_method == "range"
+        assert c["hellinger_squared_max_bound"] == b.certificate["hellinger_squared_max_bound"]
+        assert c["ceiling_method"] == b.certificate["ceiling_method"] and c["ceilings"] == b.certificate["ceilings"]
+        assert c["samples_lower_any_strategy"] == b.certificate["samples_lower_any_strategy"]
+        assert c["mean_samples_lower_sequential"] == b.certificate["mean_samples_lower_sequential"]
+        assert c["design_over_bound"] == pytest.approx(r.hellinger_squared / b.certificate["hellinger_squared_max_bound"])
+    assert bound(A, B, 0.5).certificate["ceiling_method"] == "per_row"
+    assert bound(A, B, 20.0).certificate["ceiling_method"] == "range"
 
 
 def test_stats_pass_matches_numpy():

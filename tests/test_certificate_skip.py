@@ -97,11 +97,11 @@ def test_bound_reports_the_skip_in_its_note(monkeypatch):
     full = bound(A, B, 20.0)
     monkeypatch.setattr(bounds, "PER_ROW_SKIP_MIN_WORK", 0.0)
     fast = bound(A, B, 20.0)
-    assert full.ceiling_method == fast.ceiling_method == "range"
-    assert full.ceilings["per_row"] is not None and fast.ceilings["per_row"] is None
-    assert fast.hellinger_squared_max_bound == full.hellinger_squared_max_bound
-    assert fast.samples_lower_any_strategy == full.samples_lower_any_strategy
-    assert "cannot bind" in fast.certificate_note and full.certificate_note is None
+    assert full.certificate["ceiling_method"] == fast.certificate["ceiling_method"] == "range"
+    assert full.certificate["ceilings"]["per_row"] is not None and fast.certificate["ceilings"]["per_row"] is None
+    assert fast.certificate["hellinger_squared_max_bound"] == full.certificate["hellinger_squared_max_bound"]
+    assert fast.certificate["samples_lower_any_strategy"] == full.certificate["samples_lower_any_strategy"]
+    assert "cannot bind" in fast.certificate["note"] and full.certificate["note"] is None
 
 
 def test_the_size_rule():

@@ -11,9 +11,11 @@ from bhtcli.cli.main import main
 DESIGN_KEYS = ["model", "n", "d", "energy", "target_error", "query", "query_norm", "hellinger",
                "hellinger_squared", "total_variation", "kl_ab", "kl_ba", "chernoff_information",
                "distinguishable", "samples", "certificate", "solver"]
-BOUND_KEYS = ["model", "n", "d", "energy", "target_error", "row_norm_2inf", "row_diameter",
-              "row_diameter_exact", "distinguishable", "hellinger_squared_max_bound",
-              "samples_lower_any_strategy", "mean_samples_lower_sequential"]
+BOUND_KEYS = ["model", "n", "d", "energy", "target_error", "row_norm_2inf", "distinguishable",
+              "certificate", "seconds"]
+# the certificate of bound has the keys of design's certificate
+CERTIFICATE_KEYS = ["row_diameter", "row_diameter_exact", "hellinger_squared_max_bound",
+                    "samples_lower_any_strategy", "mean_samples_lower_sequential", "note"]
 
 
 def run(capsys, *args):
@@ -75,7 +77,10 @@ def test_bound_json_and_table(capsys, pair_files):
     assert code == 0 and err == ""
     r = json.loads(out)
     assert all(k in r for k in BOUND_KEYS)
-    assert isinstance(r["samples_lower_any_strategy"], int)
+    assert all(k in r["certificate"] for k in CERTIFICATE_KEYS)
+    assert isinstance(r["certificate"]["samples_lower_any_strategy"], int)
+    code, out, _ = run(capsys, "design", a, b, "--energy", "1.5", "--json")
+    assert set(json.loads(out)["certificate"]) == set(r["certificate"])
     code, out, _ = run(capsys, "bound", a, b, "--energy", "1.5")
     assert code == 0 and "row diameter" in out
 

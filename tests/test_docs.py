@@ -64,6 +64,8 @@ def test_schema_matches_real_outputs(capsys, tmp_path):
                    ["design", A, B, "--candidates", H, "--names", names, "--top", "3"],
                    ["design", A, B, "--subspace", V, "-E", "1"],
                    ["design", A, B, "-E", "2", "--queries", "20"]],
+        "design --energy E1,E2,...": [["design", A, B, "-E", "0.5,1,2"], ["design", LA, LB, "--model", "leverage",
+                                                                           "-E", "2,4", "--floor", "1"]],
         "rank": [["rank", A, B, H, "-E", "1", "--top", "2"]],
         "bound": [["bound", A, B, "-E", "1"], ["bound", LA, LB, *lev]],
         "decide": [["decide", A, B, "-x", os.path.join(EX, "x.npy"), os.path.join(EX, "answers.txt")]],
@@ -91,6 +93,26 @@ def test_schema_matches_real_outputs(capsys, tmp_path):
 def test_every_command_has_a_schema_and_the_header_first(capsys):
     from bhtcli.cli.main import cli
     from bhtcli.results import HEADER
-    assert set(cli.commands) - {"sample"} == set(SCHEMA)    # sample writes answers, not JSON
+    # sample writes answers, not JSON; design has two shapes (one budget, a budget curve)
+    assert set(cli.commands) - {"sample"} == {command.split()[0] for command in SCHEMA}
     r = run_json(capsys, "bound", os.path.join(EX, "A.npy"), os.path.join(EX, "B.npy"), "-E", "1")
     assert tuple(r)[:5] == HEADER
+
+
+def test_schema_declares_every_field_of_the_result_classes():
+    """Each result dataclass's JSON fields are the schema's top-level keys for its command (the
+    header aside), so a field added to a result without a schema line fails here."""
+    import dataclasses
+
+    import bhtcli.results as results
+    for command, (classes, declared) in SCHEMA.items():
+        top = {k for k in declared if "." not in k and "[]" not in k}
+        for name in classes:
+            cls = getattr(results, name)
+            if not dataclasses.is_dataclass(cls) or name == "BudgetCurveResult":
+                continue
+            fields = {f.name for f in dataclasses.fields(cls) if f.metadata.get("json", True)}
+            assert fields <= top, f"{command}: {name} fields not in the schema: {sorted(fields - top)}"
+    curve = SCHEMA["design --energy E1,E2,..."][1]
+    assert {k for k in curve if "." not in k and "[]" not in k} == {
+        "model", "n", "d", "target_error", "floor", "energies", "designs", "seconds"}

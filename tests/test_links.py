@@ -241,12 +241,12 @@ def test_taylor_certificate_holds_and_poly_has_none():
     B = A + 0.3 * rng.normal(size=(8, 3))
     E = 1.5
     r = bound(A, B, E, link_a="exp", link_b="taylor:4")
-    assert r.distinguishable and r.hellinger_squared_max_bound is not None
+    assert r.distinguishable and r.certificate["hellinger_squared_max_bound"] is not None
     for x in rng.normal(size=(200, 3)):
         x *= E * rng.uniform() ** (1 / 3) / np.linalg.norm(x)
-        assert h2_at(A, B, x, "exp", "taylor:4") <= r.hellinger_squared_max_bound
+        assert h2_at(A, B, x, "exp", "taylor:4") <= r.certificate["hellinger_squared_max_bound"]
     p = bound(A, B, E, link_a="poly:2")
-    assert p.hellinger_squared_max_bound is None and "poly" in p.certificate_note
+    assert p.certificate["hellinger_squared_max_bound"] is None and "poly" in p.certificate["note"]
 
 
 # --- float32 products ---------------------------------------------------------------------------------
@@ -325,7 +325,7 @@ def test_cli_links_in_json_and_every_command(tmp_path):
     assert r["readout"] == {"link_a": "exp", "link_b": "taylor:4", "bias_a": False, "bias_b": False}
     assert r["distinguishable"] and r["samples"]["predicted"] >= 1
     b = bht("bound", "examples/A.npy", "examples/A.npy", "--link-b", "taylor:4", "-E", "2", "--json")
-    assert json.loads(b.stdout)["hellinger_squared_max_bound"] >= r["hellinger_squared"]
+    assert json.loads(b.stdout)["certificate"]["hellinger_squared_max_bound"] >= r["hellinger_squared"]
     s = bht("sample", "examples/A.npy", "--query", str(tmp_path / "x.npy"), "-n", "30", "--link-a", "taylor:4")
     assert s.returncode == 0 and len(s.stdout.split()) == 30
     (tmp_path / "ans.txt").write_text(s.stdout)

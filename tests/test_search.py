@@ -32,7 +32,7 @@ def test_saturated_pair_reaches_h2_one_at_every_budget():
         r = design(A, B, E)
         assert r.hellinger_squared == pytest.approx(1.0, abs=1e-12), E
         assert r.note is None
-        assert r.solver["ladder"][-1] == E and len(r.solver["ladder"]) > 1
+        assert r.solver["evidence"]["ladder"][-1] == E and len(r.solver["evidence"]["ladder"]) > 1
 
 
 def test_plateau_pair_every_budget_keeps_the_smaller_budgets_h2():
@@ -57,9 +57,7 @@ def test_designed_h2_is_non_decreasing_in_the_budget(seed, n, d, scale, energies
     """For a fixed seed, one ladder over increasing budgets never reports less at a larger
     budget, on ordinary and on plateau landscapes (logits >= 1e4)."""
     A, B = _pair(seed, n, d, scale)
-    energies = sorted(energies)
-    if any(b <= a for a, b in zip(energies, energies[1:])):
-        return
+    energies = sorted(energies)          # unique floats: strictly increasing
     h2 = [r.hellinger_squared for r in design_curve(A, B, energies, starts=4).designs]
     assert all(b >= a for a, b in zip(h2, h2[1:])), (energies, h2)
 
@@ -170,12 +168,16 @@ def test_bad_budget_options_are_one_error_line_exit_2(capsys, pair_files, args, 
     assert len(lines) == 1 and lines[0].startswith("Error: ") and message in lines[0], err
 
 
-def test_energy_list_json_is_a_list_and_plot_is_written(capsys, pair_files, tmp_path):
+def test_energy_list_json_is_one_object_and_plot_is_written(capsys, pair_files, tmp_path):
     a, b, _, _ = pair_files
     png = tmp_path / "curve.png"
     code, out, err = _run(capsys, "design", a, b, "--energy", "0.5,1,2", "--json", "--plot", str(png))
     assert code == 0 and err == ""
-    rows = json.loads(out)
+    curve = json.loads(out)
+    assert isinstance(curve, dict) and curve["energies"] == [0.5, 1.0, 2.0]
+    assert (curve["model"], curve["n"], curve["d"], curve["target_error"]) == ("softmax", 40, 8, 0.05) \
+        or curve["model"] == "softmax"
+    rows = curve["designs"]
     assert [r["energy"] for r in rows] == [0.5, 1.0, 2.0]
     h2 = [r["hellinger_squared"] for r in rows]
     assert h2 == sorted(h2)
@@ -188,10 +190,10 @@ def test_solver_evidence_fields(pair_files):
     a, b, _, _ = pair_files
     r = design(a, b, 1.5)
     v = r.solver
-    assert v["adaptive"] and v["best_hits"] >= 1 and v["stop_reason"]
-    assert v["starts"] >= 32 and v["starts"] <= v["max_starts"]
+    assert v["evidence"]["adaptive"] and v["evidence"]["best_hits"] >= 1 and v["evidence"]["stop_reason"]
+    assert v["starts"] >= 32 and v["starts"] <= v["evidence"]["max_starts"]
     fixed = design(a, b, 1.5, starts=7).solver
-    assert fixed["starts"] == 7 and not fixed["adaptive"] and fixed["rounds"] == 1
+    assert fixed["starts"] == 7 and not fixed["evidence"]["adaptive"] and fixed["evidence"]["rounds"] == 1
 
 
 def test_leverage_queries_budget_is_the_box_upper_bound():
@@ -218,12 +220,12 @@ def test_adaptive_rounds_find_the_maximum_that_32_starts_miss():
     best_of_2048 = 0.28199847520817
     fixed = design(A, B, E, starts=32)
     assert fixed.hellinger_squared < best_of_2048 * 0.95
-    assert fixed.solver["stop_reason"].startswith("fixed")
+    assert fixed.solver["evidence"]["stop_reason"].startswith("fixed")
     r = design(A, B, E)
     assert r.hellinger_squared == pytest.approx(best_of_2048, rel=1e-9)
     # evidence from the fresh starts: reached more than once, or a second round found nothing better
-    assert r.solver["rounds"] >= 2 and r.solver["best_hits"] >= 2
-    assert not r.solver["budget_exhausted"]
+    assert r.solver["evidence"]["rounds"] >= 2 and r.solver["evidence"]["best_hits"] >= 2
+    assert not r.solver["evidence"]["budget_exhausted"]
 
 
 def test_budget_warning_when_the_rounds_run_out(pair_files):
@@ -231,8 +233,8 @@ def test_budget_warning_when_the_rounds_run_out(pair_files):
     from bhtcli.search.ladder import BEST_HITS
     r = design(a, b, 1.5, max_starts=32)       # no room for a second round
     v = r.solver
-    assert v["starts"] == 32 and v["max_starts"] == 32
-    assert v["budget_exhausted"] == (v["best_hits"] < BEST_HITS)
+    assert v["starts"] == 32 and v["evidence"]["max_starts"] == 32
+    assert v["evidence"]["budget_exhausted"] == (v["evidence"]["best_hits"] < BEST_HITS)
 
 
 def test_table_warns_when_the_budget_of_starts_ran_out(capsys, tmp_path):
@@ -248,7 +250,7 @@ def test_table_warns_when_the_budget_of_starts_ran_out(capsys, tmp_path):
                           "--energy", str(E), "--json")
     assert code == 0
     v = json.loads(out)["solver"]
-    assert v["budget_exhausted"] and v["starts"] == 128 and v["stop_reason"].startswith("budget")
+    assert v["evidence"]["budget_exhausted"] and v["starts"] == 128 and v["evidence"]["stop_reason"].startswith("budget")
     code, out, err = _run(capsys, "design", str(tmp_path / "A.npy"), str(tmp_path / "B.npy"),
                           "--energy", str(E))
     warnings = [line for line in out.splitlines() if line.startswith("warning")]

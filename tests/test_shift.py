@@ -16,7 +16,7 @@ from bhtcli.commands.shift import (load_data, softmax_regression_grad, softmax_r
 
 shift_module = importlib.import_module("bhtcli.commands.shift")   # the package's `shift` is the function
 SHIFT_KEYS = {"n", "d", "m", "lr", "steps", "loss_before", "loss_after", "loss_history", "grad_norm",
-              "delta_frobenius", "delta_2inf", "out", "detection", "seconds", "warnings",
+              "delta_frobenius", "row_norm_2inf", "out", "detection", "seconds", "warnings",
               "model", "energy", "target_error"}
 
 
@@ -147,7 +147,7 @@ def test_one_step_is_a_minus_lr_grad(tmp_path):
     assert r.loss_before == pytest.approx(plain_loss(A, Q, Y), rel=1e-13)
     assert r.loss_after == pytest.approx(plain_loss(B, Q, Y), rel=1e-13)
     assert r.delta_frobenius == pytest.approx(np.linalg.norm(B - A), rel=1e-13)
-    assert r.delta_2inf == pytest.approx(np.linalg.norm(B - A, axis=1).max(), rel=1e-13)
+    assert r.row_norm_2inf == pytest.approx(np.linalg.norm(B - A, axis=1).max(), rel=1e-13)
     assert r.grad_norm == pytest.approx(np.linalg.norm(B - A) / 2.5, rel=1e-13)
     assert (r.n, r.d, r.m, r.steps, r.out) == (6, 3, 20, 1, str(out))
     assert [p.name for p in tmp_path.iterdir()] == ["B.npy"]

@@ -72,7 +72,7 @@ def zoo(tmp_path):
     rows[3] = rows[3][:4] + ("", "", 3, 8, "")                   # a seed and fewer starts
     rows += [("lev", "models/lev_a.npy", "models/lev_b.npy", 4, "leverage", 1, "", "", ""),
              ("alpha", "models/m0.npy", "models/m1.npy", 1, "", "", "", "", 0.01)]
-    header = ["name", "a", "b", "energy", "model", "floor", "seed", "starts", "error"]
+    header = ["name", "a", "b", "energy", "model", "floor", "seed", "starts", "target_error"]
     manifest = write_csv(tmp_path / "pairs.csv", header, rows)
     return tmp_path, manifest
 
@@ -86,11 +86,11 @@ def direct(folder, row):
     """design and bound called task by task, as a user would without a sweep."""
     A, B = str(folder / row["a"]), str(folder / row["b"])
     if row["model"] == "leverage":
-        kw = dict(error=row["error"], seed=row["seed"])
+        kw = dict(error=row["target_error"], seed=row["seed"])
         return (design_leverage(A, B, row["energy"], row["floor"], starts=row["starts"], **kw),
-                bound_leverage(A, B, row["energy"], row["floor"], error=row["error"]))
-    return (design(A, B, row["energy"], error=row["error"], starts=row["starts"], seed=row["seed"]),
-            bound(A, B, row["energy"], error=row["error"]))
+                bound_leverage(A, B, row["energy"], row["floor"], error=row["target_error"]))
+    return (design(A, B, row["energy"], error=row["target_error"], starts=row["starts"], seed=row["seed"]),
+            bound(A, B, row["energy"], error=row["target_error"]))
 
 
 def assert_rows_match_design(folder, rows):
@@ -98,16 +98,16 @@ def assert_rows_match_design(folder, rows):
         d, b = direct(folder, row)
         assert row["status"] == "ok" and row["failure"] is None
         assert row["hellinger_squared"] == pytest.approx(d.hellinger_squared, rel=1e-9, abs=0)
-        for col, key in (("samples_lower", "lower"), ("samples_predicted", "predicted"), ("samples_upper", "upper")):
+        for col, key in (("samples.lower", "lower"), ("samples.predicted", "predicted"), ("samples.upper", "upper")):
             assert row[col] == d.samples[key]
         assert row["query_norm"] == pytest.approx(d.query_norm, rel=1e-9)
         assert (row["n"], row["d"], row["distinguishable"]) == (d.n, d.d, d.distinguishable)
         # the certificate columns are what `bht bound` reports
-        assert row["hellinger_squared_max_bound"] == pytest.approx(b.hellinger_squared_max_bound, rel=1e-12)
-        assert row["samples_lower_any_strategy"] == b.samples_lower_any_strategy
-        assert row["mean_samples_lower_sequential"] == b.mean_samples_lower_sequential
+        assert row["certificate.hellinger_squared_max_bound"] == pytest.approx(b.certificate["hellinger_squared_max_bound"], rel=1e-12)
+        assert row["certificate.samples_lower_any_strategy"] == b.certificate["samples_lower_any_strategy"]
+        assert row["certificate.mean_samples_lower_sequential"] == b.certificate["mean_samples_lower_sequential"]
         if row["model"] == "softmax":
-            assert row["row_diameter"] == pytest.approx(b.row_diameter, rel=1e-12)
+            assert row["certificate.row_diameter"] == pytest.approx(b.certificate["row_diameter"], rel=1e-12)
             assert row["row_norm_2inf"] == pytest.approx(b.row_norm_2inf, rel=1e-12)
         query = np.load(folder / row["query_file"])     # relative to the results file's folder
         np.testing.assert_allclose(query, d.query, rtol=1e-6, atol=1e-8)
@@ -124,10 +124,10 @@ def test_sweep_equals_design_task_by_task(capsys, scheduler, zoo):
     rows = read_rows(out)
     assert sorted(r["name"] for r in rows) == sorted(r.split(",")[0] for r in open(manifest).read().split()[1:])
     by_name = {r["name"]: r for r in rows}
-    assert by_name["m0-m2@1.5"]["seed"] == 3 and by_name["m0-m2@1.5"]["solver_starts"] == 8
+    assert by_name["m0-m2@1.5"]["seed"] == 3 and by_name["m0-m2@1.5"]["solver.starts"] == 8
     assert by_name["m0-m1@0.5"]["starts"] is None and by_name["lev"]["starts"] is None
-    assert by_name["lev"]["solver_starts"] == 6 and by_name["lev"]["tv_max_bound"] > 0
-    assert by_name["alpha"]["error"] == 0.01 and by_name["m0-m1@0.5"]["error"] == 0.05
+    assert by_name["lev"]["solver.starts"] == 6 and by_name["lev"]["certificate.tv_max_bound"] > 0
+    assert by_name["alpha"]["target_error"] == 0.01 and by_name["m0-m1@0.5"]["target_error"] == 0.05
     assert all(r["bht_version"] and r["query_file"].startswith("r.jsonl.queries/") for r in rows)
     assert_rows_match_design(folder, rows)
 
@@ -172,7 +172,7 @@ def test_links_biases_and_dtype_columns(capsys, scheduler, tmp_path):
         row = got[name]
         d = design(str(tmp_path / row["a"]), str(tmp_path / row["b"]), row["energy"], **kw)
         assert row["status"] == "ok" and row["hellinger_squared"] == pytest.approx(d.hellinger_squared, rel=1e-9)
-        assert row["samples_predicted"] == d.samples["predicted"]
+        assert row["samples.predicted"] == d.samples["predicted"]
     assert (got["taylor"]["link_a"], got["taylor"]["link_b"], got["bias"]["bias_a"]) == ("exp", "taylor:4", "bias.npy")
     # an explicit default is the same task as an omitted one
     tasks = read_manifest(manifest).tasks
@@ -258,7 +258,19 @@ def test_manifest_edits_duplicates_and_export(capsys, scheduler, tmp_path):
     table = pa.read_table(pq_out).to_pylist()
     assert [r["name"] for r in table] == ["x2", "z", "x3"]
     assert table[1]["hellinger_squared"] == pytest.approx(float(exported[1]["hellinger_squared"]), rel=1e-15)
-    assert isinstance(table[1]["samples_upper"], int) and table[1]["distinguishable"] is True
+    assert isinstance(table[1]["samples.upper"], int) and table[1]["distinguishable"] is True
+
+
+def test_the_former_column_name_error_is_still_read(tmp_path):
+    (tmp_path / "models").mkdir()
+    write_zoo(tmp_path / "models")
+    m = tmp_path / "m.csv"
+    m.write_text("a,b,energy,error\nmodels/m0.npy,models/m1.npy,1,0.01\n")
+    task = read_manifest(m).tasks[0]
+    assert task.values["target_error"] == 0.01 and task.problem is None
+    m.write_text("a,b,energy,error,target_error\nmodels/m0.npy,models/m1.npy,1,0.01,0.02\n")
+    with pytest.raises(InputError, match="former name"):
+        read_manifest(m)
 
 
 def test_jsonl_manifest_and_retry_failed(capsys, scheduler, tmp_path):
@@ -375,7 +387,7 @@ def test_odd_cells_become_task_problems_never_crashes(tmp_path, cells):
         return                                           # e.g. a lone '#' makes the row a comment
     for t in tasks:
         if t.problem is None:
-            assert t.values["energy"] > 0 and 0 < t.values["error"] < 0.5 and t.values["starts"] >= 1
+            assert t.values["energy"] > 0 and 0 < t.values["target_error"] < 0.5 and t.values["starts"] >= 1
             assert isinstance(t.values["seed"], int) and t.values["seed"] >= 0
 
 
@@ -475,7 +487,7 @@ def test_queries_column_runs_the_smallest_budget_search(tmp_path):
                                   4.0, starts=tasks[0].values["starts"])
     assert row["status"] == "ok", row["failure"]
     assert row["energy_found"] == expected.energy <= 4.0
-    assert row["samples_predicted"] == expected.samples["predicted"] <= 200
+    assert row["samples.predicted"] == expected.samples["predicted"] <= 200
 
 
 def test_default_task_is_bht_design_bit_for_bit(capsys, tmp_path):
@@ -491,6 +503,6 @@ def test_default_task_is_bht_design_bit_for_bit(capsys, tmp_path):
     assert code == 0, err
     expected = json.loads(out)
     assert got["row"]["hellinger_squared"] == expected["hellinger_squared"]
-    assert got["row"]["samples_predicted"] == expected["samples"]["predicted"]
-    assert got["row"]["solver_starts"] == expected["solver"]["starts"]
+    assert got["row"]["samples.predicted"] == expected["samples"]["predicted"]
+    assert got["row"]["solver.starts"] == expected["solver"]["starts"]
     assert got["query"].tolist() == expected["query"]

@@ -149,3 +149,25 @@ def _augmented_blocks(A, B, bias_a, bias_b, rows: int = 8192):
 def join_notes(*notes):
     kept = [n for n in notes if n]
     return "; ".join(kept) if kept else None
+
+
+def certificate_record(facts: PairFacts, error: float, h2: float | None = None) -> dict:
+    """The `certificate` object of design and bound (the same keys for both): the ceiling on
+    H^2 and D over the ball and what follows for any strategy, where it comes from, and, with
+    the H^2 of a design, the design's share of the ceiling."""
+    from bhtcli.maths.certificate import certificate_from_variance
+    ceiling = facts.ceiling
+    cert = certificate_from_variance(ceiling.variance if ceiling else None, error,
+                                     facts.distinguishable)
+    bound = cert.hellinger_squared_max_bound
+    return {"hellinger_squared_max_bound": bound,
+            "bhattacharyya_max_bound": cert.bhattacharyya_max_bound,
+            "kl_max_bound": cert.kl_max_bound,
+            "samples_lower_any_strategy": cert.samples_lower_any_strategy,
+            "mean_samples_lower_sequential": cert.mean_samples_lower_sequential,
+            "ceiling_method": ceiling.method if ceiling else None,
+            "ceilings": ceiling.candidates if ceiling else None,
+            "row_diameter": facts.diameter.value, "row_diameter_exact": facts.diameter.exact,
+            "score_spread_bound": facts.spread if np.isfinite(facts.spread) else None,
+            "design_over_bound": h2 / bound if (h2 is not None and bound) else None,
+            "note": join_notes(facts.certificate_note, ceiling.note if ceiling else None)}

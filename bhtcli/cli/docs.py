@@ -137,7 +137,7 @@ def json_markdown() -> str:
              "keeps integers (Python's json) when exact digits matter.", "",
              "On failure, with `--json`, stdout holds one object instead:", "", _table(ERROR)]
     for command, (classes, keys) in SCHEMA.items():
-        body = {k: v for k, v in keys.items() if k not in HEADER}
+        body = {k: v for k, v in keys.items() if k not in HEADER and not k.startswith("designs[].")}
         parts += ["", f"## {command}", "",
                   f"From `{'` and `'.join(classes)}` (`to_dict()`); after the header:", "",
                   _table(body)]

@@ -405,7 +405,7 @@ def main(argv=None) -> None:
 
 
 def _run(args, as_json: bool) -> int:
-    from bhtcli.cli.render import ClosedPipe, start_output
+    from bhtcli.cli.output import ClosedPipe, start_output
     start_output()
     try:
         try:
@@ -473,7 +473,7 @@ def _fail(message: str, status: int, as_json: bool, newline: bool = False) -> in
         sys.stderr.write(f"{lead}Error: {message}\n")
         sys.stderr.flush()
         if as_json:
-            from bhtcli.cli.render import json_error
+            from bhtcli.cli.output import json_error
             json_error(message, status)
     except OSError:
         _silence_stdout()

@@ -46,7 +46,7 @@ def plot_budget_curve(result, path: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = result.to_dict()
+    rows = result.to_dict()["designs"]
     E = [r["energy"] for r in rows]
     fig, ax = plt.subplots(figsize=(7, 4.2), dpi=120)
     ax.plot(E, [r["hellinger_squared"] for r in rows], "o-", color="tab:blue", label="designed H^2")

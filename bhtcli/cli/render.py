@@ -20,20 +20,9 @@ from rich.table import Table
 from bhtcli.api import (BoundResult, BudgetCurveResult, DecideResult, DesignResult,
                         LeverageBoundResult, RankResult, ShiftResult, SimulateResult, SweepResult)
 
+from bhtcli.cli.output import ClosedPipe, OutputState  # noqa: E402
+
 PLAIN_WIDTH = 1 << 20        # "no wrapping" for plain output: wider than any line
-
-
-class ClosedPipe(Exception):
-    """The reader of stdout went away (| head): not an error (click would exit 1 on EPIPE)."""
-
-
-class _State:
-    stdout_used = False      # a result reached stdout (main adds no JSON error object then)
-
-
-def start_output() -> None:
-    """A new command begins: nothing of it has reached stdout yet."""
-    _State.stdout_used = False
 
 
 def no_color() -> bool:
@@ -64,7 +53,7 @@ def emit(result, as_json: bool = False) -> None:
     The result's warnings (if any) go to stderr first.
     """
     warn(getattr(result, "warnings", None) or [])
-    _State.stdout_used = True
+    OutputState.stdout_used = True
     with _stdout_faults():
         if as_json:
             sys.stdout.write(render_json(result) + "\n")
@@ -84,7 +73,7 @@ def emit(result, as_json: bool = False) -> None:
 
 def write_lines(values, block: int = 65536) -> None:
     """Integers to stdout, one per line (sample's answers), in blocks."""
-    _State.stdout_used = True
+    OutputState.stdout_used = True
     with _stdout_faults():
         for start in range(0, len(values), block):
             sys.stdout.write("\n".join(map(str, values[start:start + block].tolist())) + "\n")
@@ -103,13 +92,6 @@ def _stdout_faults():
     except OSError as exc:
         raise OutputError(f"standard output: cannot write it ({exc.strerror or exc}); free some "
                           "space or redirect it elsewhere") from None
-
-
-def json_error(message: str, status: int) -> None:
-    """With --json, a failure is also one JSON object on stdout (unless a result is there)."""
-    if not _State.stdout_used:
-        sys.stdout.write(json.dumps({"error": message, "exit_status": status}) + "\n")
-        sys.stdout.flush()
 
 
 def _plural(count: int, word: str) -> str:
@@ -261,7 +243,7 @@ def _leverage_certificate_table(c: dict) -> Table:
     cer = _table("\nCertificate (Theorem 4.2, explicit constants)")
     cer.add_row("TV over the box <=", _num(c["tv_max_bound"]) + ("  (vacuous: models too far apart)" if c["tv_max_bound"] >= 1 else _tv_method(c)))
     cer.add_row("fixed-budget queries >=", _num(c["samples_lower_any_strategy"]) + "  (any strategy, adaptive too)")
-    cer.add_row("lambda_min(A^T A), (B^T B)", _num(c["lambda_min"]) + "  (the larger)")
+    cer.add_row("lambda_min(A^T A), (B^T B)", _num(c["lambda_min_larger"]) + "  (the larger)")
     cer.add_row("sum_i ||b_i b_i^T - a_i a_i^T||", _num(c["sum_op_norm_diff"]))
     return cer
 
@@ -306,16 +288,17 @@ def _solver_table(r: dict) -> Table:
                           f"{v['passes']} passes over A and B")
     sol.add_row("distinct local maxima", f"{v['local_maxima']}  (best H^2: "
                 + ", ".join(_num(h, 6) for h in v["local_maxima_values"]) + ")")
+    ev = v.get("evidence") or {}
     if v.get("search_space") == "sketch":
-        sol.add_row("search", f"sketched (vocabulary scale, docs/search.md §5): {v['stop_reason']}")
-    elif v.get("stop_reason"):
-        why = "" if v["stop_reason"].startswith("best maximum") else f"; stopped: {v['stop_reason']}"
-        sol.add_row("evidence", f"best maximum reached from {v['best_hits']} of {v['starts']} starts "
-                    f"in {v['rounds']} round{'s' if v['rounds'] != 1 else ''}{why}")
-        if v.get("ladder") and len(v["ladder"]) > 1:
-            sol.add_row("budget ladder", ", ".join(_num(e, 4) for e in v["ladder"]))
-    if v.get("budget_exhausted"):
-        sol.add_row("warning", f"the budget of {v['max_starts']} starts ran out before the evidence; "
+        sol.add_row("search", f"sketched (vocabulary scale, docs/search.md §5): {ev.get('stop_reason') or v['message']}")
+    elif ev.get("stop_reason"):
+        why = "" if ev["stop_reason"].startswith("best maximum") else f"; stopped: {ev['stop_reason']}"
+        sol.add_row("evidence", f"best maximum reached from {ev['best_hits']} of {v['starts']} starts "
+                    f"in {ev['rounds']} round{'s' if ev['rounds'] != 1 else ''}{why}")
+        if ev.get("ladder") and len(ev["ladder"]) > 1:
+            sol.add_row("budget ladder", ", ".join(_num(e, 4) for e in ev["ladder"]))
+    if ev.get("budget_exhausted"):
+        sol.add_row("warning", f"the budget of {ev['max_starts']} starts ran out before the evidence; "
                     "a better maximum may exist: raise --max-starts")
     sol.add_row("KKT residual", _num(v["kkt_residual"], 2))
     sol.add_row("time", f"{v['seconds']:.2f} s")
@@ -328,11 +311,12 @@ def render_bound_table(result, console: Console) -> None:
         t = _table(f"bht bound  leverage  n={r['n']:,}  d={r['d']:,}  box {_num(r['floor'])} <= s_i^2 <= "
                    f"{_num(r['energy'])}  alpha={_num(r['target_error'])}")
         t.add_row("distinguishable", "yes" if r["distinguishable"] else "no")
+        c = r["certificate"]
         t.add_row("rank of A / B", f"{r['rank_a']} / {r['rank_b']}")
-        t.add_row("lambda_min (larger of A^T A, B^T B)", _num(r["lambda_min"]))
-        t.add_row("sum_i ||b_i b_i^T - a_i a_i^T||_op", _num(r["sum_op_norm_diff"]))
-        t.add_row("TV over the box <=", _num(r["tv_max_bound"]) + _tv_method(r))
-        t.add_row("fixed-budget queries >=", _num(r["samples_lower_any_strategy"]) + "  (any strategy, adaptive too)")
+        t.add_row("lambda_min (larger of A^T A, B^T B)", _num(c["lambda_min_larger"]))
+        t.add_row("sum_i ||b_i b_i^T - a_i a_i^T||_op", _num(c["sum_op_norm_diff"]))
+        t.add_row("TV over the box <=", _num(c["tv_max_bound"]) + _tv_method(c))
+        t.add_row("fixed-budget queries >=", _num(c["samples_lower_any_strategy"]) + "  (any strategy, adaptive too)")
         console.print(t)
         return
     t = _table(f"bht bound  softmax  n={r['n']:,}  d={r['d']:,}  E={_num(r['energy'])}  "
@@ -341,15 +325,16 @@ def render_bound_table(result, console: Console) -> None:
     t.add_row("distinguishable", "yes" if r["distinguishable"] else "no")
     if r["note"]:
         t.add_row("why", r["note"])
+    c = r["certificate"]
     t.add_row("paper's eps = ||A - B||_{2->inf}", _num(r["row_norm_2inf"]))
-    t.add_row("row diameter of A - B", _num(r["row_diameter"]) + ("  (exact)" if r["row_diameter_exact"] else "  (upper bound)"))
+    t.add_row("row diameter of A - B", _num(c["row_diameter"]) + ("  (exact)" if c["row_diameter_exact"] else "  (upper bound)"))
     if r.get("readout") and not (r["readout"]["link_a"] == r["readout"]["link_b"] == "exp"):
-        t.add_row("spread of log-weight differences <=", _num(r["score_spread_bound"]))
-    t.add_row("sup H^2 over the ball <=", _num(r["hellinger_squared_max_bound"]) + _binds(r))
-    t.add_row("fixed-budget queries >=", _num(r["samples_lower_any_strategy"]) + "  (any strategy, adaptive too)")
-    t.add_row("mean sequential queries >=", _lower_mean(r["mean_samples_lower_sequential"]))
-    if r.get("certificate_note"):
-        t.add_row("note", r["certificate_note"])
+        t.add_row("spread of log-weight differences <=", _num(c["score_spread_bound"]))
+    t.add_row("sup H^2 over the ball <=", _num(c["hellinger_squared_max_bound"]) + _binds(c))
+    t.add_row("fixed-budget queries >=", _num(c["samples_lower_any_strategy"]) + "  (any strategy, adaptive too)")
+    t.add_row("mean sequential queries >=", _lower_mean(c["mean_samples_lower_sequential"]))
+    if c.get("note"):
+        t.add_row("note", c["note"])
     console.print(t)
 
 
@@ -436,7 +421,7 @@ def render_shift_table(result, console: Console) -> None:
     t.add_row("loss after", f"{_num(r['loss_after'])}  ({_num(r['loss_after'] - r['loss_before'], 4)})")
     t.add_row("||grad L(A)||_F", _num(r["grad_norm"]))
     t.add_row("||B - A||_F", _num(r["delta_frobenius"]))
-    t.add_row("||B - A||_{2->inf}", _num(r["delta_2inf"]))
+    t.add_row("||B - A||_{2->inf}", _num(r["row_norm_2inf"]))
     if r["out"]:
         t.add_row("B written to", r["out"])
     console.print(t)
@@ -486,7 +471,7 @@ def _top_table(title: str, top: list) -> Table:
         t.add_column("name", no_wrap=True)
     for k, e in enumerate(top, start=1):
         cells = [str(k), f"{e['index']:,}", _num(e["hellinger_squared"], 4), _num(e["predicted"]),
-                 _num(e["norm"], 4)]
+                 _num(e["query_norm"], 4)]
         if named:
             cells.append(_short(e["name"] or "", 60))
         t.add_row(*cells)
@@ -537,7 +522,7 @@ def render_rank_table(result, console: Console) -> None:
 
 def render_curve_table(result, console: Console) -> None:
     """`design --energy E1,E2,...`: one row per budget."""
-    rows = result.to_dict()
+    rows = result.to_dict()["designs"]
     r0 = rows[0]
     leverage = r0["model"] == "leverage"
     t = Table(title=f"bht design  {r0['model']}  n={r0['n']:,}  d={r0['d']:,}  "
@@ -548,9 +533,10 @@ def render_curve_table(result, console: Console) -> None:
     warn = False
     for r in rows:
         s, v = r["samples"], r["solver"]
-        warn |= bool(v.get("budget_exhausted"))
-        evidence = f"best x{v['best_hits']}" + ("  (budget ran out)" if v.get("budget_exhausted") else "") \
-            if "best_hits" in v else ""
+        ev = v.get("evidence") or {}
+        warn |= bool(ev.get("budget_exhausted"))
+        evidence = f"best x{ev['best_hits']}" + ("  (budget ran out)" if ev.get("budget_exhausted") else "") \
+            if "best_hits" in ev else ""
         t.add_row(_num(r["energy"]), _num(r["hellinger_squared"]), _num(s["predicted"]),
                   _num(s["lower"]), _num(s["upper"]), _num(v.get("starts")), evidence)
     console.print(t)

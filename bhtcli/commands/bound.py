@@ -1,11 +1,8 @@
 """`bound`: the closed-form certificate, no optimisation (docs/maths.md §4)."""
 from __future__ import annotations
 
-import numpy as np
-
 from bhtcli.analysis.diameter import centred_difference
-from bhtcli.analysis.facts import analyse_pair, join_notes
-from bhtcli.maths.certificate import certificate_from_variance
+from bhtcli.analysis.facts import analyse_pair, certificate_record
 from bhtcli.results import BoundResult
 
 
@@ -23,32 +20,26 @@ def bound(A, B, energy: float, error: float = 0.05, *, link_a="exp", link_b="exp
         Target error alpha for both error types, 0 < alpha < 0.5.
     link_a, link_b, bias_a, bias_b
         As for :func:`bhtcli.commands.design`. With a poly link no certificate exists (fields None,
-        `certificate_note` says why); taylor links get a valid but loose one.
+        `certificate.note` says why); taylor links get a valid but loose one.
 
     Returns
     -------
     BoundResult
     """
-    from bhtcli.io.load import load_pair
-    from bhtcli.models.readout import make_readout
-    from bhtcli.io.validation import check_energy, check_error
+    import time
 
+    from bhtcli.io.load import load_pair
+    from bhtcli.io.validation import check_energy, check_error
+    from bhtcli.models.readout import make_readout
+
+    t0 = time.perf_counter()
     energy, error = check_energy(energy), check_error(error)
     A, B = load_pair(A, B, dtype=None)  # as stored: every use converts row blocks
     readout = make_readout(A.shape[0], link_a, link_b, bias_a, bias_b)
     facts = analyse_pair(A, B, centred_difference(A, B), energy, readout)
-    ceiling = facts.ceiling
-    cert = certificate_from_variance(ceiling.variance if ceiling else None, error,
-                                     facts.distinguishable)
     eps = facts.eps_2inf
     paper = (1.0 / (eps * energy) ** 2
              if readout.exp_links and facts.distinguishable and eps > 0 else None)
-    return BoundResult("softmax", A.shape[0], A.shape[1], energy, error, eps, facts.diameter.value,
-                       facts.diameter.exact, facts.distinguishable, facts.reason,
-                       cert.hellinger_squared_max_bound, cert.bhattacharyya_max_bound,
-                       cert.kl_max_bound, cert.samples_lower_any_strategy,
-                       cert.mean_samples_lower_sequential, paper,
-                       facts.spread if np.isfinite(facts.spread) else None,
-                       join_notes(facts.certificate_note, ceiling.note if ceiling else None),
-                       readout.description,
-                       ceiling.method if ceiling else None, ceiling.candidates if ceiling else None)
+    return BoundResult("softmax", A.shape[0], A.shape[1], energy, error, facts.distinguishable,
+                       facts.reason, eps, paper, certificate=certificate_record(facts, error),
+                       readout=readout.description, seconds=time.perf_counter() - t0)

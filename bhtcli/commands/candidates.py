@@ -307,7 +307,7 @@ def _entry(i, scores, names, counts) -> dict:
     return {"index": i, "name": None if names is None else names[i],
             "hellinger_squared": -math.expm1(-D), "bhattacharyya_distance": D,
             "predicted": counts.predicted, "lower": counts.lower, "upper": counts.upper,
-            "norm": float(scores.norms[i])}
+            "query_norm": float(scores.norms[i])}
 
 
 # ---------------------------------------------------------------- rank
@@ -378,7 +378,7 @@ def _check_out(out) -> None:
         raise InputError(f"--out {out}: name the file *.jsonl (one JSON object per candidate) or *.csv")
 
 
-COLUMNS = ("index", "name", "eligible", "norm", "hellinger_squared", "bhattacharyya_distance",
+COLUMNS = ("index", "name", "eligible", "query_norm", "hellinger_squared", "bhattacharyya_distance",
            "lower", "upper", "predicted")
 
 
@@ -393,7 +393,7 @@ def write_scores(out, scores: Scores, names, top: dict, error: float) -> None:
             ok = bool(scores.eligible[i])
             D = float(scores.D[i])
             row = {"index": i, "name": None if names is None else names[i], "eligible": ok,
-                   "norm": float(scores.norms[i]),
+                   "query_norm": float(scores.norms[i]),
                    "hellinger_squared": -math.expm1(-D) if ok else None,
                    "bhattacharyya_distance": D if ok else None,
                    "lower": lower_count(D, error) if ok else None,
@@ -519,6 +519,6 @@ def _leverage_reports(r: _Ranked, s, starts, seed, progress):
         # the box search did not reach this candidate: the candidate is the better optimum
         optimum = dict(optimum, hellinger_squared=r.top[0]["hellinger_squared"],
                        predicted=r.top[0]["predicted"], lower=r.top[0]["lower"],
-                       upper=r.top[0]["upper"], query_norm=r.top[0]["norm"], query=list(map(float, s)),
+                       upper=r.top[0]["upper"], query_norm=r.top[0]["query_norm"], query=list(map(float, s)),
                        note="the search's best was below the best candidate, which is reported instead")
     return report, optimum, (C, c), source

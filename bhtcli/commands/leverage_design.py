@@ -142,7 +142,7 @@ def design_leverage(A, B, energy, floor, error: float = 0.05, starts: int | None
             "samples_lower_any_strategy": None if same else lower_from_tv(tau, error),
             "mean_samples_lower_sequential": None,
             "tv_max_bound": 0.0 if same else tau, "tv_method": None if same else method,
-            "lambda_min": delta, "sum_op_norm_diff": eps}
+            "lambda_min_larger": delta, "sum_op_norm_diff": eps}
     base = dict(model="leverage", n=n, d=d, energy=ceiling, target_error=error)
     if same:
         zero = dict(bhattacharyya_distance=0.0, hellinger=0.0, hellinger_squared=0.0,
@@ -189,7 +189,7 @@ def leverage_report_for_query(A, B, s, energy, floor, error: float = 0.05) -> De
     tau, method, delta, eps = leverage_tv(A, B, ceiling, floor)
     cert = {"hellinger_squared_max_bound": tau, "samples_lower_any_strategy": lower_from_tv(tau, error),
             "mean_samples_lower_sequential": None, "tv_max_bound": tau, "tv_method": method,
-            "lambda_min": delta, "sum_op_norm_diff": eps}
+            "lambda_min_larger": delta, "sum_op_norm_diff": eps}
     base = dict(model="leverage", n=A.shape[0], d=A.shape[1], energy=ceiling, target_error=error)
     solver = solver_dict("given", 0, 0, None, 0, [], None, None)
     return _report(pair, theta, base, cert, -math.log(ceiling), -math.log(floor), None, [], solver, floor, t0)
@@ -217,18 +217,23 @@ def _report(pair, theta, base, cert, lo, hi, note, warnings, solver, floor, t0):
 
 def bound_leverage(A, B, energy, floor, error: float = 0.05) -> LeverageBoundResult:
     """Theorem 4.2 quantities and the explicit-constant lower bound (no optimisation)."""
+    t0 = time.perf_counter()
     ceiling, floor = check_box(energy, floor)
     error = check_error(error)
     A, B = load_pair(A, B)
     pair = LeveragePair(A, B)
     tau, method, delta, eps = leverage_tv(A, B, ceiling, floor)
     same = same_leverage_model(pair, -math.log(ceiling), -math.log(floor))
+    cert = {"hellinger_squared_max_bound": 0.0 if same else tau,
+            "samples_lower_any_strategy": None if same else lower_from_tv(tau, error),
+            "mean_samples_lower_sequential": None, "tv_max_bound": 0.0 if same else tau,
+            "tv_method": None if same else method, "lambda_min_larger": delta,
+            "sum_op_norm_diff": eps}
     return LeverageBoundResult("leverage", A.shape[0], A.shape[1], ceiling, floor, error, pair.a.rank,
-                               pair.b.rank, delta, eps, 0.0 if same else tau, not same,
-                               0.0 if same else tau, None if same else lower_from_tv(tau, error), None,
+                               pair.b.rank, not same,
                                note=("A and B are the same leverage-score model (equal probabilities "
                                      "at every weight tested: B = D A R)") if same else None,
-                               tv_method=None if same else method)
+                               certificate=cert, seconds=time.perf_counter() - t0)
 
 
 def design_leverage_curve(A, B, energies, floor, error: float = 0.05, starts: int | None = None,

@@ -7,10 +7,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bhtcli.analysis.facts import PairFacts, analyse_pair, join_notes
+from bhtcli.analysis.facts import PairFacts, analyse_pair, certificate_record
 from bhtcli.io.load import load_pair
 from bhtcli.io.validation import check_energy, check_error
-from bhtcli.maths.certificate import certificate_from_variance
 from bhtcli.maths.counts import query_counts
 from bhtcli.maths.divergences import Tilt, divergences_from_tilt
 from bhtcli.models.readout import make_readout
@@ -124,21 +123,7 @@ def same_model_report(ctx: ReportContext, solver):
 
 
 def certificate_dict(ctx: ReportContext, h2):
-    facts = ctx.facts
-    ceiling = facts.ceiling
-    cert = certificate_from_variance(ceiling.variance if ceiling else None, ctx.error,
-                                     facts.distinguishable)
-    bound = cert.hellinger_squared_max_bound
-    ratio = h2 / bound if bound else None
-    return {"hellinger_squared_max_bound": bound,
-            "kl_max_bound": cert.kl_max_bound,
-            "samples_lower_any_strategy": cert.samples_lower_any_strategy,
-            "mean_samples_lower_sequential": cert.mean_samples_lower_sequential,
-            "ceiling_method": ceiling.method if ceiling else None,
-            "ceilings": ceiling.candidates if ceiling else None,
-            "row_diameter": facts.diameter.value, "row_diameter_exact": facts.diameter.exact,
-            "design_over_bound": ratio,
-            "note": join_notes(facts.certificate_note, ceiling.note if ceiling else None)}
+    return certificate_record(ctx.facts, ctx.error, h2)
 
 
 def paper_dict(ctx: ReportContext, distinguishable):

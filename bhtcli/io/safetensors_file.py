@@ -18,20 +18,34 @@ import math
 import os
 import struct
 
-import ml_dtypes
 import numpy as np
 
 from bhtcli.errors import InputError
 
 SUFFIX = ".safetensors"
 
-# safetensors dtype code -> numpy dtype (little-endian, as the format mandates)
-DTYPES = {
+
+
+class _Dtypes(dict):
+    """safetensors dtype code -> numpy dtype (little-endian, as the format mandates). BF16's
+    numpy dtype comes from ml_dtypes (0.4 s to import), loaded the first time it is asked for."""
+
+    def __missing__(self, code):
+        if code != "BF16":
+            raise KeyError(code)
+        import ml_dtypes
+        self[code] = np.dtype(ml_dtypes.bfloat16)
+        return self[code]
+
+    def __contains__(self, code):
+        return code == "BF16" or dict.__contains__(self, code)
+
+
+DTYPES = _Dtypes({
     "F64": np.dtype("<f8"), "F32": np.dtype("<f4"), "F16": np.dtype("<f2"),
-    "BF16": np.dtype(ml_dtypes.bfloat16),
     "I64": np.dtype("<i8"), "I32": np.dtype("<i4"), "I16": np.dtype("<i2"), "I8": np.dtype("i1"),
     "U64": np.dtype("<u8"), "U32": np.dtype("<u4"), "U16": np.dtype("<u2"), "U8": np.dtype("u1"),
-}
+})
 
 
 def split_tensor_name(spec: str):

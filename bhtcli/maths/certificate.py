@@ -70,9 +70,11 @@ def weight_cap(rho: np.ndarray, n: int, log_n1: float) -> np.ndarray:
     the other n - 1 rows); about e^rho / n for small rho, never above 1."""
     if n == 1:
         return np.ones_like(rho)
-    y = n * rho / (n - 1) - log_n1
-    from scipy.special import expit
-    return expit(y)
+    y = np.asarray(n * rho / (n - 1) - log_n1, dtype=np.float64)
+    # the logistic function 1 / (1 + e^-y), without overflow on either side (a few ulps,
+    # inside the margin the caller adds)
+    e = np.exp(-np.abs(y))
+    return np.where(y >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
 
 
 def trust_region_max(sigma: np.ndarray, st: np.ndarray, c0: float, E: float) -> float:

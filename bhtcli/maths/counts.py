@@ -27,11 +27,9 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import fft as sfft
-from scipy.optimize import brentq
-from scipy.special import log_ndtr
 
 from bhtcli.maths.divergences import Tilt
+from bhtcli.maths.scalar import log_ndtr, next_fast_len, root_bracketed
 
 LATTICE_MAX_N = 4000
 LATTICE_CELLS = 1 << 18     # cells of the N-fold sum's grid
@@ -92,9 +90,9 @@ class LatticeTest:
         pk = np.bincount(k, weights=self.p, minlength=W + 1)
         qk = np.bincount(k, weights=self.q, minlength=W + 1)
         size = N * W + 1
-        L = sfft.next_fast_len(size, real=True)
-        PN = np.clip(sfft.irfft(sfft.rfft(pk, L) ** N, L)[:size], 0.0, None)
-        QN = np.clip(sfft.irfft(sfft.rfft(qk, L) ** N, L)[:size], 0.0, None)
+        L = next_fast_len(size)
+        PN = np.clip(np.fft.irfft(np.fft.rfft(pk, L) ** N, L)[:size], 0.0, None)
+        QN = np.clip(np.fft.irfft(np.fft.rfft(qk, L) ** N, L)[:size], 0.0, None)
         PN /= PN.sum()
         QN /= QN.sum()
         return balanced_error(PN, QN)
@@ -153,7 +151,7 @@ class Saddlepoint:
             return a - b
         lo, hi = 1e-6, 1 - 1e-6
         try:
-            lam = brentq(balance, lo, hi, xtol=1e-9)
+            lam = root_bracketed(balance, lo, hi, xtol=1e-9)
         except ValueError:
             lam = lo if abs(balance(lo)) < abs(balance(hi)) else hi
         return max(self.log_errors(lam, N))
@@ -166,7 +164,7 @@ class Saddlepoint:
             return lower
         if f(b) > 0:
             return upper
-        return math.ceil(math.exp(brentq(f, a, b, xtol=1e-7)))
+        return math.ceil(math.exp(root_bracketed(f, a, b, xtol=1e-7)))
 
 
 def _lr_log_lower(w: float, u: float) -> float:
@@ -174,7 +172,7 @@ def _lr_log_lower(w: float, u: float) -> float:
     if abs(w) < 1e-6 or abs(u) < 1e-6:
         return math.log(0.5)
     log_phi_w = -0.5 * w * w - 0.5 * math.log(2 * math.pi)
-    log_Phi_w = float(log_ndtr(w))
+    log_Phi_w = log_ndtr(w)
     corr = 1.0 / w - 1.0 / u
     # Phi(w) + phi(w) corr = Phi(w) (1 + exp(log phi - log Phi) corr)
     ratio = math.exp(log_phi_w - log_Phi_w) * corr
@@ -232,10 +230,10 @@ def normal_guess(llr: np.ndarray, p: np.ndarray, q: np.ndarray, alpha: float) ->
     """N from the normal approximation: the LLR sum has mean N m_A, variance N v_A under A and
     mean -N m_B, variance N v_B under B; the balanced threshold needs
     sqrt(N) = z (sqrt(v_A) + sqrt(v_B)) / (m_A + m_B), z = Phi^-1(1 - alpha)."""
-    from scipy.special import ndtri
+    from statistics import NormalDist
     m_a, m_b = float(p @ llr), float(-(q @ llr))
     v_a, v_b = float(p @ (llr - m_a) ** 2), float(q @ (llr + m_b) ** 2)
-    z = float(ndtri(1.0 - alpha))
+    z = NormalDist().inv_cdf(1.0 - alpha)
     if m_a + m_b <= 0:
         return 1
     root = z * (math.sqrt(v_a) + math.sqrt(v_b)) / (m_a + m_b)

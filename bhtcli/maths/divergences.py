@@ -26,7 +26,8 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.optimize import minimize_scalar
+
+from bhtcli.maths.scalar import minimize_convex
 
 LN2 = math.log(2.0)
 # h(y)/(y^2/2) = sum_j 2 y^j / (j+2)!  for |y| < 1/2 (18 terms: truncation < 1e-19 relative)
@@ -371,9 +372,10 @@ def chernoff(tilt: Tilt, gp: float, gm: float):
     """Chernoff information max_lam -log sum p^lam q^(1-lam) and the maximising lam."""
     if gp + gm == 0.0:
         return 0.0, 0.5
-    res = minimize_scalar(lambda lam: float(tilt.log_alpha_power(lam, gp, gm)),
-                          bounds=(0.0, 1.0), method="bounded", options={"xatol": 1e-10})
-    best, lam = -float(res.fun), float(res.x)
+    # log sum p^lam q^(1-lam) is convex in lam: golden-section search finds its minimum
+    lam, value = minimize_convex(lambda t: float(tilt.log_alpha_power(t, gp, gm)), 0.0, 1.0,
+                                 xtol=1e-10)
+    best = -value
     half = 0.5 * (gp + gm)   # lam = 1/2 gives D; the maximum is never below it
     if half > best:
         best, lam = half, 0.5

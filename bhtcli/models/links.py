@@ -19,7 +19,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import gammaln
 
 from bhtcli.errors import InputError, parameter_name
 
@@ -73,7 +72,7 @@ class Link:
         # T_{K-1}/T_K = 1 - (s^K / K!) / T_K
         K = self.degree
         with np.errstate(divide="ignore"):
-            last = K * np.log(np.abs(s)) - gammaln(K + 1.0)
+            last = K * np.log(np.abs(s)) - math.lgamma(K + 1.0)
         return 1.0 - np.exp(last - (log_taylor(s, K) if log_w is None else log_w))
 
     def psi(self, s: np.ndarray) -> np.ndarray:
@@ -142,7 +141,7 @@ def log_taylor(s: np.ndarray, K: int) -> np.ndarray:
     acc = np.ones_like(sb)
     for i in range(K, 0, -1):              # sum_i c_i t^i with c_i = K!/(K-i)! = c_{i-1} (K-i+1)
         acc = 1.0 + acc * t * (K - i + 1)
-    out[~small] = K * np.log(np.abs(sb)) - gammaln(K + 1.0) + np.log(acc)
+    out[~small] = K * np.log(np.abs(sb)) - math.lgamma(K + 1.0) + np.log(acc)
     return out
 
 
@@ -156,7 +155,7 @@ def _taylor_psi(s: np.ndarray, K: int) -> np.ndarray:
     if near.any():
         sn = s[near]
         with np.errstate(divide="ignore"):
-            term = np.exp((K + 1) * np.log(np.abs(sn)) - gammaln(K + 2.0)) * np.sign(sn) ** (K + 1)
+            term = np.exp((K + 1) * np.log(np.abs(sn)) - math.lgamma(K + 2.0)) * np.sign(sn) ** (K + 1)
         R = np.zeros_like(sn)
         for j in range(K + 1, K + 60):
             R += term

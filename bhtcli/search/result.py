@@ -33,27 +33,36 @@ class SearchResult:
     search_space: str = "full"                   # "full" or "sketch" (sketch.py)
 
 
+SOLVER_CORE = ("method", "starts", "iterations", "passes", "seconds", "kkt_residual",
+               "search_space")
+
+
 def solver_dict(method, starts, iterations, passes, local_maxima, local_values, kkt_residual,
                 search_seconds, fraction_at_box_faces=None, seconds=None, success=True,
-                message="", pass_seconds=None) -> dict:
-    """The `solver` object of a design, the same keys for every method and model family."""
+                message="", pass_seconds=None, search_space=None) -> dict:
+    """The `solver` object of a design. Its core keys (SOLVER_CORE) are there on every path,
+    null where they do not apply; the rest come in groups: `local_maxima` and `success` of the
+    search, `evidence` (the adaptive rounds of starts: an object, or null) and
+    `fraction_at_box_faces` (leverage models)."""
     return {"method": method, "starts": starts, "iterations": iterations, "passes": passes,
-            "pass_seconds": pass_seconds, "success": success, "message": message,
+            "seconds": seconds, "kkt_residual": kkt_residual, "search_space": search_space,
+            "pass_seconds": pass_seconds, "search_seconds": search_seconds,
+            "success": success, "message": message,
             "local_maxima": local_maxima, "local_maxima_values": local_values,
-            "kkt_residual": kkt_residual, "fraction_at_box_faces": fraction_at_box_faces,
-            "search_seconds": search_seconds, "seconds": seconds}
+            "evidence": None, "fraction_at_box_faces": fraction_at_box_faces}
 
 
 def solver_from(r: SearchResult, passes=None, *, adaptive: bool | None = None,
                 max_starts: int | None = None) -> dict:
     """The `solver` object for a search result; `adaptive`/`max_starts` add the evidence of the
-    adaptive rounds (ladder searches)."""
+    adaptive rounds (ladder searches) as the `evidence` group."""
     solver = solver_dict(r.method, r.starts, r.iterations, passes, r.local_maxima,
                          [-math.expm1(-v) for v in r.values[:5]], r.kkt_residual, r.seconds,
-                         success=r.success, message=r.message or r.stop_reason)
+                         success=r.success, message=r.message or r.stop_reason,
+                         search_space=r.search_space if r.method == "lbfgs" else None)
     if adaptive is not None:
-        solver.update(best_hits=r.best_hits, rounds=r.rounds, stop_reason=r.stop_reason,
-                      budget_exhausted=r.budget_exhausted, adaptive=adaptive,
-                      max_starts=max_starts if adaptive else None,
-                      ladder=[float(e) for e in r.rungs], search_space=r.search_space)
+        solver["evidence"] = {"best_hits": r.best_hits, "rounds": r.rounds,
+                              "stop_reason": r.stop_reason, "budget_exhausted": r.budget_exhausted,
+                              "adaptive": adaptive, "max_starts": max_starts if adaptive else None,
+                              "ladder": [float(e) for e in r.rungs]}
     return solver

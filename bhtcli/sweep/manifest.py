@@ -19,11 +19,32 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from bhtcli.errors import InputError
-from bhtcli.io.validation import check_energy, check_error, check_seed, check_starts
 
 MODELS = ("softmax", "leverage")
 LABEL_PREFIX = "label_"
 MANIFEST_SUFFIXES = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl"}
+
+
+# The checkers load numpy: imported when a manifest is read, not when the CLI starts (the
+# sweep command's help lists COLUMNS).
+def check_energy(value, name):
+    from bhtcli.io.validation import check_energy as check
+    return check(value, name)
+
+
+def check_error(value, name):
+    from bhtcli.io.validation import check_error as check
+    return check(value, name)
+
+
+def check_seed(value, name):
+    from bhtcli.io.validation import check_seed as check
+    return check(value, name)
+
+
+def check_starts(value, name):
+    from bhtcli.io.validation import check_starts as check
+    return check(value, name)
 
 
 def _number(raw, column: str) -> float:
@@ -105,7 +126,8 @@ COLUMNS = {
     "energy": Column(_energy, kwarg="energy", required=True),
     "model": Column(_model, default="softmax", kwarg="model"),
     "floor": Column(_floor, kwarg="floor"),
-    "error": Column(lambda raw, c, base: check_error(_number(raw, c), c), default=0.05, kwarg="error"),
+    "target_error": Column(lambda raw, c, base: check_error(_number(raw, c), c), default=0.05,
+                           kwarg="error"),
     "seed": Column(lambda raw, c, base: check_seed(_whole(raw, c), c), default=0, kwarg="seed"),
     "starts": Column(lambda raw, c, base: check_starts(_whole(raw, c), c), kwarg="starts"),
     "link_a": Column(_link, kwarg="link_a", implicit="exp"),
@@ -220,6 +242,7 @@ def read_manifest(path) -> Manifest:
     except UnicodeDecodeError:
         raise InputError(f"{path} is not UTF-8 text; save the manifest as UTF-8 CSV or JSONL") from None
     rows, columns = (_jsonl_rows if kind == "jsonl" else _csv_rows)(text, path, kind)
+    rows, columns = _canonical_names(rows, columns, path)
     _check_columns(columns, path)
     if not rows:
         raise InputError(f"{path} has no tasks; add one row per task under the header")
@@ -267,6 +290,23 @@ def _jsonl_rows(text: str, path: str, kind: str):
             raise InputError(f"{path}, line {lineno} is not a JSON object (one task per line)")
         columns += [k for k in obj if k not in columns]
         rows.append((lineno, obj))
+    return rows, columns
+
+
+# Former column names, still read: `error` is alpha, named target_error as in every result.
+ALIASES = {"error": "target_error"}
+
+
+def _canonical_names(rows: list, columns: list, path: str):
+    """Rows and columns with former names (ALIASES) replaced by the current ones."""
+    for old, new in ALIASES.items():
+        if old in columns and new in columns:
+            raise InputError(f"{path}: columns {old!r} and {new!r} are the same setting ({old!r} is "
+                             f"its former name); keep {new!r}")
+    if not any(old in columns for old in ALIASES):
+        return rows, columns
+    columns = [ALIASES.get(c, c) for c in columns]
+    rows = [(line, {ALIASES.get(k, k): v for k, v in cells.items()}) for line, cells in rows]
     return rows, columns
 
 

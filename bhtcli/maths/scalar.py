@@ -1,0 +1,93 @@
+"""Scalar root finding, bounded minimisation and log Phi on floats: the few scalar tools the
+reports need, in plain Python so that a small design does not pay scipy's import time (about
+0.3 s of CPU, more than the whole search on the bundled example). Tested against scipy's
+brentq, minimize_scalar and log_ndtr in tests/test_scalar.py."""
+from __future__ import annotations
+
+import math
+
+_SQRT2 = math.sqrt(2.0)
+_LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
+_GOLDEN = (3.0 - math.sqrt(5.0)) / 2.0
+
+
+def root_bracketed(f, a: float, b: float, xtol: float = 1e-12, max_iter: int = 400) -> float:
+    """A root of the continuous f in [a, b], where f(a) and f(b) differ in sign (else
+    ValueError, as scipy.optimize.brentq), to within `xtol`: each round takes a regula falsi
+    step (fast near a simple root) and then a bisection step (the bracket at least halves)."""
+    fa, fb = f(a), f(b)
+    if fa == 0.0:
+        return a
+    if fb == 0.0:
+        return b
+    if (fa > 0) == (fb > 0):
+        raise ValueError("f(a) and f(b) must have different signs")
+    for _ in range(max_iter):
+        if abs(b - a) <= xtol:
+            break
+        secant = (a * fb - b * fa) / (fb - fa)
+        middle = 0.5 * (a + b)
+        for c in ((secant, middle) if min(a, b) < secant < max(a, b) else (middle,)):
+            fc = f(c)
+            if fc == 0.0:
+                return c
+            if (fc > 0) == (fb > 0):
+                b, fb = c, fc
+            else:
+                a, fa = c, fc
+    return 0.5 * (a + b)
+
+
+def minimize_convex(f, a: float, b: float, xtol: float = 1e-10, max_iter: int = 200):
+    """(x, f(x)) minimising a convex (or unimodal) f over [a, b] by golden-section search;
+    the ends are candidates too."""
+    x1 = a + _GOLDEN * (b - a)
+    x2 = b - _GOLDEN * (b - a)
+    f1, f2 = f(x1), f(x2)
+    lo, hi = a, b
+    for _ in range(max_iter):
+        if hi - lo <= xtol:
+            break
+        if f1 <= f2:
+            hi, x2, f2 = x2, x1, f1
+            x1 = lo + _GOLDEN * (hi - lo)
+            f1 = f(x1)
+        else:
+            lo, x1, f1 = x1, x2, f2
+            x2 = hi - _GOLDEN * (hi - lo)
+            f2 = f(x2)
+    best = min(((x1, f1), (x2, f2), (a, f(a)), (b, f(b))), key=lambda t: t[1])
+    return best
+
+
+def log_ndtr(x: float) -> float:
+    """log Phi(x), the log of the standard normal distribution function, accurate in both
+    tails: erfc where it does not underflow, the asymptotic series below x = -30."""
+    x = float(x)
+    if x > 0.0:
+        return math.log1p(-0.5 * math.erfc(x / _SQRT2))
+    if x > -30.0:
+        return math.log(0.5 * math.erfc(-x / _SQRT2))
+    # Phi(x) = phi(x)/(-x) (1 - 1/x^2 + 3/x^4 - 15/x^6 + ...), |terms| < 2e-14 at x = -30
+    z = 1.0 / (x * x)
+    series, term = 1.0, 1.0
+    for k in range(1, 7):
+        term *= -(2 * k - 1) * z
+        series += term
+    return -0.5 * x * x - _LOG_SQRT_2PI - math.log(-x) + math.log(series)
+
+
+def next_fast_len(n: int) -> int:
+    """The smallest 2^a 3^b 5^c >= n: a length the FFT handles fast."""
+    best = 1 << max(0, (n - 1).bit_length())
+    p5 = 1
+    while p5 < best:
+        p35 = p5
+        while p35 < best:
+            m = p35
+            while m < n:
+                m *= 2
+            best = min(best, m)
+            p35 *= 3
+        p5 *= 5
+    return best
