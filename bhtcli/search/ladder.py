@@ -213,7 +213,7 @@ def _target(pair, energy, carried, starts, seed, max_starts, keep, progress,
             ran_out = True
             break
         best_before = best
-        X0 = _more_starts(pair, energy, size, seed + 7 * rounds)
+        X0 = more_starts(pair, energy, size, seed + 7 * rounds)
     found = finish(pair, X, f, energy, polish_gtol=polish_gtol, ray_gtol=ray_gtol, keep=keep,
                    progress=progress)
     finals = distinct(X, f, energy, tol=1e-3)
@@ -235,7 +235,7 @@ def with_polished(explored, polished: float, rtol: float = 1e-9) -> list:
     return sorted(kept | {float(polished)}, reverse=True)
 
 
-def _more_starts(pair, energy, count, seed) -> np.ndarray:
+def more_starts(pair, energy, count, seed) -> np.ndarray:
     """Seeded random starts for a later round: half on the sphere, half inside the ball."""
     rng = np.random.default_rng(seed)
     U = rng.standard_normal((pair.d, count))

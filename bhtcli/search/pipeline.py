@@ -121,13 +121,13 @@ def screened_search(pair: SoftmaxPair, energy: float, *, seed: int = 0, progress
     halving as in the sketch, then (`polish`) the polish of the best distinct maxima and the
     ray check; without, the best end of the halving (the full search polishes it)."""
     from bhtcli.search.ascent import distinct
-    from bhtcli.search.sketch import _halving
+    from bhtcli.search.sketch import successive_halving
     t0 = time.perf_counter()
     explore_gtol, polish_gtol, ray_gtol = tolerances
     X0 = screened_pool(pair, energy, seed, carried)
     if progress:
         progress(f"climbing from {X0.shape[1]} screened starts in full d (budget {energy:g})")
-    run = _halving(pair, X0, energy, explore_gtol)
+    run = successive_halving(pair, X0, energy, explore_gtol)
     if polish:
         found = finish(pair, run.X, run.f, energy, polish_gtol=polish_gtol, ray_gtol=ray_gtol,
                        progress=progress)
@@ -151,11 +151,11 @@ def generic_search(problem, energy: float, *, seed: int = 0, starts: int = 32, k
     one, else seeded random points on the sphere and inside the ball, plus the carried ones;
     all climb together, the best distinct maxima are polished and the ray checked."""
     from bhtcli.search.ascent import climb
-    from bhtcli.search.ladder import _more_starts
+    from bhtcli.search.ladder import more_starts
     t0 = time.perf_counter()
     explore_gtol, polish_gtol, ray_gtol = tolerances
     own = getattr(problem, "starting_points", None)
-    X0 = own(energy, starts, seed) if own is not None else _more_starts(problem, energy, starts, seed)
+    X0 = own(energy, starts, seed) if own is not None else more_starts(problem, energy, starts, seed)
     if carried is not None:
         X0 = np.concatenate([carried, X0], axis=1)
     found = climb(problem, X0, energy, explore_gtol=explore_gtol, polish_gtol=polish_gtol,
