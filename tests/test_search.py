@@ -312,3 +312,27 @@ def test_queries_budget_is_the_smallest_for_design_itself(seed, n, d, factor):
     assert design(A, B, 0.995 * r.energy).samples["predicted"] > N
     rung = next(t for t in r.energy_search["rungs"] if t["energy"] == r.energy)
     assert rung["hellinger_squared"] == r.hellinger_squared and rung["predicted"] == r.samples["predicted"]
+
+
+class _Wrapped:
+    """Any objective with evaluate/pullback/value/value_and_grad, d and dtype (not a
+    SoftmaxPair), as a K-model design would hand to search.maximize."""
+
+    def __init__(self, pair):
+        self.pair, self.d, self.dtype = pair, pair.d, pair.dtype
+
+    def __getattr__(self, name):
+        if name in ("evaluate", "pullback", "value", "value_and_grad"):
+            return getattr(self.pair, name)
+        raise AttributeError(name)
+
+
+def test_maximize_takes_any_objective_and_reaches_the_grid_maximum():
+    from bhtcli.search import maximize
+    rng = np.random.default_rng(7)
+    A = 2.0 * rng.standard_normal((15, 2))
+    B = A + 0.5 * rng.standard_normal((15, 2))
+    r = maximize(_Wrapped(SoftmaxPair(A, B)), 3.0)
+    h2_grid, _ = grid_max_h2(A, B, 3.0)
+    assert -np.expm1(-r.value) >= h2_grid * (1 - 1e-6)
+    assert np.linalg.norm(r.x) <= 3.0 * (1 + 1e-12)
