@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test install bench audit reach clean docs
+.PHONY: demo test install bench audit reach llm-audit clean docs
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,13 @@ audit: $(STAMP)
 reach: $(STAMP)
 	examples/reachable_audit/setup.sh
 	$(BIN)/python examples/reachable_audit/audit.py
+
+# Which prompt makes a re-encoded SmolLM2-135M detectable (examples/llm_audit; ~12 min; not part
+# of `make test`). A smaller run: make llm-audit LLM_AUDIT_ARGS=--quick
+LLM_AUDIT_ARGS ?=
+llm-audit: $(STAMP)
+	examples/llm_audit/setup.sh
+	$(BIN)/python examples/llm_audit/audit.py $(LLM_AUDIT_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info bhtcli/__pycache__ tests/__pycache__

@@ -12,10 +12,10 @@ their messages name the parameters of these functions.
 from __future__ import annotations
 
 from bhtcli.errors import (BhtError, InputError, NotReachable, OutputError, SolverError,  # noqa: F401
-                           parameter_name, parameter_names)
+                           notes_to, parameter_name, parameter_names)
 
 from bhtcli.settings import (DEFAULT_STARTS, DESIGN_METHODS, FORMATS, OUT_FORMATS,  # noqa: F401
-                             OUT_SUFFIXES)
+                             OUT_SUFFIXES, QUANTIZE_TYPES)
 
 from bhtcli import __version__  # noqa: E402,F401  (one version, in the package)
 
@@ -26,9 +26,11 @@ _LAZY = {
     "load_matrix": "bhtcli.io.load",
     "rank": "bhtcli.commands.candidates",
     "shift": "bhtcli.commands.shift",
+    "list_tensors": "bhtcli.commands.tensors",
+    "quantize": "bhtcli.commands.quantize",
     **dict.fromkeys(["DesignResult", "BudgetCurveResult", "BoundResult", "LeverageBoundResult",
                      "DecideResult", "SimulateResult", "ShiftResult", "RankResult",
-                     "SweepResult"], "bhtcli.results"),
+                     "SweepResult", "TensorsResult", "QuantizeResult"], "bhtcli.results"),
     # for front ends: formats, output checks and writers, budget parsing, defaults
     **dict.fromkeys(["check_output_path", "save_array", "atomic_file"], "bhtcli.io.load"),
     **dict.fromkeys(["check_queries", "energies_of"], "bhtcli.io.validation"),
@@ -44,26 +46,28 @@ def __getattr__(name):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def model_spec(model="softmax", energy=None, floor=None, *, link_a="exp", link_b="exp",
-               bias_a=None, bias_b=None, dtype="float64", need_energy: bool = True):
-    """The ModelSpec for these settings; `model` may already be one (then nothing else is given)."""
+def model_spec(model="softmax", energy=None, floor=None, *, link_a=None, link_b=None,
+               bias_a=None, bias_b=None, dtype="float64", need_energy: bool = True, inputs=None):
+    """The ModelSpec for these settings; `model` may already be one (then nothing else is given).
+    Links left as None are those the checkpoints among `inputs` (A, B) declare, else exp."""
     from bhtcli.models.spec import ModelSpec
     if isinstance(model, ModelSpec):
         given = dict(energy=energy is not None, floor=floor is not None,
-                     link_a=str(link_a) != "exp", link_b=str(link_b) != "exp",
+                     link_a=link_a is not None and str(link_a) != "exp",
+                     link_b=link_b is not None and str(link_b) != "exp",
                      bias_a=bias_a is not None, bias_b=bias_b is not None, dtype=str(dtype) != "float64")
         extra = [name for name, set_ in given.items() if set_]
         if extra:
             raise TypeError(f"model is a ModelSpec: give {', '.join(extra)} in the spec, not as well")
         return model
     return ModelSpec.build(model, energy, floor, link_a=link_a, link_b=link_b, bias_a=bias_a,
-                           bias_b=bias_b, dtype=dtype, need_energy=need_energy)
+                           bias_b=bias_b, dtype=dtype, need_energy=need_energy, inputs=inputs)
 
 
 def design(A, B, energy=None, *, model="softmax", floor=None, error: float = 0.05,
-           starts: int | None = None, seed: int = 0, method: str = "lbfgs", link_a="exp",
-           link_b="exp", bias_a=None, bias_b=None, dtype="float64", candidates=None, names=None,
-           top: int = 10, subspace=None, queries=None, max_starts=None, progress=None,
+           starts: int | None = None, seed: int = 0, method: str = "lbfgs", link_a=None,
+           link_b=None, bias_a=None, bias_b=None, dtype="float64", candidates=None, names=None,
+           top: int | None = None, subspace=None, queries=None, max_starts=None, progress=None,
            search_space=None):
     """The query that best separates A from B under the budget, and how many it takes.
 
@@ -104,8 +108,8 @@ def design(A, B, energy=None, *, model="softmax", floor=None, error: float = 0.0
         `energy` is then optional (rows with a larger norm are not eligible).
     names : path or list of str, optional
         With `candidates`: one name per row.
-    top : int
-        With `candidates`: how many of the best to list.
+    top : int, optional
+        With `candidates`: how many of the best to list (default 10).
     subspace : array_like or path, optional
         softmax only: queries x = V z with V (d x r) orthonormalised, ||x|| <= energy.
     search_space : {"full", "sketch", "auto"}, optional
@@ -129,9 +133,11 @@ def design(A, B, energy=None, *, model="softmax", floor=None, error: float = 0.0
         if len(energies) == 1:
             energies = None
     spec = model_spec(model, energy, floor, link_a=link_a, link_b=link_b, bias_a=bias_a,
-                      bias_b=bias_b, dtype=dtype, need_energy=candidates is None)
+                      bias_b=bias_b, dtype=dtype, need_energy=candidates is None, inputs=(A, B))
     _check_design_paths(spec, energies=energies, queries=queries, candidates=candidates,
-                        subspace=subspace, names=names, method=method, search_space=search_space)
+                        subspace=subspace, names=names, top=top, method=method,
+                        search_space=search_space)
+    top = 10 if top is None else top
     common = dict(error=error, starts=starts, seed=seed, progress=progress)
     if spec.leverage:
         from bhtcli.commands import leverage_design as lev
@@ -163,11 +169,11 @@ def design(A, B, energy=None, *, model="softmax", floor=None, error: float = 0.0
     return design_softmax(A, B, spec.energy, **softmax, **search)
 
 
-def _check_design_paths(spec, *, energies, queries, candidates, subspace, names, method,
+def _check_design_paths(spec, *, energies, queries, candidates, subspace, names, top, method,
                         search_space):
     """Which options of design() go together: the rules of the dispatch, in one place."""
     from bhtcli.errors import parameter_name as p
-    one_budget = {"candidates": candidates, "subspace": subspace, "names": names,
+    one_budget = {"candidates": candidates, "subspace": subspace, "names": names, "top": top,
                   "search_space": search_space}
     if energies is not None or queries is not None:
         given = [p(k) for k, v in one_budget.items() if v is not None]
@@ -187,6 +193,9 @@ def _check_design_paths(spec, *, energies, queries, candidates, subspace, names,
     if names is not None and candidates is None:
         raise InputError(f"{p('names')} labels the rows of {p('candidates')}; give "
                          f"{p('candidates')} too")
+    if top is not None and candidates is None:
+        raise InputError(f"{p('top')} lists the best rows of {p('candidates')}; give "
+                         f"{p('candidates')} too")
     if spec.leverage:
         if subspace is not None:
             raise InputError(f"{p('subspace')} is for softmax models (a leverage query is a "
@@ -199,8 +208,8 @@ def _check_design_paths(spec, *, energies, queries, candidates, subspace, names,
                          "for comparison uses the default lbfgs")
 
 
-def bound(A, B, energy=None, *, model="softmax", floor=None, error: float = 0.05, link_a="exp",
-          link_b="exp", bias_a=None, bias_b=None):
+def bound(A, B, energy=None, *, model="softmax", floor=None, error: float = 0.05, link_a=None,
+          link_b=None, bias_a=None, bias_b=None):
     """Closed-form certificate, no optimisation (docs/maths.md §4; leverage: §7).
 
     Parameters are those of :func:`design`. Returns a
@@ -208,7 +217,7 @@ def bound(A, B, energy=None, *, model="softmax", floor=None, error: float = 0.05
     :class:`bhtcli.results.LeverageBoundResult`.
     """
     spec = model_spec(model, energy, floor, link_a=link_a, link_b=link_b, bias_a=bias_a,
-                      bias_b=bias_b)
+                      bias_b=bias_b, inputs=(A, B))
     if spec.leverage:
         from bhtcli.commands.leverage_design import bound_leverage
         return bound_leverage(A, B, spec.energy, spec.floor, error=error)
@@ -216,7 +225,7 @@ def bound(A, B, energy=None, *, model="softmax", floor=None, error: float = 0.05
     return bound_softmax(A, B, spec.energy, error=error, **spec.readout_options())
 
 
-def sample(A, query, count: int, *, seed: int = 0, model="softmax", link_a="exp", bias_a=None):
+def sample(A, query, count: int, *, seed: int = 0, model="softmax", link_a=None, bias_a=None):
     """`count` answers of model A to `query`, as 0-based indices (seeded).
 
     Parameters
@@ -237,13 +246,13 @@ def sample(A, query, count: int, *, seed: int = 0, model="softmax", link_a="exp"
         The answers (int64), what ``bht sample`` prints one per line.
     """
     from bhtcli.models.answers import sample as sample_answers
-    spec = model_spec(model, link_a=link_a, bias_a=bias_a, need_energy=False)
+    spec = model_spec(model, link_a=link_a, bias_a=bias_a, need_energy=False, inputs=(A,))
     return sample_answers(A, query, count, seed=seed, model=spec, link=spec.link_a,
                           bias=spec.bias_a)
 
 
-def decide(A, B, query, answers, *, model="softmax", error: float = 0.05, link_a="exp",
-           link_b="exp", bias_a=None, bias_b=None, stdin=None):
+def decide(A, B, query, answers, *, model="softmax", error: float = 0.05, link_a=None,
+           link_b=None, bias_a=None, bias_b=None, stdin=None):
     """Which model produced `answers` (Wald's SPRT in the order observed, docs/maths.md §8).
 
     Parameters
@@ -262,13 +271,13 @@ def decide(A, B, query, answers, *, model="softmax", error: float = 0.05, link_a
     """
     from bhtcli.commands.decide import decide as decide_answers
     spec = model_spec(model, link_a=link_a, link_b=link_b, bias_a=bias_a, bias_b=bias_b,
-                      need_energy=False)
+                      need_energy=False, inputs=(A, B))
     return decide_answers(A, B, query, answers, error=error, stdin=stdin, model=spec)
 
 
 def simulate(A, B, energy=None, *, model="softmax", floor=None, query=None, error: float = 0.05,
              trials: int = 10_000, seed: int = 0, policy: str = "all", starts: int | None = None,
-             link_a="exp", link_b="exp", bias_a=None, bias_b=None, dtype="float64",
+             link_a=None, link_b=None, bias_a=None, bias_b=None, dtype="float64",
              predicted_points: int = 0, progress=None):
     """Monte Carlo of the fixed-n test, Wald's SPRT and Chernoff's adaptive rule.
 
@@ -293,7 +302,7 @@ def simulate(A, B, energy=None, *, model="softmax", floor=None, query=None, erro
     """
     from bhtcli.commands.simulate import simulate as simulate_strategies
     spec = model_spec(model, energy, floor, link_a=link_a, link_b=link_b, bias_a=bias_a,
-                      bias_b=bias_b, dtype=dtype)
+                      bias_b=bias_b, dtype=dtype, inputs=(A, B))
     return simulate_strategies(A, B, query=query, error=error, trials=trials, seed=seed,
                                policy=policy, starts=starts, progress=progress, model=spec,
                                predicted_points=predicted_points)
@@ -301,7 +310,7 @@ def simulate(A, B, energy=None, *, model="softmax", floor=None, query=None, erro
 
 def sweep(manifest, out, scheduler: str | None = None, workers: int | None = None, *,
           export: str | None = None, retry_failed: bool = False, progress=None, notice=None,
-          engine=None):
+          engine=None, force: bool = False):
     """Run every task of a sweep manifest (one design per row) on Dask; resumable.
 
     Parameters are those of :func:`bhtcli.sweep.driver.sweep`; every task runs :func:`design`.
@@ -309,5 +318,5 @@ def sweep(manifest, out, scheduler: str | None = None, workers: int | None = Non
     """
     from bhtcli.sweep.driver import sweep as run_sweep
     return run_sweep(manifest, out, scheduler, workers, export=export, retry_failed=retry_failed,
-                     progress=progress, notice=notice, design=design,
+                     progress=progress, notice=notice, design=design, force=force,
                      **({} if engine is None else {"engine": engine}))

@@ -1,5 +1,5 @@
-"""Domain errors, and how messages name parameters. Only the CLI turns errors into messages
-and exit codes."""
+"""Domain errors, how messages name parameters, and notes (facts told beside a result). Only
+the CLI turns errors into messages and exit codes, and notes into `Note:` lines."""
 from __future__ import annotations
 
 from contextlib import contextmanager
@@ -44,3 +44,33 @@ class OutputError(BhtError):
 
 class NotReachable(BhtError):
     """queries=N: even the largest budget needs more than N queries (exit 1)."""
+
+
+# Notes: facts the library tells the user beside the result (which tensor of a checkpoint it
+# read as the head, which readout the checkpoint asked for). Nothing is told unless a front
+# end collects them with `notes_to` (the CLI prints `Note: ...` lines on stderr).
+_NOTES: ContextVar[Callable[[str], None] | None] = ContextVar("bht_note_sink", default=None)
+
+
+def note(message: str) -> None:
+    """Tell the current sink (if any) `message`."""
+    sink = _NOTES.get()
+    if sink is not None:
+        sink(message)
+
+
+@contextmanager
+def notes_to(sink: Callable[[str], None]):
+    """Within the block, each distinct note is passed to `sink` once (a checkpoint read twice
+    is noted once)."""
+    seen = set()
+
+    def once(message: str) -> None:
+        if message not in seen:
+            seen.add(message)
+            sink(message)
+    token = _NOTES.set(once)
+    try:
+        yield
+    finally:
+        _NOTES.reset(token)

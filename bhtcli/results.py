@@ -137,10 +137,10 @@ class DecideResult(Result):
     llr: float                     # log-likelihood ratio log P_A / P_B of all answers
     llr_at_decision: float
     posterior_a: float             # P(A | answers) under equal priors
-    fixed_verdict: str             # sign of llr: "A", "B" or "tie"
+    fixed_verdict: str             # the best fixed-n test's decision: "A", "B" or "tie"
     fixed_error_bound: float       # BC^N: both errors of the sign test are at most this
     favoured: str
-    expected_more: float | None    # Wald: (threshold - |llr|) / KL under the favoured model
+    expected_more: int | None      # Wald: ceil((threshold - |llr|) / KL under the favoured model)
     target_error: float
     kl_ab: float
     kl_ba: float
@@ -148,6 +148,8 @@ class DecideResult(Result):
     n: int = 0                     # answers of the models (rows of A and B)
     d: int = 0
     energy: float | None = None    # decide has no budget: the query is given
+    fixed_error: float | None = None   # both errors of the best fixed-n test on these answers
+                                   # (computed as design's predicted count: <= alpha at predicted)
 
 
 @dataclass(frozen=True)
@@ -237,6 +239,8 @@ class RankResult(Result):
     dtype: str
     readout: dict | None
     seconds: float
+    distinguishable: bool = True   # False: H^2 = 0 at every eligible candidate
+    note: str | None = None        # why not (the same model, as design says; or no row separates)
 
 
 @dataclass(frozen=True)
@@ -267,3 +271,42 @@ class SweepResult(Result):
     d: None = None
     energy: None = None
     target_error: None = None
+
+
+@dataclass(frozen=True)
+class TensorsResult(Result):
+    """What `bht tensors` lists: a checkpoint's tensors, its head and softcap (headers only)."""
+
+    file: str
+    format: str                    # "gguf", "folder", "safetensors", "npz" or "npy"
+    tensors: list                  # [{name, shape, dtype, bytes}] (shapes in numpy's order)
+    total_bytes: int
+    head: str | None               # the tensor bht reads for FILE alone (None: none found)
+    head_tied: bool | None         # the head is the input embedding
+    softcap: float | None          # final_logit_softcapping the checkpoint declares
+    architecture: str | None
+    model: str | None = None
+    n: int | None = None           # the head's rows and columns
+    d: int | None = None
+    energy: float | None = None
+    target_error: float | None = None
+
+
+@dataclass(frozen=True)
+class QuantizeResult(Result):
+    """What `bht quantize` reports about the round trip it wrote."""
+
+    source: str
+    to: str
+    out: str
+    block_size: int               # values per quantization block (int8-row: the row length)
+    bits_per_weight: float        # stored bits per value, scales included
+    max_abs_error: float          # max |a' - a|
+    relative_frobenius_error: float   # ||A' - A||_F / ||A||_F
+    row_norm_2inf: float             # ||A' - A||_{2->inf}: the largest row change
+    seconds: float
+    model: str | None = None
+    n: int = 0
+    d: int = 0
+    energy: float | None = None
+    target_error: float | None = None

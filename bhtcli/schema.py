@@ -28,7 +28,7 @@ SAMPLES = {
 
 READOUT = {
     "readout": ("object or null", "[softmax] How each model turns scores into probabilities."),
-    "readout.link_a": ("string", "Link of model A: exp, poly:K or taylor:K."),
+    "readout.link_a": ("string", "Link of model A: exp, poly:K, taylor:K or softcap:C."),
     "readout.link_b": ("string", "Link of model B."),
     "readout.bias_a": ("boolean", "Whether model A has a bias."),
     "readout.bias_b": ("boolean", "Whether model B has a bias."),
@@ -98,6 +98,8 @@ RANK = {
     "dtype": ("string", "Precision of the products (float64 or float32)."),
     **READOUT,
     "seconds": ("number", "Seconds in all."),
+    "distinguishable": ("boolean", "Whether some eligible candidate tells A from B (false: H^2 = 0 at every one)."),
+    "note": ("string or null", "Why not distinguishable (the same model, as design says, or no candidate separates)."),
 }
 
 CERTIFICATE = {
@@ -134,7 +136,7 @@ DESIGN = {
     "kl_ab": ("number", "KL(P_A || P_B)."),
     "kl_ba": ("number", "KL(P_B || P_A)."),
     "chernoff_information": ("number", "Chernoff information."),
-    "distinguishable": ("boolean", "Whether any query tells A from B (false: the same model)."),
+    "distinguishable": ("boolean", "Whether any query tells A from B (false: the same model, exactly, or up to float64 rounding with the exact-arithmetic ceiling in certificate; the note says which)."),
     "note": ("string or null", "Why not distinguishable, or a remark on the result (e.g. underflow, ranks)."),
     "samples": ("object", "Queries needed with the query repeated, both errors <= alpha."),
     **_nested("samples", SAMPLES),
@@ -187,7 +189,7 @@ CURVE = {
 
 BOUND = {
     **HEADER,
-    "distinguishable": ("boolean", "Whether any query tells A from B."),
+    "distinguishable": ("boolean", "Whether any query tells A from B (false: the same model, exactly, or up to float64 rounding with the exact-arithmetic ceiling reported; the note says which)."),
     "note": ("string or null", "Why not distinguishable, when the models are the same."),
     "row_norm_2inf": ("number or null", "[softmax] The paper's eps = ||A - B||_{2->inf}."),
     "paper_lower_order": ("number or null", "[softmax, exp links] Theorem 3.2's order 1/(eps E)^2, without its constant."),
@@ -208,10 +210,11 @@ DECIDE = {
     "llr": ("number", "Log-likelihood ratio ln P_A / P_B of all answers (> 0 favours A)."),
     "llr_at_decision": ("number", "The log-likelihood ratio where the SPRT stopped."),
     "posterior_a": ("number", "P(A | answers) under equal priors."),
-    "fixed_verdict": ("string", "The sign test on all answers: A, B or tie."),
-    "fixed_error_bound": ("number", "Both errors of that test are at most this (BC^N)."),
+    "fixed_verdict": ("string", "The decision of the best fixed-n test on all the answers (the minimax likelihood-ratio test whose error design's predicted count uses): A, B or tie (it randomises)."),
+    "fixed_error": ("number", "Both error probabilities of that test on this many answers, computed as design's predicted count is: <= the target error once there are predicted answers."),
+    "fixed_error_bound": ("number", "The Bhattacharyya bound BC^N on both errors of the sign test (looser than fixed_error)."),
     "favoured": ("string", "The model the answers favour: A or B."),
-    "expected_more": ("number or null", "When undecided: about how many more answers (Wald, if the favoured model is true)."),
+    "expected_more": ("integer or null", "When undecided: about how many more answers, rounded up (Wald, if the favoured model is true)."),
     "kl_ab": ("number", "KL(P_A || P_B) at the query."),
     "kl_ba": ("number", "KL(P_B || P_A) at the query."),
 }
@@ -325,6 +328,43 @@ SWEEP = {
     "notes": ("array", "Notes (strings), also printed on stderr."),
 }
 
+TENSORS = {
+    "model": ("null", "Null: a listing has no model family."),
+    "n": ("integer or null", "Rows of the head bht reads for FILE alone (null: no head found)."),
+    "d": ("integer or null", "Columns of that head."),
+    "energy": ("null", "Null: no budget."),
+    "target_error": ("null", "Null: no error target."),
+    "file": ("string", "The file or folder listed."),
+    "format": ("string", "gguf, folder (Hugging Face checkpoint), safetensors, npz or npy."),
+    "tensors": ("array of objects", "Every tensor, in the file's order."),
+    "tensors[].name": ("string", "Its name (FILE:NAME reads it)."),
+    "tensors[].shape": ("array", "Its shape in the order bht reads it (a GGUF head: n_vocab x d)."),
+    "tensors[].dtype": ("string", "Stored type: F32, BF16, Q4_K, ... (numpy dtype names for .npz/.npy)."),
+    "tensors[].bytes": ("integer", "Bytes of its data as stored."),
+    "total_bytes": ("integer", "Bytes of all tensor data."),
+    "head": ("string or null", "The tensor bht reads for FILE alone: the output layer (null: none found)."),
+    "head_tied": ("boolean or null", "Whether the head is the input embedding (tied)."),
+    "softcap": ("number or null", "final_logit_softcapping the checkpoint declares (bht then reads out with softcap:C)."),
+    "architecture": ("string or null", "general.architecture (GGUF) or model_type (config.json)."),
+}
+
+QUANTIZE = {
+    "model": ("null", "Null: no model family."),
+    "n": ("integer", "Rows of the matrix."),
+    "d": ("integer", "Columns of the matrix."),
+    "energy": ("null", "Null: no budget."),
+    "target_error": ("null", "Null: no error target."),
+    "source": ("string", "The matrix quantized."),
+    "to": ("string", "The type of the round trip (q8_0 ... q4_0, f16, bf16, int8-row)."),
+    "out": ("string", "Where the round trip was written (float32)."),
+    "block_size": ("integer", "Values per quantization block (int8-row: the row length)."),
+    "bits_per_weight": ("number", "Stored bits per value, scales included."),
+    "max_abs_error": ("number", "max |A' - A| over all entries."),
+    "relative_frobenius_error": ("number or null", "||A' - A||_F / ||A||_F (null for A = 0 with A' != 0)."),
+    "row_norm_2inf": ("number", "||A' - A||_{2->inf}, the largest change of a row."),
+    "seconds": ("number", "Seconds in all."),
+}
+
 ERROR = {
     "error": ("string", "The message of the `Error:` line on stderr."),
     "exit_status": ("integer", "The exit status (2 bad input, 1 run-time failure, 130 interrupted)."),
@@ -340,6 +380,8 @@ SCHEMA = {
     "shift": (("ShiftResult",), SHIFT),
     "sweep": (("SweepResult",), SWEEP),
     "rank": (("RankResult",), RANK),
+    "tensors": (("TensorsResult",), TENSORS),
+    "quantize": (("QuantizeResult",), QUANTIZE),
 }
 
 

@@ -3,6 +3,7 @@ reads them at start-up, so this module must stay free of numpy and friends."""
 
 DESIGN_METHODS = ("lbfgs", "ccp")     # design's method: batched L-BFGS, or the cvxpy cross-check
 DEFAULT_STARTS = 32                   # the full search's first round of starts
-FORMATS = ".npy, .npz, .safetensors, .csv, .txt or .json"    # matrix inputs
+FORMATS = ".npy, .npz, .safetensors, .gguf, .csv, .txt or .json"    # matrix inputs
 OUT_SUFFIXES = (".npy", ".csv", ".txt", ".json")              # matrix outputs
 OUT_FORMATS = ".npy, .csv, .txt or .json"
+QUANTIZE_TYPES = ("q8_0", "q5_1", "q5_0", "q4_1", "q4_0", "f16", "bf16", "int8-row")   # bht quantize --to

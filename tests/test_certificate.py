@@ -149,9 +149,11 @@ def test_per_row_matches_an_independent_computation_and_the_issue_formula():
     n, d, E = 40, 3, 1.7
     A = rng.standard_normal((n, d))
     B = A + 0.2 * rng.standard_normal((n, d))
-    V, _ = per_row_variance(A, B, E, rows=3)
-    V1, _ = per_row_variance(A, B, E)
+    V, _ = per_row_variance(A, B, E, rows=3, heavy_rows=0)
+    V1, _ = per_row_variance(A, B, E, heavy_rows=0)
     assert V == pytest.approx(V1, rel=1e-12)
+    split3, split = per_row_variance(A, B, E, rows=3)[0], per_row_variance(A, B, E)[0]
+    assert split3 == pytest.approx(split, rel=1e-12) and split <= V1   # the smallest variant
     At, Bt = A - A.mean(0), B - B.mean(0)
     H = At - Bt
     r = np.maximum(np.linalg.norm(At, axis=1), np.linalg.norm(Bt, axis=1))
@@ -296,3 +298,64 @@ def test_diameter_of_a_float32_pair_streams_the_same_value():
     exact = A.astype(np.float64) - B.astype(np.float64)
     brute = max(np.linalg.norm(exact - exact[i], axis=1).max() for i in range(0, 3000))
     assert brute <= row_diameter(lazy).value <= brute * (1 + 1e-12)
+
+
+# --- the heavy-row split (docs/maths.md §19.3) ---------------------------------------------------
+def heavy_pair(n, d, seed, heavy=1, size=0.5, bias=False):
+    """A - B small on every row but `heavy` rows, where it is large: the split's case."""
+    rng = np.random.default_rng(seed)
+    A = rng.standard_normal((n, d))
+    B = A + 0.01 * rng.standard_normal((n, d))
+    B[:heavy] += size * rng.standard_normal((heavy, d))
+    readout = make_readout(n, "exp", "exp", rng.standard_normal(n) if bias else None, None)
+    return A, B, readout
+
+
+@pytest.mark.parametrize("d", [1, 2, 5])
+@pytest.mark.parametrize("E", [0.3, 1.0, 3.0, 10.0])
+def test_heavy_row_split_is_sound(d, E):
+    for seed, heavy, bias in ((0, 1, False), (1, 2, False), (2, 1, True), (3, 4, False)):
+        A, B, readout = heavy_pair(12, d, seed + 10 * d, heavy, bias=bias)
+        plain = per_row_variance(A, B, E, readout, heavy_rows=0)[0]
+        split = per_row_variance(A, B, E, readout)[0]
+        assert split <= plain
+        check_sound(A, B, E, readout, seed)                # grid (d <= 2) or points + search
+        if d > 2:                                          # and a many-start search
+            names = dict(bias_a=readout.bias_a)
+            r = design(A, B, E, starts=64, seed=seed, **names)
+            assert r.hellinger_squared <= bound(A, B, E, **names).certificate["hellinger_squared_max_bound"]
+
+
+def test_heavy_row_split_binds_where_one_row_dominates():
+    won = []
+    for d, E in ((5, 1.0), (20, 1.0), (20, 0.3)):
+        A, B, readout = heavy_pair(40, d, d, 1, size=0.1)
+        plain = per_row_variance(A, B, E, readout, heavy_rows=0)[0]
+        split = per_row_variance(A, B, E, readout)[0]
+        won.append(split / plain)
+        check_sound(A, B, E, readout, d)
+    assert max(won) < 0.8, won                   # at least 20 % tighter in each case (0.63, 0.41, 0.59)
+
+
+def test_heavy_row_bound_against_sampling():
+    """One row's bound >= sup over the ball and |t| <= 1/2 of kappa(z_i - mean z) (u x + e')^2,
+    sampled densely in the three-dimensional span that matters."""
+    from bhtcli.analysis.ceilings import _heavy_row_bound
+    rng = np.random.default_rng(3)
+    n, d = 50, 3
+    for _ in range(20):
+        ac, bc = rng.standard_normal(d), rng.standard_normal(d)
+        ac, bc = ac, ac + rng.uniform(0.01, 1.0) * rng.standard_normal(d)
+        h, m = ac - bc, 0.1 * rng.standard_normal(d)
+        e, mu0, at, bt = rng.standard_normal(4) * rng.uniform(0, 1)
+        E = float(np.exp(rng.uniform(np.log(0.1), np.log(10))))
+        f = _heavy_row_bound(h, ac, bc, np.linalg.norm(ac), np.linalg.norm(bc), e, at, bt, m, mu0,
+                             E, n, d, math.log(n - 1), 0.0, abs(at) + abs(bt), 0.0, 0.0)
+        X = rng.standard_normal((d, 200000))
+        X *= E * rng.uniform(size=200000) ** (1 / d) / np.linalg.norm(X, axis=0)
+        X[:, :100000] *= E / np.linalg.norm(X[:, :100000], axis=0)          # half on the sphere
+        best = 0.0
+        for t in (-0.5, 0.0, 0.5):
+            z = (0.5 + t) * (ac @ X + at) + (0.5 - t) * (bc @ X + bt)
+            best = max(best, float(np.max(weight_cap(z, n, math.log(n - 1)) * ((h - m) @ X + e - mu0) ** 2)))
+        assert best <= f

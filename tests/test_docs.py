@@ -34,7 +34,8 @@ def _sweep(capsys, tmp_path):
     np.save(tmp_path / "A.npy", np.load(os.path.join(EX, "A.npy")))
     np.save(tmp_path / "B.npy", np.load(os.path.join(EX, "B.npy")))
     manifest = tmp_path / "m.csv"
-    manifest.write_text("a,b,energy\nA.npy,B.npy,1\nA.npy,nope.npy,1\n")
+    np.save(tmp_path / "short.npy", np.zeros((3, 2)))       # fails at run time: shapes differ
+    manifest.write_text("a,b,energy\nA.npy,B.npy,1\nA.npy,short.npy,1\n")
 
     def engine(tasks, on_done, **kwargs):
         for t in tasks:
@@ -48,6 +49,19 @@ def _sweep(capsys, tmp_path):
         driver.sweep = original
 
 
+
+
+def _softcapped_gguf(tmp_path):
+    import gguf
+    path = str(tmp_path / "g.gguf")
+    writer = gguf.GGUFWriter(path, "gemma2")
+    writer.add_float32("gemma2.final_logit_softcapping", 30.0)
+    writer.add_tensor("token_embd.weight", np.load(os.path.join(EX, "A.npy")).astype(np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
 
 
 def test_schema_matches_real_outputs(capsys, tmp_path):
@@ -73,6 +87,8 @@ def test_schema_matches_real_outputs(capsys, tmp_path):
                      ["simulate", LA, LB, *lev, "--trials", "200", "--policy", "sprt"]],
         "shift": [["shift", os.path.join(EX, "shift_A.npy"), "--data", os.path.join(EX, "shift_data.npz"),
                    "--lr", "10", "--out", str(tmp_path / "B.npy"), "-E", "1"]],
+        "tensors": [["tensors", _softcapped_gguf(tmp_path)], ["tensors", os.path.join(EX, "shift_data.npz")]],
+        "quantize": [["quantize", A, "--to", "bf16", "--out", str(tmp_path / "A_bf16.npy")]],
     }
     seen = {command: {} for command in SCHEMA}
     for command, invocations in runs.items():

@@ -203,3 +203,13 @@ def test_cli_leverage_bad_inputs(capsys, files, args, message):
     assert code == 2 and out == ""
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("Error: ") and message in lines[0], err
+
+
+def test_printed_query_is_inside_the_box():
+    # exp(-theta/2) of a theta on the box's face can square to a few ulps above C (it did here
+    # for 10 of the 40 budgets np.linspace(1.01, 9.7, 40), 3 of these 12): the printed s is
+    # moved into the box
+    A, B = np.load("examples/leverage_A.npy"), np.load("examples/leverage_B.npy")
+    for C in np.linspace(1.01, 9.7, 40)[-12:]:
+        s = np.array(design_leverage(A, B, float(C), floor=1 / 3, starts=2, seed=0).query)
+        assert np.all(s * s <= C) and np.all(s * s >= 1 / 3)

@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bhtcli.api import design as api_design
+from bhtcli.api import sweep
 from bhtcli.commands.bound import bound
 from bhtcli.cli.main import main
 from bhtcli.commands.design import design
@@ -156,16 +157,18 @@ def test_links_biases_and_dtype_columns(capsys, scheduler, tmp_path):
     header = ["name", "a", "b", "energy", "link_a", "link_b", "bias_a", "dtype", "model", "floor"]
     rows = [("taylor", "m0.npy", "m0.npy", 0.5, "exp", "taylor:4", "", "", "", ""),
             ("bias", "m0.npy", "m1.npy", 1, "", "", "bias.npy", "float32", "", ""),
-            ("poly", "m0.npy", "m1.npy", 1, "poly:2", "poly:2", "", "", "", ""),
-            ("bad link", "m0.npy", "m1.npy", 1, "taylor:5", "", "", "", "", ""),
-            ("lev link", "lev_a.npy", "lev_b.npy", 4, "", "taylor:4", "", "", "leverage", 1)]
-    manifest = write_csv(tmp_path / "m.csv", header, rows)
+            ("poly", "m0.npy", "m1.npy", 1, "poly:2", "poly:2", "", "", "", "")]
+    bad = [("bad link", "m0.npy", "m1.npy", 1, "taylor:5", "", "", "", "", ""),
+           ("lev link", "lev_a.npy", "lev_b.npy", 4, "", "taylor:4", "", "", "leverage", 1)]
     out = tmp_path / "r.jsonl"
+    code, stdout, err = run(capsys, "sweep", write_csv(tmp_path / "bad.csv", header, rows + bad),
+                            "--out", str(out), "--scheduler", scheduler)
+    assert code == 2 and "line 5: link_a" in err and "K must be even" in err
+    assert "line 6: " in err and "apply to softmax models" in err
+    manifest = write_csv(tmp_path / "m.csv", header, rows)
     code, stdout, err = run(capsys, "sweep", manifest, "--out", str(out), "--scheduler", scheduler, "--json")
-    assert code == 1 and json.loads(stdout)["failed"] == 2
+    assert code == 0 and json.loads(stdout)["failed"] == 0
     got = {r["name"]: r for r in read_rows(out)}
-    assert "K must be even" in got["bad link"]["failure"]
-    assert "apply to softmax models" in got["lev link"]["failure"]
     calls = {"taylor": dict(link_b="taylor:4"), "bias": dict(bias_a=str(tmp_path / "bias.npy"), dtype="float32"),
              "poly": dict(link_a="poly:2", link_b="poly:2")}
     for name, kw in calls.items():
@@ -202,32 +205,52 @@ def test_rerun_skips_finished_and_torn_line_is_discarded(capsys, scheduler, zoo)
         assert row["hellinger_squared"] == pytest.approx(old[row["task"]]["hellinger_squared"], rel=1e-9)
 
 
-def test_bad_rows_are_reported_and_the_others_done(capsys, scheduler, tmp_path):
+def test_bad_rows_are_refused_before_anything_starts(capsys, tmp_path):
+    """Rows whose cells are wrong (a missing file, a negative energy, ...) stop the sweep before
+    the engine starts: exit 2, every bad row listed, no results file."""
+    write_zoo(tmp_path)
+    rows = [("ok1", "m0.npy", "m1.npy", 1, "", ""), ("missing", "m0.npy", "gone.npy", 1, "", ""),
+            ("energy", "m0.npy", "m1.npy", -2, "", ""), ("floor", "m0.npy", "m1.npy", 1, "", 2),
+            ("lev-nofloor", "lev_a.npy", "lev_b.npy", 4, "leverage", ""), ("ok2", "m1.npy", "m2.npy", 1, "", ""),
+            ("model", "m0.npy", "m1.npy", 1, "gauss", "")]
+    manifest = write_csv(tmp_path / "m.csv", ["name", "a", "b", "energy", "model", "floor"], rows)
+    out = str(tmp_path / "r.jsonl")
+
+    def engine(*args, **kwargs):
+        raise AssertionError("the engine must not start")
+    with pytest.raises(InputError) as exc:
+        sweep(manifest, out, engine=engine)
+    message = str(exc.value)
+    assert message.startswith(f"{manifest}: 5 rows of 7 cannot run (line 3: b = gone.npy: no such file")
+    for fragment in ("line 4: energy must be a finite number > 0", "line 5: floor applies to model leverage only",
+                     "line 6: floor is required: model leverage needs a floor", "line 8: model must be one of softmax, leverage"):
+        assert fragment in message
+    assert message.endswith("fix or remove them, nothing was started")
+    assert not os.path.exists(out) and not os.path.exists(out + ".queries")
+    code, stdout, err = run(capsys, "sweep", manifest, "--out", out)
+    assert (code, stdout) == (2, "") and err == f"Error: {message}\n"
+
+
+def test_run_time_failures_are_reported_and_the_others_done(capsys, scheduler, tmp_path):
+    """What only loading reveals (shapes, NaN) fails that task at run time; the others run."""
     write_zoo(tmp_path)
     np.save(tmp_path / "nan.npy", np.full((12, 3), np.nan))
-    rows = [("ok1", "m0.npy", "m1.npy", 1, "", ""), ("shapes", "m0.npy", "short.npy", 1, "", ""),
-            ("missing", "m0.npy", "gone.npy", 1, "", ""), ("energy", "m0.npy", "m1.npy", -2, "", ""),
-            ("floor", "m0.npy", "m1.npy", 1, "", 2), ("lev-nofloor", "lev_a.npy", "lev_b.npy", 4, "leverage", ""),
-            ("nan", "m0.npy", "nan.npy", 1, "", ""), ("model", "m0.npy", "m1.npy", 1, "gauss", ""),
-            ("ok2", "m1.npy", "m2.npy", 1, "", "")]
-    manifest = write_csv(tmp_path / "m.csv", ["name", "a", "b", "energy", "model", "floor"], rows)
+    rows = [("ok1", "m0.npy", "m1.npy", 1), ("shapes", "m0.npy", "short.npy", 1),
+            ("nan", "m0.npy", "nan.npy", 1), ("ok2", "m1.npy", "m2.npy", 1)]
+    manifest = write_csv(tmp_path / "m.csv", ["name", "a", "b", "energy"], rows)
     out = str(tmp_path / "r.jsonl")
     code, stdout, err = run(capsys, "sweep", manifest, "--out", out, "--scheduler", scheduler, "--json")
     assert code == 1
-    assert err.strip().splitlines()[-1].startswith("Error: 7 of 9 tasks failed")
+    assert err.strip().splitlines()[-1].startswith("Error: 2 of 4 tasks failed")
     summary = json.loads(stdout)
-    assert (summary["failed"], summary["ok"], summary["failed_now"]) == (7, 2, 7)
-    assert [f["line"] for f in summary["failures"]] == [3, 4, 5, 6, 7, 8, 9]
+    assert (summary["failed"], summary["ok"], summary["failed_now"]) == (2, 2, 2)
+    assert [f["line"] for f in summary["failures"]] == [3, 4]
     got = {r["name"]: r for r in read_rows(out)}
     assert got["ok1"]["status"] == got["ok2"]["status"] == "ok"
-    expect = {"shapes": "short.npy has shape (5, 3)", "missing": "gone.npy: no such file",
-              "energy": "energy must be a finite number > 0", "floor": "floor applies to model leverage only",
-              "lev-nofloor": "model leverage needs a floor", "nan": "contains NaN or Inf",
-              "model": "model must be one of softmax, leverage"}
+    expect = {"shapes": "short.npy has shape (5, 3)", "nan": "contains NaN or Inf"}
     for name, fragment in expect.items():
         assert got[name]["status"] == "failed" and fragment in got[name]["failure"], got[name]["failure"]
         assert got[name]["hellinger_squared"] is None and got[name]["query_file"] is None
-    assert got["energy"]["energy"] is None          # an invalid cell shows as null; the failure quotes it
     # a rerun does not retry deterministic failures
     code, stdout, _ = run(capsys, "sweep", manifest, "--out", out, "--scheduler", scheduler, "--json")
     assert code == 1 and json.loads(stdout)["ran"] == 0
@@ -327,7 +350,7 @@ def test_parquet_without_pyarrow_is_a_clear_error(capsys, monkeypatch, tmp_path)
     monkeypatch.setitem(sys.modules, "pyarrow", None)          # import pyarrow now fails
     code, out, err = run(capsys, "sweep", manifest, "--out", str(tmp_path / "r.jsonl"), "--export",
                          str(tmp_path / "r.parquet"))
-    assert code == 2 and "pip install 'bht[parquet]'" in err and not (tmp_path / "r.jsonl").exists()
+    assert code == 2 and "pip install pyarrow" in err and not (tmp_path / "r.jsonl").exists()
 
 
 def test_results_file_that_is_not_a_journal_is_refused_untouched(capsys, tmp_path):

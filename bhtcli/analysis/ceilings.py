@@ -22,6 +22,13 @@ CEILING_ROWS = 8192
 PER_ROW_SKIP_MIN_WORK = float(1 << 30)
 
 
+# Outward rounding of every variance ceiling (relative), on top of the margins that make each
+# one a rigorous bound: it covers the few ulps by which a float64 evaluation of H^2 at a query
+# can exceed the exact value, so that a design at the supremum prints below its ceiling
+# (docs/maths.md §19.1; the report raises the ceiling to the design when even this is not enough).
+CEILING_GUARD = 64 * EPS
+
+
 @dataclass(frozen=True)
 class Ceiling:
     """The smallest valid variance ceiling found and the H^2 ceiling of each candidate."""
@@ -58,6 +65,7 @@ def variance_ceiling(A, B, energy: float, spread: float, readout: Readout | None
         values["per_row"] = per_row
     else:
         note = why
+    values = {m: v * (1 + CEILING_GUARD) for m, v in values.items()}
     for m in ("per_row", "range"):
         cands[m] = h2_from_variance(values[m]) if m in values else None
     if not values:
@@ -144,7 +152,8 @@ def _link_oscillation(link, radius: float) -> float:
 
 
 def per_row_variance(A, B, energy: float, readout: Readout | None = None, stats=None,
-                     rows: int = CEILING_ROWS, *, above: float | None = None):
+                     rows: int = CEILING_ROWS, *, above: float | None = None,
+                     heavy_rows: int | None = None):
     """(V, None) with V >= sup_{x, t} Var_{pi_t}(delta) from per-row weight caps, or
     (None, reason) when the proof does not cover the links, or when `above` (a variance
     ceiling already known, e.g. the range one) is given, n d^2 >= PER_ROW_SKIP_MIN_WORK and a
@@ -154,6 +163,8 @@ def per_row_variance(A, B, energy: float, readout: Readout | None = None, stats=
     accumulator and one d x d eigendecomposition; rounding can only increase the result
     (float64 throughout, margins from the standard error bounds: docs/maths.md). The skip
     test costs one streamed pass without the d x d work (docs/maths.md §15).
+    heavy_rows: how many rows may get their own direction-dependent bound (docs/maths.md §19.3;
+    default HEAVY_ROWS, 0: none); the smallest of the variants is returned.
     """
     readout = Readout() if readout is None else readout
     la, lb = readout.link_a, readout.link_b
@@ -183,8 +194,11 @@ def per_row_variance(A, B, energy: float, readout: Readout | None = None, stats=
     # rounding of the means: ||computed mean - exact|| <= gamma_{n+2} ||mean |.| || (any order)
     gam = rounding_gamma(n + 2)
     mean_err = 1.01 * gam * float(np.linalg.norm(stats.mean_abs))
+    if heavy_rows is None:      # each variant costs one more d x d eigendecomposition
+        heavy_rows = HEAVY_ROWS if d <= HEAVY_SPLIT_MAX_D else 0
+    heavy_rows = heavy_rows if readout.exp_links and n > 1 else 0
     if above is not None and n * d * d >= PER_ROW_SKIP_MIN_WORK:
-        low = per_row_floor(A, B, E, stats, at, bt, e, osc_a, osc_b, mean_err, rows)
+        low = per_row_floor(A, B, E, stats, at, bt, e, osc_a, osc_b, mean_err, rows, heavy_rows)
         if low > above:
             return None, (f"per-row ceiling not computed: it is at least {h2_from_variance(low):.3g}, above the "
                           f"range ceiling {h2_from_variance(above):.3g}, so it cannot bind (docs/maths.md §15)")
@@ -194,6 +208,7 @@ def per_row_variance(A, B, energy: float, readout: Readout | None = None, stats=
     trace_abs = 0.0        # sum_i cap_i ||h_i||^2 (for the Gram rounding margin)
     h_err = 0.0            # max_i of a bound on ||computed h_i - exact h_i||
     gbar = abar - bbar
+    heavy = _HeavyRows(heavy_rows)
     for s in range(0, n, rows):
         a = np.asarray(A[s:s + rows], dtype=np.float64)
         b = np.asarray(B[s:s + rows], dtype=np.float64)
@@ -218,14 +233,39 @@ def per_row_variance(A, B, energy: float, readout: Readout | None = None, stats=
         trace_abs += float(cap @ hh) + float(cap @ (es * es))
         gn = np.sqrt(np.einsum("ij,ij->i", g, g))
         h_err = max(h_err, float(np.max(2 * EPS * (gn + np.sqrt(hh)))))
+        heavy.offer(s, cap * hh, cap, h, ac, bc, na, nb, es, at[s:s + rows], bt[s:s + rows])
     h_err += 2 * mean_err
     e_err = 4 * EPS * (float(np.max(np.abs(alpha))) + float(np.max(np.abs(beta)))) * (1 + gam)
+    sums = (S, sv, sh, c0, se, w)
+    best = _quad_bound(sums, E, d, gam, trace_abs)
+    # the heavy-row split (docs/maths.md §19.3): the k rows of largest cap_i |h_i|^2 leave the
+    # Gram and get their own direction-dependent bound; any k gives a valid V, the smallest is kept
+    for k in sorted({1, heavy_rows}) if heavy_rows else ():
+        rows_k = heavy.top(k)
+        if 0 < len(rows_k) < n and len(rows_k) == k:
+            best = min(best, _split_bound(sums, rows_k, E, n, d, gam, trace_abs, mean_err,
+                                          float(np.max(np.abs(at))) + float(np.max(np.abs(bt))), h_err))
+    # Minkowski: the inexact h and e add at most E h_err + e_err to the root-mean-square
+    root = math.sqrt(max(best, 0.0)) + E * h_err + e_err + osc_a + osc_b
+    return root * root * (1 + 4 * EPS), None
+
+
+HEAVY_ROWS = 4     # rows taken out of the per-row Gram for their own bound (docs/maths.md §19.3)
+HEAVY_SPLIT_MAX_D = 512    # the split's variants (k = 1 and HEAVY_ROWS) only up to this d (an eigh each)
+
+
+def _quad_bound(sums, E: float, d: int, gam: float, trace_abs: float, m=None, mu0=None) -> float:
+    """sup_{|x| <= E} sum_i cap_i ((h_i - m) x + e_i - mu0)^2 (plus its rounding margins) from
+    the accumulated sums (S, sv, sh, c0, se, w) = sum_i cap_i (h h^T, e h, h, e^2, e, 1); m, mu0
+    default to the cap-weighted means (docs/maths.md §12.3, §12.4)."""
+    S, sv, sh, c0, se, w = sums
     # centre at the cap-weighted mean (m, mu0) = (sh, se) / w: sum_i cap_i ((h_i - m) x +
     # e_i - mu0)^2 is still >= Var_pi(delta), and never larger than about the uniform mean
-    m, mu0 = sh / w, se / w
-    S = S - w * np.outer(m, m)
-    sv = sv - w * mu0 * m
-    c0 = max(c0 - w * mu0 * mu0, 0.0)
+    if m is None:
+        m, mu0 = sh / w, se / w
+    S = S - np.outer(m, sh) - np.outer(sh, m) + w * np.outer(m, m)
+    sv = sv - mu0 * sh - se * m + w * mu0 * m
+    c0 = max(c0 - 2 * mu0 * se + w * mu0 * mu0, 0.0)
     S = 0.5 * (S + S.T)
     sigma, Q = np.linalg.eigh(S)
     # exact S <= computed S + delta I: Gram rounding (gamma_{n+2} sum cap |h|^2, Frobenius <=
@@ -234,14 +274,99 @@ def per_row_variance(A, B, energy: float, readout: Readout | None = None, stats=
     delta = 3 * gam * trace_abs + 16 * (d + 1) * EPS * top
     st = Q.T @ sv
     quad = trust_region_max(sigma + delta, st, c0, E)
-    quad = quad * (1 + 16 * (d + 1) * EPS) + 3 * gam * trace_abs + 16 * (d + 1) * EPS * (c0 + E * float(np.linalg.norm(sv)))
-    # Minkowski: the inexact h and e add at most E h_err + e_err to the root-mean-square
-    root = math.sqrt(max(quad, 0.0)) + E * h_err + e_err + osc_a + osc_b
-    return root * root * (1 + 4 * EPS), None
+    return quad * (1 + 16 * (d + 1) * EPS) + 3 * gam * trace_abs + 16 * (d + 1) * EPS * (c0 + E * float(np.linalg.norm(sv)))
+
+
+class _HeavyRows:
+    """The k rows of largest score seen so far, with what their own bound needs."""
+
+    def __init__(self, k: int):
+        self.k = k
+        self.rows = []          # (score, index, cap, h, ac, bc, |ac|, |bc|, e, at, bt)
+
+    def offer(self, start, score, cap, h, ac, bc, na, nb, e, at, bt):
+        if self.k == 0:
+            return
+        pick = np.argsort(-score)[:self.k]
+        for j in pick:
+            self.rows.append((float(score[j]), start + int(j), float(cap[j]), h[j].copy(), ac[j].copy(),
+                              bc[j].copy(), float(na[j]), float(nb[j]), float(e[j]), float(at[j]), float(bt[j])))
+        self.rows.sort(key=lambda r: (-r[0], r[1]))
+        del self.rows[self.k:]
+
+    def top(self, k: int):
+        return self.rows[:k]
+
+
+def _split_bound(sums, heavy, E: float, n: int, d: int, gam: float, trace_abs: float,
+                 mean_err: float, bias_abs: float, h_err: float) -> float:
+    """V_R + sum over the heavy rows of f_i* (docs/maths.md §19.3): the bulk's quadratic bound
+    with the heavy rows' terms removed, centred at the bulk's cap-weighted means, plus for each
+    heavy row sup_x kappa(g_i x + c_i) ((h_i - m) x + e_i - mu0)^2, a one-dimensional problem."""
+    S, sv, sh, c0, se, w = sums
+    S, sv, sh = S.copy(), sv.copy(), sh.copy()
+    for r in heavy:
+        cap, h, e = r[2], r[3], r[8]
+        S -= cap * np.outer(h, h)
+        sv -= cap * e * h
+        sh -= cap * h
+        c0 -= cap * e * e
+        se -= cap * e
+        w -= cap
+    if not w > 0:
+        return math.inf
+    m, mu0 = sh / w, se / w
+    # the subtractions: |error| <= 4 gamma_{k+4} (sum cap |h|^2 over all rows) entrywise
+    extra = 4 * rounding_gamma(len(heavy) + 4) * trace_abs
+    bulk = _quad_bound((S, sv, sh, max(c0, 0.0), se, w), E, d, gam, trace_abs + extra, m, mu0)
+    log_n1 = math.log(n - 1)
+    total = bulk
+    for _, _, _, h, ac, bc, na, nb, e, at_i, bt_i in heavy:
+        total += _heavy_row_bound(h, ac, bc, na, nb, e, at_i, bt_i, m, mu0, E, n, d, log_n1,
+                                  mean_err, bias_abs, gam, h_err)
+    return total
+
+
+HEAVY_GRID = 1 << 14        # intervals of s in [-E, E] for a heavy row's one-dimensional bound
+
+
+def _heavy_row_bound(h, ac, bc, na, nb, e, at_i, bt_i, m, mu0, E, n, d, log_n1, mean_err,
+                     bias_abs, gam, h_err) -> float:
+    """An upper bound on sup_{|x| <= E, |t| <= 1/2} pi_{t,i}(x) ((h - m) x + e - mu0)^2 for one
+    row (docs/maths.md §19.3): with g = (ac + bc) / 2, s = g x / |g| and u = h - m = p g/|g| + q w
+    (w a unit vector orthogonal to g), it is at most
+        max_{|s| <= E} kappa(|g| s + c) (|p s + e'| + q sqrt(E^2 - s^2))^2,
+    c = |h| E / 2 + max(at, bt) plus rounding; bounded on a grid of intervals of s, each by
+    its worst corner (kappa increasing, the rest monotone in |s| on each side)."""
+    g = 0.5 * (ac + bc)
+    G = float(np.linalg.norm(g))
+    u = h - m
+    un = float(np.linalg.norm(u))
+    ep = e - mu0
+    if G > 0:
+        p = float(u @ g) / G
+        q = math.sqrt(max(un * un - p * p, 0.0))
+    else:
+        p, q = 0.0, un
+    # rounding: g against the exact midpoint row, |h| against the exact difference, the
+    # biases, norms and the decomposition (p, q) of u (docs/maths.md §19.3)
+    err_g = 4 * EPS * (na + nb) + 2 * mean_err + 8 * (d + 4) * EPS * G
+    c = (0.5 * E * (float(np.linalg.norm(h)) + h_err) + max(at_i, bt_i) + E * err_g
+         + 8 * EPS * (abs(at_i) + abs(bt_i) + 1.0) + 2 * gam * (bias_abs + 1.0))
+    c += 16 * EPS * (abs(c) + E * G + log_n1 + 1.0)
+    slack = E * (16 * (d + 4) * EPS * un + EPS * un) + 2 * EPS * abs(ep)
+    s = np.linspace(-E, E, HEAVY_GRID + 1)
+    s0, s1 = s[:-1], s[1:]
+    kap = weight_cap(G * s1 + c, n, log_n1) * (1 + 8 * EPS)
+    lin = np.maximum(np.abs(p * s0 + ep), np.abs(p * s1 + ep))
+    s2min = np.where((s0 <= 0) & (s1 >= 0), 0.0, np.minimum(s0 * s0, s1 * s1))
+    side = np.sqrt(np.maximum(E * E - s2min, 0.0))
+    val = kap * (lin + q * side + slack) ** 2
+    return float(np.max(val)) * (1 + 64 * EPS)
 
 
 def per_row_floor(A, B, E: float, stats: PairStats, at, bt, e, osc_a: float, osc_b: float,
-                  mean_err: float, rows: int = CEILING_ROWS) -> float:
+                  mean_err: float, rows: int = CEILING_ROWS, heavy_rows: int = 0) -> float:
     """A lower bound on the value :func:`per_row_variance` computes (docs/maths.md §15):
     (E^2 / d) min_m sum_i c_i ||h_i - m||^2 + min_mu sum_i c_i (e_i - mu)^2, with caps c_i
     below the exact kappa(rho_i) (rho deflated by more than its rounding), minus the rounding
@@ -249,7 +374,9 @@ def per_row_floor(A, B, E: float, stats: PairStats, at, bt, e, osc_a: float, osc
 
     at, bt, e: the centred biases and their difference (as per_row_variance computes them);
     osc_a, osc_b: the links' oscillations (0 for exp); mean_err: the bound on the rounding of
-    the mean rows.
+    the mean rows. heavy_rows > 0: also a lower bound on the heavy-row split's variants with up
+    to that many rows out of the Gram (docs/maths.md §19.3): the most those rows can contribute
+    to the averaged quadratic is subtracted.
     """
     n, d = A.shape
     sub = sub_rows(d, rows)
@@ -260,6 +387,8 @@ def per_row_floor(A, B, E: float, stats: PairStats, at, bt, e, osc_a: float, osc
     ta, tb, tc = (np.empty((sub, d)) for _ in range(3))
     v = np.zeros(d)
     t1 = c2 = c1 = w = 0.0
+    top_caps = np.zeros(max(heavy_rows, 0))          # the largest caps seen
+    h2max = e2max = 0.0
     for k in range(0, n, sub):
         m = min(n, k + sub) - k
         a, b = f64_rows(A, k, m, ta), f64_rows(B, k, m, tb)
@@ -276,7 +405,12 @@ def per_row_floor(A, B, E: float, stats: PairStats, at, bt, e, osc_a: float, osc
         h = np.subtract(a, b, out=tc[:m])
         h -= gbar
         es = e[k:k + m]
-        t1 += float(cap @ np.einsum("ij,ij->i", h, h))
+        hh = np.einsum("ij,ij->i", h, h)
+        t1 += float(cap @ hh)
+        if heavy_rows > 0:
+            h2max = max(h2max, float(hh.max()))
+            e2max = max(e2max, float(np.max(es * es)))
+            top_caps = np.sort(np.concatenate([top_caps, np.sort(cap)[-heavy_rows:]]))[-heavy_rows:]
         v += cap @ h
         w += float(cap.sum())
         c2 += float(cap @ (es * es))
@@ -286,6 +420,14 @@ def per_row_floor(A, B, E: float, stats: PairStats, at, bt, e, osc_a: float, osc
     gam = rounding_gamma(n + d + 8)
     trace = t1 - float(v @ v) / w - 8 * gam * t1
     c0 = c2 - c1 * c1 / w - 8 * gam * c2
+    if heavy_rows > 0:
+        # rows T out of the Gram: min_m sum_{i not in T} c_i |h_i - m|^2 >= (the same over all
+        # rows) - sum_{i in T} c_i (2 max|h|)^2 (the bulk's mean lies in the hull of the h_i),
+        # and likewise for e; c_i <= the heavy_rows largest caps (computed caps are above the
+        # floor's own, so their sum is inflated by 16 eps)
+        ct = float(top_caps.sum()) * (1 + 16 * EPS)
+        trace -= ct * 4 * h2max * (1 + 16 * EPS)
+        c0 -= ct * 4 * e2max * (1 + 16 * EPS)
     return (E * E * max(trace, 0.0) / d + max(c0, 0.0)) * (1 - 32 * EPS)
 
 

@@ -9,8 +9,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from bhtcli.analysis.ceilings import Ceiling, abs_max, PairStats, pair_stats, variance_ceiling
+from bhtcli.maths.certificate import h2_from_variance
 from bhtcli.analysis.diameter import DifferenceRows, Diameter, row_diameter, row_norm_2inf
 from bhtcli.maths.certificate import EPS
+from bhtcli.models.links import softcap_spread
 from bhtcli.models.readout import Readout
 from bhtcli.io.validation import check_logit_scale
 
@@ -37,6 +39,8 @@ class PairBase:
     diameter: Diameter
     bias_range: float
     same: str | None                # why A and B are the same model (None: they differ)
+    same_exact: bool = True         # same in exact arithmetic (else: up to float64 rounding of
+                                    # the rows the softmax sees; the ceiling is then reported)
 
 
 def pair_base(A: np.ndarray, B: np.ndarray, pair_G: np.ndarray,
@@ -52,6 +56,9 @@ def pair_base(A: np.ndarray, B: np.ndarray, pair_G: np.ndarray,
     _, dbias = readout.bias_offsets(A.shape[0])
     bias_range = float(dbias.max() - dbias.min())
     bias_scale = max(abs_max(readout.bias_a), abs_max(readout.bias_b))
+    if readout.exp_links:
+        same, exact = _same_softmax(A, B, readout, diam.value, bias_range, stats)
+        return PairBase(stats, diam, bias_range, same, exact)
     tiny = 32.0 * EPS * max(stats.norm_a, stats.norm_b, bias_scale)    # docs/maths.md §1.3
     return PairBase(stats, diam, bias_range, _same_model(A, B, readout, diam.value, bias_range, tiny))
 
@@ -69,7 +76,13 @@ def analyse_pair(A: np.ndarray, B: np.ndarray, pair_G: np.ndarray, energy: float
     norm_a, norm_b = stats.norm_a, stats.norm_b
     check_logit_scale(energy, max(norm_a, norm_b))
     if base.same:
-        return PairFacts(stats.eps_2inf, diam, False, base.same, 0.0, None)
+        if base.same_exact:
+            return PairFacts(stats.eps_2inf, diam, False, base.same, 0.0, None)
+        # equal up to rounding: no count, but the ceiling stays sound (range bound, §4.1)
+        spread = energy * diam.value + base.bias_range
+        variance = spread * spread / 4.0
+        ceiling = Ceiling(variance, "range", {"per_row": None, "range": h2_from_variance(variance)})
+        return PairFacts(stats.eps_2inf, diam, False, base.same, spread, None, ceiling)
     spread = energy * diam.value + base.bias_range
     note = None
     if not readout.exp_links:
@@ -84,8 +97,75 @@ def analyse_pair(A: np.ndarray, B: np.ndarray, pair_G: np.ndarray, energy: float
             note = ("certificate for taylor links: log-weights are the scores plus psi = log T_K(s) - s, "
                     f"whose oscillation over the ball ({wobble:.3g}) widens both the range and the "
                     "per-row bounds; valid but looser than for exp links")
+        capped = softcap_spread(readout.link_a, readout.link_b, energy, energy * norm_a + ba,
+                                energy * norm_b + bb, stats.eps_2inf, diam.value, base.bias_range,
+                                abs_max(readout.bias_offsets(A.shape[0])[1]))
+        if "softcap" in (readout.link_a.kind, readout.link_b.kind):
+            note = ("certificate for softcap links: log-weights are the scores plus psi = C tanh(s/C) - s "
+                    f"(oscillation over the ball {wobble:.3g})"
+                    + ("; both capped, so the range bound uses |phi| < C and 0 < phi' <= 1 "
+                       "(docs/maths.md §18)" if capped < math.inf else "")
+                    + "; valid but looser than for exp links")
+        spread = min(spread, capped)
     ceiling = variance_ceiling(A, B, energy, spread, readout, stats)
     return PairFacts(stats.eps_2inf, diam, True, None, spread, note, ceiling)
+
+
+def _same_softmax(A, B, readout: Readout, diam: float, bias_range: float,
+                  stats: PairStats) -> tuple[str | None, bool]:
+    """(reason, exact) for exp links (docs/maths.md §1.3): the models are the same when every
+    row of A - B is the same vector and the biases differ by a constant. Decided on what the
+    softmax sees: the tolerance scales with the rows *minus a reference row* (a column that is
+    constant, however large, is invisible to the softmax and does not widen it), and an exact
+    test (error-free differences) says whether the equality holds exactly or up to rounding.
+    (None, True) when they differ."""
+    if diam > 64.0 * EPS * max(stats.norm_a, stats.norm_b, abs_max(readout.bias_a),
+                                abs_max(readout.bias_b)):
+        return None, True                           # not even within the raw scale's rounding
+    spread_a, spread_b, exact = _centred_scales_and_exact(A, B, readout.bias_a, readout.bias_b)
+    plain = readout.plain
+    if exact:
+        return ("A and B are the same softmax model: every row of A - B is the same vector "
+                "(B = A + 1 w^T" + (", biases differing by a constant" if not plain else "")
+                + "), so softmax(Ax) = softmax(Bx) for every query"), True
+    tiny = 32.0 * EPS * max(spread_a, spread_b)
+    if diam <= tiny and bias_range <= tiny:
+        return ("A and B are the same softmax model up to float64 rounding: the rows of A - B "
+                f"differ from one another by at most {diam:.3g}"
+                + (f" (biases by {bias_range:.3g})" if not plain else "")
+                + f", within 32 eps of the size of the rows the softmax sees ({max(spread_a, spread_b):.3g}, "
+                "each row minus the first); no query moves a logit difference by more than "
+                "float64 resolves, and the ceiling bounds what exact arithmetic would give"), False
+    return None, True
+
+
+def _centred_scales_and_exact(A, B, bias_a, bias_b, rows: int = 8192):
+    """(max_i ||[a_i, alpha_i] - [a_0, alpha_0]||, the same for B, whether every row of
+    [A - B, alpha - beta] equals the first exactly) in one streamed pass. Differences are
+    error-free (TwoSum: a - b = s + e exactly, and (s, e) is unique for a given real value),
+    so the equality test is exact for the stored values."""
+    sa = sb = 0.0
+    exact = True
+    ref = None
+    for ta, tb in _augmented_blocks(A, B, bias_a, bias_b, rows):
+        if ref is None:
+            ref = (ta[0].copy(), tb[0].copy(), *_two_difference(ta[:1], tb[:1]))
+        a0, b0, s0, e0 = ref
+        sa = max(sa, float(np.sqrt(np.max(np.einsum("ij,ij->i", ta - a0, ta - a0)))))
+        sb = max(sb, float(np.sqrt(np.max(np.einsum("ij,ij->i", tb - b0, tb - b0)))))
+        if exact:
+            s, e = _two_difference(ta, tb)
+            exact = bool(np.all(s == s0) and np.all(e == e0))
+    return sa, sb, exact
+
+
+def _two_difference(a, b):
+    """(s, e) with s = fl(a - b) and a - b = s + e exactly (Knuth's TwoSum)."""
+    s = a - b
+    bv = s - a
+    av = s - bv
+    e = (a - av) + (-b - bv)
+    return s, e
 
 
 def _same_model(A, B, readout: Readout, diam: float, bias_range: float, tiny: float) -> str | None:
@@ -98,10 +178,11 @@ def _same_model(A, B, readout: Readout, diam: float, bias_range: float, tiny: fl
                     + "), so softmax(Ax) = softmax(Bx) for every query")
         return None
     blocks = lambda: _augmented_blocks(A, B, readout.bias_a, readout.bias_b)
-    if la == lb and la.kind == "taylor":
+    if la == lb and la.kind in ("taylor", "softcap"):
         if max(row_norm_2inf(ta - tb) for ta, tb in blocks()) <= tiny:
             return f"A and B are equal (rows and biases), with the same link {la.name}"
-        return None
+        if la.kind == "taylor":
+            return None
     if la == lb and la.kind == "poly":
         sa = sb = 0.0
         for ta, tb in blocks():                 # one pass for both norms
@@ -151,23 +232,47 @@ def join_notes(*notes):
     return "; ".join(kept) if kept else None
 
 
-def certificate_record(facts: PairFacts, error: float, h2: float | None = None) -> dict:
+def certificate_record(facts: PairFacts, error: float, h2: float | None = None, *,
+                       div=None, other_h2=()) -> dict:
     """The `certificate` object of design and bound (the same keys for both): the ceiling on
     H^2 and D over the ball and what follows for any strategy, where it comes from, and, with
-    the H^2 of a design, the design's share of the ceiling."""
+    the H^2 of a design, the design's share of the ceiling.
+
+    One guarded rounding for a report (docs/maths.md §19.1): `div` (the divergences at the
+    design) and `other_h2` (further printed H^2, the search's local maxima). The ceiling V is
+    a rigorous bound on the exact supremum, but a printed H^2 is a float64 evaluation that can
+    sit a few ulps above its exact value; when one (or a printed KL) is above the ceiling, the
+    design is within rounding of the supremum and the ceiling is raised to it (never
+    lowered): every printed ceiling >= every printed H^2, design_over_bound <= 1."""
     from bhtcli.maths.certificate import certificate_from_variance
     ceiling = facts.ceiling
-    cert = certificate_from_variance(ceiling.variance if ceiling else None, error,
-                                     facts.distinguishable)
+    variance = ceiling.variance if ceiling else None
+    candidates = ceiling.candidates if ceiling else None
+    note = join_notes(facts.certificate_note, ceiling.note if ceiling else None)
+    h2_floor = None
+    if div is not None and variance is not None and math.isfinite(variance):
+        d_printed = max([div.bhattacharyya_distance]
+                        + [-math.log1p(-v) for v in other_h2 if v is not None and v < 1.0])
+        floor = max(8.0 * d_printed, 2.0 * div.kl_ab, 2.0 * div.kl_ba)
+        if floor > variance:
+            variance = floor
+            h2_floor = max([div.hellinger_squared] + [v for v in other_h2 if v is not None])
+            candidates = {m: (None if v is None else max(v, h2_floor, -math.expm1(-floor / 8.0)))
+                          for m, v in candidates.items()}
+            note = join_notes(note, "the design is within float64 rounding of the ceiling: the "
+                              "ceiling printed is raised to the design's value (docs/maths.md §19.1)")
+    cert = certificate_from_variance(variance, error, facts.distinguishable)
     bound = cert.hellinger_squared_max_bound
+    if h2_floor is not None:
+        bound = max(bound, h2_floor)
     return {"hellinger_squared_max_bound": bound,
             "bhattacharyya_max_bound": cert.bhattacharyya_max_bound,
             "kl_max_bound": cert.kl_max_bound,
             "samples_lower_any_strategy": cert.samples_lower_any_strategy,
             "mean_samples_lower_sequential": cert.mean_samples_lower_sequential,
             "ceiling_method": ceiling.method if ceiling else None,
-            "ceilings": ceiling.candidates if ceiling else None,
+            "ceilings": candidates,
             "row_diameter": facts.diameter.value, "row_diameter_exact": facts.diameter.exact,
             "score_spread_bound": facts.spread if np.isfinite(facts.spread) else None,
             "design_over_bound": h2 / bound if (h2 is not None and bound) else None,
-            "note": join_notes(facts.certificate_note, ceiling.note if ceiling else None)}
+            "note": note}

@@ -41,12 +41,17 @@ The same table applies to every command (`bht --help` shows it too).
   other escape codes, no trailing spaces, no wrapping and nothing cut, whatever `COLUMNS` says.
 - On a terminal, tables are styled; `NO_COLOR` set to a non-empty value removes every style
   escape (colour, bold, dim, italic) from stdout and stderr.
-- Progress: when stderr is a terminal, `design`, `simulate`, `sweep` and `shift` show a live line
-  (the phase, search rounds, the best H^2 so far, passes over A and B, elapsed time), erased at
-  the end; when stderr is not a terminal nothing is shown. `--quiet` (`-q`) turns it off.
-- A closed pipe (`bht sample ... | head -1`) ends quietly with status 141, as coreutils do.
-- A failed write (`> /dev/full`, a full disk, a folder without permission) is one `Error:` line
-  naming the output (`standard output`, or the option and file) and status 1.
+- Progress: when stderr is a terminal, `design`, `simulate`, `rank`, `sweep` and `shift` show a
+  live line (the phase; in a search the iterations and the best H^2 so far, which never goes
+  down within a budget and ends at the result, and the passes over A and B; where the work is
+  countable, as `rank`'s scoring, the rows done of the total and the time left; elapsed time),
+  erased at the end; when stderr is not a terminal nothing is shown. Every command takes
+  `--quiet` (`-q`), which turns it off.
+- A closed pipe (`bht sample ... | head -1`) ends quietly with status 141, as coreutils do
+  (also with `PYTHONUNBUFFERED=1`).
+- An output folder that does not exist or cannot be written is refused before any work
+  (status 2). A failed write at the end (`> /dev/full`, a full disk) is one `Error:` line naming
+  the output (`standard output`, or the option and file) and status 1.
 - Ctrl-C ends any command with one `Error: interrupted` line and status 130.
 
 ### `--json` and errors
@@ -59,12 +64,18 @@ no JSON object (there is nowhere to write it).
 
 ### Input files
 
-Matrices, queries and biases are read from {FORMATS} (`FILE.npz:KEY`, `FILE.safetensors:TENSOR`
-pick one array), or `-` for standard input. A name without an extension (`-x <(python
+Matrices, queries and biases are read from {FORMATS} (`FILE.npz:KEY`, `FILE.safetensors:TENSOR`,
+`FILE.gguf:TENSOR` pick one array; `FILE.gguf` alone is its output layer), Hugging Face checkpoint
+folders (`DIR`: the head, `DIR:TENSOR`), or `-` for standard input. Which tensor a checkpoint's
+head is goes to stderr as a `Note:` line ([inputs.md](inputs.md)). A name without an extension (`-x <(python
 make_x.py)`, `/dev/stdin`) is read by its bytes: the .npy magic, a zip (.npz), a safetensors
 header, JSON, else text. Pickles and PyTorch checkpoints are refused (loading one runs code).
 Text files: numbers separated by commas, semicolons, tabs or spaces (sniffed from the first row);
-a first row that is not all numbers is a header and is skipped; `#` starts a comment line.
+a first row that is not all numbers is a header and is skipped; `#` starts a comment line. A
+first column without a name in the header that holds whole numbers is a row index (pandas'
+`to_csv` writes one) and is refused by name (status 2): save with `index=False`. A file whose
+extension is not a matrix format (`model.bin`) but whose bytes are .npy or safetensors is read
+as such.
 
 ### Output files
 
@@ -75,8 +86,9 @@ digits, so each format reads back (as `-x FILE`, or as a model) to the same floa
 extension is refused (status 2) before any work. Every file bht writes (`--out`, `--plot`,
 `--export`, sweep queries) is written to a temporary file in the same folder and renamed, so an
 interrupted run leaves the old file or none, never half of one; its mode follows the umask
-(0644 under umask 022). `--out` refuses to replace an input of the same command (status 2)
-unless `--force`.
+(0644 under umask 022). No output file (`--out`, `--export`, `--plot`) may replace an input
+of the same command (the models, candidates, `--names`, biases, `--query`, a sweep manifest
+and the matrices it names): status 2 before any work, unless `--force`.
 
 ### Completion
 

@@ -12,30 +12,34 @@ import sys
 
 import click
 
-from bhtcli.cli.options import (CONTEXT, INPUTS_HELP, LINK_HELP, design_pair_options, dtype_option, error_option,
+from bhtcli.cli.options import (CONTEXT, INPUTS_HELP, LINK_DEFAULT, LINK_HELP, PATH, OneBudget, design_pair_options, dtype_option, error_option,
                                 force_option, json_option, model_option, model_pair_options,
-                                out_option, query_option, quiet_option, readout_options,
+                                out_option, query_option, quiet_option, rank_pair_options,
+                                readout_options,
                                 seed_option, starts_option)
 import bhtcli.api as api
-from bhtcli.api import BhtError, InputError, OutputError, __version__, parameter_names
+from bhtcli.api import (BhtError, InputError, OutputError, QUANTIZE_TYPES, __version__, notes_to,
+                        parameter_names)
 
 EXIT_STATUSES = (   # (status, short meaning for --help, what it covers for docs/cli.md)
     (0, "success, the result is on stdout",
      "also when A and B cannot be told apart (`distinguishable: false`), and whichever way "
      "`decide` decides (A, B or undecided: the decision is in the output)"),
     (1, "failure at run time",
-     "a solver failed, an output could not be written (disk full, permission denied), tasks of "
+     "a solver failed, an output could not be written at the end (disk full), tasks of "
      "a `sweep` failed, out of memory"),
     (2, "bad invocation or bad input",
-     "unknown option, unreadable or invalid matrix, invalid value, `--out` naming an input or "
-     "an unknown format"),
+     "unknown option, unreadable or invalid matrix, invalid value, an output file (`--out`, "
+     "`--export`, `--plot`) naming an input, an unknown format or a folder that cannot be written"),
     (130, "interrupted (Ctrl-C)",
      "one `Error: interrupted` line; no output file is left half-written"),
     (141, "stdout closed early (| head)",
      "quiet, as coreutils (128 + SIGPIPE): the reader wanted no more"),
 )
 EPILOG = ("\b\nExit statuses:\n" + "\n".join(f"  {code:<4} {short}" for code, short, _ in EXIT_STATUSES)
-          + "\n\nConventions and completion: docs/cli.md; every --json key: docs/json.md.")
+          + "\n\nEvery command: bht COMMAND --help. Shell completion (bash): "
+            "eval \"$(_BHT_COMPLETE=bash_source bht)\". Conventions and every --json key: "
+            "docs/cli.md and docs/json.md in the bht source tree.")
 
 
 class Interrupted(BhtError):
@@ -59,6 +63,7 @@ def cli():
     """Design queries under an energy budget that tell two softmax models apart."""
     # the library's messages name its parameters; here they name the flags
     click.get_current_context().with_resource(parameter_names(_flag))
+    click.get_current_context().with_resource(notes_to(lambda message: click.echo(f"Note: {message}", err=True)))
 
 
 def _flag(name: str) -> str:
@@ -66,12 +71,13 @@ def _flag(name: str) -> str:
 
 
 def _spec(model, energy, floor, link_a, link_b, bias_a, bias_b, dtype="float64",
-          need_energy=True):
-    """The model options checked together, once (bhtcli.models.spec)."""
+          need_energy=True, inputs=None):
+    """The model options checked together, once (bhtcli.models.spec); links not given are the
+    checkpoints' own (`inputs`: A and B)."""
     if need_energy and energy is None:
         raise click.UsageError("Missing option '--energy' / '-E'.", ctx=click.get_current_context())
     return api.ModelSpec.build(model, energy, floor, link_a=link_a, link_b=link_b, bias_a=bias_a,
-                           bias_b=bias_b, dtype=dtype, need_energy=need_energy)
+                               bias_b=bias_b, dtype=dtype, need_energy=need_energy, inputs=inputs)
 
 
 def _reporter(quiet: bool, bar: bool = False):
@@ -108,12 +114,12 @@ def _emit(result, as_json: bool) -> None:
 @force_option
 @dtype_option
 @quiet_option
-@click.option("--candidates", default=None, metavar="H",
+@click.option("--candidates", type=PATH, default=None, metavar="H",
               help="Only these queries: one per row of H (m x d; leverage: m x n weights s). Reports "
                    "the best eligible row (norm <= E), the top list and how much of the optimum it reaches.")
-@click.option("--names", default=None, metavar="FILE", help="With --candidates: one name per row (e.g. the prompts).")
-@click.option("--top", type=int, default=10, show_default=True, help="With --candidates: how many of the best to list.")
-@click.option("--subspace", default=None, metavar="V",
+@click.option("--names", type=PATH, default=None, metavar="FILE", help="With --candidates: one name per row (e.g. the prompts).")
+@click.option("--top", type=int, default=None, help="With --candidates: how many of the best to list [default: 10].")
+@click.option("--subspace", type=PATH, default=None, metavar="V",
               help="Only queries x = V z (V: d x r, orthonormalised by bht, rank r), ||x|| <= E.")
 def design(a, b, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, starts, max_starts,
            search_space, queries, plot, seed, method, as_json, out, force, dtype, quiet, candidates, names, top,
@@ -142,15 +148,15 @@ def design(a, b, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, st
     curve = energies is not None and len(energies) > 1
     if queries is not None:
         queries = check_queries(queries)
+    inputs = (a, b, bias_a, bias_b, candidates, names, subspace)
     if plot:
-        check_output_path(plot, "--plot", inputs=(a, b), force=None, suffixes=(".png",))
+        check_output_path(plot, "--plot", inputs=inputs, force=force, suffixes=(".png",))
         if not curve:
             raise InputError("--plot draws the budget curve: give --energy a comma list (0.5,1,2,4)")
     if out:
         if curve:
             raise InputError("--out writes one query: use it with a single --energy")
-        check_output_path(out, inputs=(a, b, bias_a, bias_b, candidates, subspace), force=force,
-                          suffixes=OUT_SUFFIXES)
+        check_output_path(out, inputs=inputs, force=force, suffixes=OUT_SUFFIXES)
     with _reporter(quiet) as progress:
         result = design_fn(a, b, energies if curve else (energies[0] if energies else None),
                            model=model, floor=floor, link_a=link_a, link_b=link_b, bias_a=bias_a,
@@ -170,7 +176,8 @@ def design(a, b, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, st
 @cli.command(context_settings=CONTEXT)
 @model_pair_options
 @json_option
-def bound(a, b, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, as_json):
+@quiet_option
+def bound(a, b, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, as_json, quiet):
     """Closed-form bounds, no optimisation: certified sup H^2 and query lower bounds.
 
     {inputs}
@@ -181,20 +188,21 @@ def bound(a, b, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, as_
       bht bound A.npy B.npy --energy 1.0 --json | jq .samples_lower_any_strategy
     """
     from bhtcli.api import bound as bound_fn
-    spec = _spec(model, energy, floor, link_a, link_b, bias_a, bias_b)
+    spec = _spec(model, energy, floor, link_a, link_b, bias_a, bias_b, inputs=(a, b))
     _emit(bound_fn(a, b, model=spec, error=alpha), as_json)
 
 
 @cli.command(context_settings=CONTEXT)
-@click.argument("a", metavar="A")
+@click.argument("a", metavar="A", type=PATH)
 @model_option
 @query_option(required=True)
 @click.option("--count", "-n", type=int, required=True, help="Number of answers to draw.")
 @seed_option
-@click.option("--link-a", "link", default="exp", show_default=True, metavar="LINK",
-              help="Link of model A: " + LINK_HELP + ".")
-@click.option("--bias-a", "bias", default=None, metavar="FILE", help="Bias of model A, one entry per row.")
-def sample(a, model, query, count, seed, link, bias):
+@click.option("--link-a", "link", default=None, metavar="LINK",
+              help="Link of model A: " + LINK_HELP + LINK_DEFAULT)
+@click.option("--bias-a", "bias", type=PATH, default=None, metavar="FILE", help="Bias of model A, one entry per row.")
+@quiet_option
+def sample(a, model, query, count, seed, link, bias, quiet):
     """Draw answers of model A to query x: 0-based indices, one per line (a stand-in black box).
 
     \b
@@ -208,15 +216,16 @@ def sample(a, model, query, count, seed, link, bias):
 
 
 @cli.command(context_settings=CONTEXT)
-@click.argument("a", metavar="A")
-@click.argument("b", metavar="B")
-@click.argument("answers", metavar="ANSWERS")
+@click.argument("a", metavar="A", type=PATH)
+@click.argument("b", metavar="B", type=PATH)
+@click.argument("answers", metavar="ANSWERS", type=PATH)
 @model_option
 @query_option(required=True, what="The query the answers respond to")
 @error_option
 @readout_options
 @json_option
-def decide(a, b, answers, model, query, alpha, link_a, link_b, bias_a, bias_b, as_json):
+@quiet_option
+def decide(a, b, answers, model, query, alpha, link_a, link_b, bias_a, bias_b, as_json, quiet):
     """Decide from observed answers (a file or -, one index per line or a JSON list) which model answered.
 
     The SPRT uses the thresholds +-ln((1-ALPHA)/ALPHA). Whatever it decides (A, B or
@@ -230,7 +239,7 @@ def decide(a, b, answers, model, query, alpha, link_a, link_b, bias_a, bias_b, a
     from bhtcli.api import decide as decide_fn
     if a == "-" or b == "-":
         raise InputError("A and B must be files for decide (standard input carries the answers)")
-    spec = _spec(model, None, None, link_a, link_b, bias_a, bias_b, need_energy=False)
+    spec = _spec(model, None, None, link_a, link_b, bias_a, bias_b, need_energy=False, inputs=(a, b))
     _emit(decide_fn(a, b, query, answers, model=spec, error=alpha), as_json)
 
 
@@ -243,11 +252,12 @@ def decide(a, b, answers, model, query, alpha, link_a, link_b, bias_a, bias_b, a
               show_default=True, help="Which strategies to simulate.")
 @click.option("--plot", type=click.Path(dir_okay=False), default=None, metavar="FILE.png",
               help="Write a PNG: max error against n, empirical vs predicted and bounds (needs fixed).")
+@force_option
 @json_option
 @dtype_option
 @quiet_option
 def simulate(a, b, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, query, trials, seed,
-             policy, plot, as_json, dtype, quiet):
+             policy, plot, force, as_json, dtype, quiet):
     """Simulate how many queries it really takes: fixed n, Wald's SPRT, Chernoff's adaptive rule.
 
     When A and B cannot be told apart nothing is simulated: the result says why (exit 0).
@@ -260,9 +270,10 @@ def simulate(a, b, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, 
     """
     from bhtcli.api import simulate as simulate_fn
     from bhtcli.api import check_output_path
-    spec = _spec(model, energy, floor, link_a, link_b, bias_a, bias_b, dtype)
+    spec = _spec(model, energy, floor, link_a, link_b, bias_a, bias_b, dtype, inputs=(a, b))
     if plot:
-        check_output_path(plot, "--plot", inputs=(a, b, query), force=None, suffixes=(".png",))
+        check_output_path(plot, "--plot", inputs=(a, b, query, bias_a, bias_b), force=force,
+                          suffixes=(".png",))
         if policy not in ("fixed", "all"):
             raise InputError("--plot draws the fixed-n experiment; use --policy fixed or all")
     with _reporter(quiet, bar=True) as progress:
@@ -276,18 +287,19 @@ def simulate(a, b, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, 
 
 
 @cli.command(context_settings=CONTEXT)
-@model_pair_options
-@click.argument("h", metavar="H")
-@click.option("--names", default=None, metavar="FILE", help="One name per row of H (e.g. the prompts).")
+@rank_pair_options
+@click.argument("h", metavar="H", type=PATH)
+@click.option("--names", type=PATH, default=None, metavar="FILE", help="One name per row of H (e.g. the prompts).")
 @click.option("--top", type=int, default=10, show_default=True,
               help="How many of the best to list (with exact predicted counts).")
 @click.option("--out", type=click.Path(dir_okay=False), default=None, metavar="FILE",
               help="Write every candidate's scores to FILE.jsonl or FILE.csv (in the order of H).")
+@force_option
 @json_option
 @dtype_option
 @quiet_option
 def rank(a, b, h, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, names, top, out,
-         as_json, dtype, quiet):
+         force, as_json, dtype, quiet):
     """Score every candidate query (one per row of H) and rank them; no search.
 
     H is m x d (leverage: m x n weight vectors s), any matrix format, streamed in blocks.
@@ -300,27 +312,29 @@ def rank(a, b, h, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, n
       bht rank A.npy B.npy H.safetensors:hidden --names prompts.txt --top 5 --json | jq .top
     """
     from bhtcli.api import rank as rank_fn
-    spec = _spec(model, energy, floor, link_a, link_b, bias_a, bias_b, dtype, need_energy=False)
-    with _reporter(quiet) as progress:
+    spec = _spec(model, energy, floor, link_a, link_b, bias_a, bias_b, dtype, need_energy=False,
+                 inputs=(a, b))
+    with _reporter(quiet, bar=True) as progress:
         result = rank_fn(a, b, h, spec.energy, model=spec.family, floor=spec.floor, error=alpha,
                          names=names, top=top, out=out, dtype=spec.dtype, progress=progress,
-                         **spec.readout_options())
+                         force=force, **spec.readout_options())
     _emit(result, as_json)
 
 
 @cli.command(context_settings=CONTEXT)
-@click.argument("manifest", metavar="MANIFEST")
-@click.option("--out", "results", required=True, metavar="RESULTS",
+@click.argument("manifest", metavar="MANIFEST", type=PATH)
+@click.option("--out", "results", type=click.Path(dir_okay=False), required=True, metavar="RESULTS",
               help="Results journal (JSONL, one row per finished task); rerun the same command to resume.")
 @click.option("--scheduler", default=None, metavar="ADDRESS",
               help="A running Dask scheduler (tcp://host:8786) [default: a local cluster on this machine].")
 @click.option("--workers", type=int, default=None, help="Worker processes of the local cluster [default: the CPUs].")
-@click.option("--export", type=click.Path(dir_okay=False), default=None,
+@click.option("--export", type=click.Path(dir_okay=False), default=None, metavar="FILE",
               help="At the end, write the manifest's rows with their results to FILE.csv or FILE.parquet.")
 @click.option("--retry-failed", is_flag=True, help="Run the tasks whose rows say failed again.")
+@force_option
 @json_option
 @quiet_option
-def sweep(manifest, results, scheduler, workers, export, retry_failed, as_json, quiet):
+def sweep(manifest, results, scheduler, workers, export, retry_failed, force, as_json, quiet):
     """Run design for every row of a manifest (a, b, energy, ...) on Dask, resumably.
 
     {columns}
@@ -335,11 +349,13 @@ def sweep(manifest, results, scheduler, workers, export, retry_failed, as_json, 
     with _reporter(quiet, bar=True) as progress:
         try:
             result = sweep_fn(manifest, results, scheduler=scheduler, workers=workers, export=export,
-                              retry_failed=retry_failed,
+                              retry_failed=retry_failed, force=force,
                               progress=lambda done, total, failed: progress(
                                   f"sweep ({failed:,} failed)", done, total),
                               notice=lambda message: click.echo(f"Note: {message}", err=True))
         except KeyboardInterrupt:
+            if not (os.path.isfile(results) and os.path.getsize(results) > 0):
+                raise Interrupted("interrupted before any task finished; nothing was saved") from None
             raise Interrupted(f"interrupted; finished tasks are saved in {results}: rerun the same "
                               "command to run the rest") from None
     _emit(result, as_json)
@@ -349,14 +365,14 @@ def sweep(manifest, results, scheduler, workers, export, retry_failed, as_json, 
 
 
 @cli.command(context_settings=CONTEXT)
-@click.argument("a", metavar="A")
-@click.option("--data", "data", required=True,
+@click.argument("a", metavar="A", type=PATH)
+@click.option("--data", "data", type=PATH, required=True, metavar="FILE.npz",
               help="A .npz archive: Q (m x d queries) and Y (m x n target distributions, or m integer labels).")
 @click.option("--lr", type=float, required=True, help="Learning rate eta of the gradient steps (> 0).")
 @click.option("--steps", type=int, default=1, show_default=True, help="Number of full-batch gradient steps.")
 @out_option("the updated model B", required=True)
 @force_option
-@click.option("--energy", "-E", type=float, default=None,
+@click.option("--energy", "-E", type=OneBudget(), default=None,
               help="Also report how many queries with ||x|| <= ENERGY detect the update (design + small-perturbation estimate).")
 @error_option
 @seed_option
@@ -376,6 +392,51 @@ def shift(a, data, lr, steps, out, force, energy, alpha, seed, as_json, quiet):
     with _reporter(quiet) as progress:
         result = shift_fn(a, data, lr, steps, out=out, energy=energy, error=alpha, seed=seed,
                           progress=progress, force=force)
+    _emit(result, as_json)
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("path", metavar="FILE|DIR", type=PATH)
+@json_option
+@quiet_option
+def tensors(path, as_json, quiet):
+    """List a checkpoint's tensors (name, shape, stored type, bytes) and the head bht reads.
+
+    FILE is a .gguf, .safetensors, .npz or .npy file; DIR a Hugging Face checkpoint folder
+    (config.json, model.safetensors or shards with model.safetensors.index.json). Shapes are
+    in the order bht reads them (a GGUF head: n_vocab x d). Only headers are read.
+
+    \b
+    Examples:
+      bht tensors model.gguf
+      bht tensors ./gemma-2-2b-it --json | jq '.tensors[] | select(.shape | length == 2) | .name'
+    """
+    _emit(api.list_tensors(path), as_json)
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("src", metavar="SRC", type=PATH)
+@click.option("--to", "to", required=True, type=click.Choice(QUANTIZE_TYPES, case_sensitive=False),
+              help="The type of the round trip: GGML q8_0 ... q4_0, f16, bf16 (the gguf package's "
+                   "quantizers), or int8-row (per-row symmetric int8).")
+@out_option("SRC's round trip (float32; never over SRC)", required=True)
+@force_option
+@json_option
+@quiet_option
+def quantize(src, to, out, force, as_json, quiet):
+    """Write SRC's round trip through a quantization type: how detectable would it be?
+
+    SRC is any matrix bht reads (FILE.gguf, DIR, FILE.safetensors:TENSOR, .npy, ...). The GGML
+    types quantize blocks of 32 values of a row, so the row length must be a multiple of 32.
+    Then `bht design SRC OUT --energy E` says how many queries tell the two apart.
+
+    \b
+    Examples:
+      bht quantize model.safetensors:lm_head.weight --to q4_0 --out head_q4_0.npy
+      bht quantize head.npy --to int8-row --out head_int8.npy --json | jq .row_norm_2inf
+    """
+    with _reporter(quiet) as progress:
+        result = api.quantize(src, to, out, force=force, progress=progress)
     _emit(result, as_json)
 
 

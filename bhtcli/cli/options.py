@@ -10,11 +10,17 @@ import click
 from bhtcli.api import DEFAULT_STARTS, FORMATS, OUT_FORMATS
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
+# The type of every path argument and option: shell completion offers file names; the value
+# stays a plain string (FILE.npz:KEY and - pass), checked and read by the library.
+PATH = click.Path()
 
-LINK_HELP = ("exp (softmax), poly:K (p_i ∝ s_i^K) or taylor:K (p_i ∝ sum_{j<=K} s_i^j/j!), "
-             "K even; s = A x + bias")
+LINK_HELP = ("exp (softmax), poly:K (p_i ∝ s_i^K), taylor:K (p_i ∝ sum_{j<=K} s_i^j/j!), "
+             "K even, or softcap:C (p_i ∝ exp(C tanh(s_i/C))); s = A x + bias")
+LINK_DEFAULT = (" [default: the checkpoint's softcap:C when it declares final_logit_softcapping, "
+                "else exp].")
 INPUTS_HELP = (f"A and B are n x d matrices: {FORMATS.replace(' or ', ', ')} (FILE.npz:KEY, "
-               "FILE.safetensors:TENSOR), or - for standard input.")
+               "FILE.safetensors:TENSOR, FILE.gguf:TENSOR; FILE.gguf alone: its output layer), "
+               "Hugging Face checkpoint folders (DIR: the head, DIR:TENSOR), or - for standard input.")
 
 
 def _stack(*decorators):
@@ -40,27 +46,48 @@ quiet_option = click.option(
     "--quiet", "-q", is_flag=True,
     help="No progress display on stderr (it only appears when stderr is a terminal).")
 force_option = click.option(
-    "--force", is_flag=True, help="Allow --out to replace one of the command's input files.")
+    "--force", is_flag=True,
+    help="Allow an output file (--out, --export, --plot) to replace one of the command's input files.")
 model_option = click.option(
     "--model", type=click.Choice(["softmax", "leverage"]), default="softmax", show_default=True,
     help="softmax: answers ~ softmax(Ax), query x; leverage: answers ~ leverage scores of S^-1 A, query s.")
 floor_option = click.option(
     "--floor", type=float, default=None,
     help="Leverage models only (required there): the box is FLOOR <= s_i^2 <= ENERGY.")
-energy_option = click.option(
-    "--energy", "-E", type=float, default=None,
-    help="softmax: budget on ||x||_2; leverage: upper bound C on every s_i^2 "
-         "[required; optional with design --candidates and rank].")
+class OneBudget(click.ParamType):
+    """--energy of the commands that take one budget: a float; a comma list gets one clear
+    error (budget lists are design's)."""
+
+    name = "float"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, float):
+            return value
+        try:
+            return float(value)
+        except ValueError:
+            if "," in str(value):
+                self.fail(f"{value!r}: this command takes one budget; a comma list of budgets "
+                          "(0.5,1,2,4) is for bht design (the budget curve)", param, ctx)
+            self.fail(f"{value!r} is not a number", param, ctx)
+
+
+def energy_option(required: bool = True):
+    """--energy/-E of the commands that take one budget (rank's is optional)."""
+    return click.option(
+        "--energy", "-E", type=OneBudget(), default=None,
+        help="softmax: budget on ||x||_2; leverage: upper bound C on every s_i^2"
+             + (" [required]." if required else "; rows of H outside it are not eligible [default: every row]."))
 dtype_option = click.option(
     "--dtype", type=click.Choice(["float64", "float32"]), default="float64", show_default=True,
-    help="Precision of the products with A and B during the search (float32: half the memory); "
-         "reported numbers are recomputed in float64.")
+    help="Precision of the products with A and B (float32: half the memory); reported numbers "
+         "are recomputed in float64.")
 
 
 def query_option(required: bool, what: str = "The query"):
     """-x/--query: a query vector x (softmax) or s (leverage) in any matrix format."""
     return click.option(
-        "--query", "-x", required=required, default=None, metavar="FILE",
+        "--query", "-x", type=PATH, required=required, default=None, metavar="FILE",
         help=f"{what}: x (softmax) or s (leverage), in any input format (e.g. the file of "
              "design --out).")
 
@@ -73,22 +100,24 @@ def out_option(what: str, required: bool = False):
 
 
 readout_options = _stack(
-    click.option("--link-a", default="exp", show_default=True, metavar="LINK",
-                 help="Link of model A: " + LINK_HELP + "."),
-    click.option("--link-b", default="exp", show_default=True, metavar="LINK",
+    click.option("--link-a", default=None, metavar="LINK",
+                 help="Link of model A: " + LINK_HELP + LINK_DEFAULT),
+    click.option("--link-b", default=None, metavar="LINK",
                  help="Link of model B (as --link-a)."),
-    click.option("--bias-a", default=None, metavar="FILE",
+    click.option("--bias-a", type=PATH, default=None, metavar="FILE",
                  help="Bias of model A, one entry per row (any input format, e.g. F.safetensors:lm_head.bias)."),
-    click.option("--bias-b", default=None, metavar="FILE", help="Bias of model B (as --bias-a)."),
+    click.option("--bias-b", type=PATH, default=None, metavar="FILE", help="Bias of model B (as --bias-a)."),
 )
 
 def _pair_options(energy):
     """A, B, --model, the given --energy, --floor, --error and the readout options."""
-    return _stack(click.argument("a", metavar="A"), click.argument("b", metavar="B"), model_option,
+    return _stack(click.argument("a", metavar="A", type=PATH), click.argument("b", metavar="B", type=PATH),
+                  model_option,
                   energy, floor_option, error_option, readout_options)
 
 
-model_pair_options = _pair_options(energy_option)
+model_pair_options = _pair_options(energy_option())
+rank_pair_options = _pair_options(energy_option(required=False))
 # design's --energy also takes a comma list of budgets (the budget curve)
 design_pair_options = _pair_options(click.option(
     "--energy", "-E", type=str, default=None, metavar="E[,E2,...]",

@@ -9,7 +9,8 @@ from __future__ import annotations
 import math
 import time
 
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Column
 
 from bhtcli.cli.render import stderr
 
@@ -20,13 +21,17 @@ class Reporter:
     def __init__(self, quiet: bool = False, bar: bool = False):
         console = stderr()
         self.enabled = console.is_terminal and not quiet
-        columns = [TextColumn("{task.description}")]
+        # text columns wrap between words rather than cut a word at the terminal's edge
+        wrap = lambda: Column(no_wrap=False, overflow="fold")
+        columns = [TextColumn("{task.description}", table_column=wrap())]
         if bar:
-            columns += [BarColumn(), TextColumn("{task.completed}/{task.total}")]
-        columns += [TextColumn("{task.fields[status]}"), TimeElapsedColumn()]
+            columns += [BarColumn(bar_width=20), TextColumn("{task.completed}/{task.total}"),
+                        TimeRemainingColumn()]
+        columns += [TextColumn("{task.fields[status]}", table_column=wrap()), TimeElapsedColumn()]
         self._progress = Progress(*columns, console=console, transient=True, disable=not self.enabled)
         self._task = None
         self._last = 0.0
+        self._best = None
 
     def __enter__(self):
         self._progress.__enter__()
@@ -41,12 +46,15 @@ class Reporter:
             self._progress.update(self._task, description=message, completed=step, total=total)
 
     def tick(self, iterations: int, value: float, passes=None) -> None:
-        """A search round: iterations so far, the best D so far and the passes over A and B."""
+        """During a search: iterations so far, the best D so far and the passes over A and B.
+
+        A better value is always shown; otherwise the line changes at most ten times a second."""
         now = time.monotonic()
-        if not self.enabled or now - self._last < 0.1:
+        better = self._best is None or value > self._best
+        if not self.enabled or (now - self._last < 0.1 and not better):
             return
-        self._last = now
-        status = f"round {iterations:,}  best H^2 {-math.expm1(-value):.6g}"
+        self._last, self._best = now, value
+        status = f"iteration {iterations:,}  best H^2 {-math.expm1(-value):.6g}"
         if passes is not None:
             status += f"  {passes:,} passes"
         self._progress.update(self._task, status=status)

@@ -13,12 +13,14 @@ import io
 import json
 import os
 import sys
+import time
 
 from rich.console import Console
 from rich.table import Table
 
 from bhtcli.api import (BoundResult, BudgetCurveResult, DecideResult, DesignResult,
-                        LeverageBoundResult, RankResult, ShiftResult, SimulateResult, SweepResult)
+                        LeverageBoundResult, QuantizeResult, RankResult, ShiftResult, SimulateResult,
+                        SweepResult, TensorsResult)
 
 from bhtcli.cli.output import ClosedPipe, OutputState  # noqa: E402
 
@@ -56,8 +58,7 @@ def emit(result, as_json: bool = False) -> None:
     OutputState.stdout_used = True
     with _stdout_faults():
         if as_json:
-            sys.stdout.write(render_json(result) + "\n")
-            sys.stdout.flush()
+            write_stdout(render_json(result) + "\n")
             return
         render = RENDERERS[type(result)]
         if sys.stdout.isatty():
@@ -67,8 +68,7 @@ def emit(result, as_json: bool = False) -> None:
         buffer = io.StringIO()
         render(result, Console(file=buffer, width=PLAIN_WIDTH, color_system=None, force_terminal=False,
                                highlight=False, soft_wrap=False))
-        sys.stdout.write("".join(line.rstrip() + "\n" for line in buffer.getvalue().splitlines()))
-        sys.stdout.flush()
+        write_stdout("".join(line.rstrip() + "\n" for line in buffer.getvalue().splitlines()))
 
 
 def write_lines(values, block: int = 65536) -> None:
@@ -76,8 +76,32 @@ def write_lines(values, block: int = 65536) -> None:
     OutputState.stdout_used = True
     with _stdout_faults():
         for start in range(0, len(values), block):
-            sys.stdout.write("\n".join(map(str, values[start:start + block].tolist())) + "\n")
-        sys.stdout.flush()
+            write_stdout("\n".join(map(str, values[start:start + block].tolist())) + "\n")
+
+
+def write_stdout(text: str) -> None:
+    """Write `text` to stdout whole, and flush.
+
+    Under PYTHONUNBUFFERED=1 stdout's text layer sits on the raw file, whose write may write
+    only part of the bytes (a pipe whose reader left: | head) and say so in its return value,
+    which the text layer ignores: the rest would be lost without an error, and the run would
+    end with status 0 instead of 141. The bytes are written here until all of them are taken
+    (or the next write raises BrokenPipeError)."""
+    stream = sys.stdout
+    binary = getattr(stream, "buffer", None)
+    if binary is None:              # a text-only stream (io.StringIO)
+        stream.write(text)
+        stream.flush()
+        return
+    stream.flush()
+    data = memoryview(text.encode(stream.encoding or "utf-8", stream.errors or "strict"))
+    while data:
+        written = binary.write(data)
+        if written is None:         # a non-blocking stdout that is full: wait, then go on
+            time.sleep(0.01)
+            continue
+        data = data[written:]
+    binary.flush()
 
 
 @contextlib.contextmanager
@@ -98,11 +122,10 @@ def _plural(count: int, word: str) -> str:
     return f"{count:,} {word}{'' if count == 1 else 's'}"
 
 
-def _lower_mean(v) -> str:
-    """A lower bound on a mean count; 0 means the bound is below one query."""
-    if v == 0:
-        return "< 1  (the bound is below one query: it rules nothing out)"
-    return _num(v)
+def _says_something(v) -> bool:
+    """A lower bound on a mean count is printed only when it is at least one query (below,
+    it rules nothing out)."""
+    return v is not None and v >= 1
 
 
 def _num(v, digits: int = 6) -> str:
@@ -187,7 +210,12 @@ def _design_head(r: dict) -> Table:
         _readout_rows(head, r)
         head.add_row("distinguishable", "no")
         head.add_row("why", r["note"])
-        head.add_row("samples needed", "- (no number of queries can tell them apart)")
+        ceiling = (r.get("certificate") or {}).get("hellinger_squared_max_bound")
+        if ceiling:         # equal up to rounding: exact arithmetic would allow this much
+            head.add_row("samples needed", "- (the difference is below float64's resolution)")
+            head.add_row("sup H^2 over the ball <=", _num(ceiling) + "  (in exact arithmetic)")
+        else:
+            head.add_row("samples needed", "- (no number of queries can tell them apart)")
         return head
     if leverage:
         s2 = [v * v for v in r["query"]]
@@ -264,7 +292,8 @@ def _certificate_table(c: dict) -> Table:
     cer.add_row("sup H^2 over the ball <=", _num(c["hellinger_squared_max_bound"]) + _binds(c))
     cer.add_row("design's H^2 / bound", _num(c["design_over_bound"]))
     cer.add_row("fixed-budget queries >=", _num(c["samples_lower_any_strategy"]) + "  (any strategy, adaptive too)")
-    cer.add_row("mean sequential queries >=", _lower_mean(c["mean_samples_lower_sequential"]))
+    if _says_something(c["mean_samples_lower_sequential"]):
+        cer.add_row("mean sequential queries >=", _num(c["mean_samples_lower_sequential"]))
     cer.add_row("row diameter of A - B", _num(c["row_diameter"]) + ("" if c["row_diameter_exact"] else "  (upper bound)"))
     if c.get("note"):
         cer.add_row("note", c["note"])
@@ -332,7 +361,8 @@ def render_bound_table(result, console: Console) -> None:
         t.add_row("spread of log-weight differences <=", _num(c["score_spread_bound"]))
     t.add_row("sup H^2 over the ball <=", _num(c["hellinger_squared_max_bound"]) + _binds(c))
     t.add_row("fixed-budget queries >=", _num(c["samples_lower_any_strategy"]) + "  (any strategy, adaptive too)")
-    t.add_row("mean sequential queries >=", _lower_mean(c["mean_samples_lower_sequential"]))
+    if _says_something(c["mean_samples_lower_sequential"]):
+        t.add_row("mean sequential queries >=", _num(c["mean_samples_lower_sequential"]))
     if c.get("note"):
         t.add_row("note", c["note"])
     console.print(t)
@@ -345,9 +375,11 @@ def render_decide_table(result, console: Console) -> None:
     t.add_row("SPRT decision", f"{r['decision']}  ({used}; thresholds +-{_num(r['threshold'], 4)})")
     t.add_row("log-likelihood ratio", f"{_num(r['llr'])}  (all answers; > 0 favours A)")
     t.add_row("P(A | answers)", f"{_num(r['posterior_a'])}  (equal priors)")
-    t.add_row("fixed-sample verdict", f"{r['fixed_verdict']}  (both errors <= {_num(r['fixed_error_bound'], 3)})")
+    t.add_row("fixed-sample verdict", f"{r['fixed_verdict']}  (best test on {_plural(r['samples_total'], 'answer')}: "
+                                      f"both errors {_num(r['fixed_error'], 3)})")
+    t.add_row("Bhattacharyya bound", f"{_num(r['fixed_error_bound'], 3)}  (BC^N, a looser bound on both errors)")
     if r["expected_more"] is not None:
-        t.add_row("more answers needed", f"about {_num(r['expected_more'], 4)} (Wald, if {r['favoured']} is true)")
+        t.add_row("more answers needed", f"about {_plural(r['expected_more'], 'answer')} (Wald, if {r['favoured']} is true)")
     console.print(t)
 
 
@@ -512,11 +544,17 @@ def render_rank_table(result, console: Console) -> None:
     t = _table(f"bht rank  {r['model']}  n={r['n']:,}  d={r['d']:,}{box}  alpha={_num(r['target_error'])}")
     _readout_rows(t, r)
     t.add_row("candidates", f"{r['count']:,}  ({r['eligible']:,} eligible)")
-    t.add_row("best", f"row {r['best_index']:,}" + (f"  {_short(r['best_name'], 60)}" if r["best_name"] else ""))
+    if not r["distinguishable"]:
+        t.add_row("distinguishable", "no")
+        t.add_row("why", r["note"])
+    else:
+        t.add_row("best", f"row {r['best_index']:,}" + (f"  {_short(r['best_name'], 60)}" if r["best_name"] else ""))
     if r["out"]:
         t.add_row("all scores written to", r["out"])
     t.add_row("time", f"{r['seconds']:.2f} s")
     console.print(t)
+    if not r["distinguishable"]:
+        return
     console.print(_top_table(f"\nTop {len(r['top'])} candidates by H^2 (row: 0-based in H)", r["top"]))
 
 
@@ -545,7 +583,53 @@ def render_curve_table(result, console: Console) -> None:
                       "raise --max-starts", markup=False, highlight=False)
 
 
+def _bytes(count: int) -> str:
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if count >= size:
+            return f"{count / size:.3g} {unit}"
+    return f"{count} B"
+
+
+def render_tensors_table(result, console: Console) -> None:
+    r = result.to_dict()
+    head = _table(f"bht tensors  {r['format']}  {_plural(len(r['tensors']), 'tensor')}")
+    head.add_row("file", r["file"])
+    head.add_row("size", f"{_bytes(r['total_bytes'])}  (tensor data)")
+    if r["architecture"]:
+        head.add_row("architecture", r["architecture"])
+    if r["head"]:
+        tied = "  (tied: the input embedding)" if r["head_tied"] else ""
+        head.add_row("head", f"{r['head']}{tied}")
+    else:
+        head.add_row("head", "none found: name a tensor with FILE:TENSOR")
+    if r["softcap"]:
+        head.add_row("softcap", f"final_logit_softcapping {_num(r['softcap'])}: read out with softcap:{r['softcap']:g}")
+    console.print(head)
+    t = Table(box=None, pad_edge=False, show_edge=False)
+    for name, justify in (("name", "left"), ("shape", "right"), ("dtype", "left"), ("bytes", "right")):
+        t.add_column(name, justify=justify, no_wrap=True)
+    for row in r["tensors"]:
+        t.add_row(row["name"], " x ".join(map(str, row["shape"])) or "scalar", row["dtype"], f"{row['bytes']:,}")
+    console.print()
+    console.print(t)
+
+
+def render_quantize_table(result, console: Console) -> None:
+    r = result.to_dict()
+    t = _table(f"bht quantize  {r['to']}  n={r['n']}  d={r['d']}")
+    t.add_row("source", r["source"])
+    t.add_row("written to", f"{r['out']}  (float32)")
+    t.add_row("bits per weight", f"{_num(r['bits_per_weight'], 4)}  (blocks of {r['block_size']:,} values)")
+    t.add_row("max |A' - A|", _num(r["max_abs_error"]))
+    t.add_row("||A' - A||_F / ||A||_F", _num(r["relative_frobenius_error"]))
+    t.add_row("||A' - A||_{2->inf}", _num(r["row_norm_2inf"]))
+    t.add_row("time", f"{r['seconds']:.2f} s")
+    console.print(t)
+
+
 RENDERERS = {
+    TensorsResult: render_tensors_table,
+    QuantizeResult: render_quantize_table,
     DesignResult: render_design_table,
     BoundResult: render_bound_table,
     LeverageBoundResult: render_bound_table,

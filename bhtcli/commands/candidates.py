@@ -30,9 +30,10 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from bhtcli.errors import InputError
+from bhtcli.errors import InputError, parameter_name
 from bhtcli.io.load import atomic_file, check_output_path, load_pair, read_array
-from bhtcli.io.validation import check_dtype, check_error, check_seed, check_starts, check_top
+from bhtcli.io.validation import (MAX_ENTRY, check_dtype, check_error, check_seed, check_starts,
+                                  check_top)
 from bhtcli.maths.counts import lower_count, query_counts, upper_count
 from bhtcli.maths.divergences import Tilt
 from bhtcli.results import RankResult, json_safe
@@ -58,12 +59,16 @@ class Scores:
 
 
 # ---------------------------------------------------------------- inputs
-def open_candidates(spec, width: int, what: str, option: str = "--candidates"):
+def open_candidates(spec, width: int, what: str, option: str | None = None):
     """The candidate matrix as stored (a memory map for .npy/.safetensors), shape-checked only.
 
-    Rows are converted and checked for NaN block by block while they are scored.
+    Rows are converted and checked for NaN block by block while they are scored. `option`
+    names it in messages before the path (None: the path alone, as for a positional H).
     """
-    label = f"{option} {os.fspath(spec)}" if isinstance(spec, (str, os.PathLike)) else option
+    if isinstance(spec, (str, os.PathLike)):
+        label = f"{option} {os.fspath(spec)}" if option else os.fspath(spec)
+    else:
+        label = option or "H"
     arr = read_array(spec, label) if isinstance(spec, (str, os.PathLike)) else np.asarray(spec)
     if arr.dtype == object or (arr.dtype.kind not in "iuf" and arr.dtype.name != "bfloat16"):
         raise InputError(f"{label} has dtype {arr.dtype}, expected real numbers")
@@ -81,8 +86,9 @@ def open_candidates(spec, width: int, what: str, option: str = "--candidates"):
     return arr, label
 
 
-def load_names(path, m: int, option: str = "--names") -> list:
+def load_names(path, m: int, option: str | None = None) -> list:
     """One name per candidate: the lines of a UTF-8 text file (exactly m lines)."""
+    option = parameter_name("names") if option is None else option
     try:
         with open(path, encoding="utf-8-sig") as fh:
             names = fh.read().splitlines()
@@ -109,9 +115,12 @@ def blocks(H, label: str, rows: int):
     """(start, float64 block) over H, each block checked for NaN/Inf (the row is named)."""
     for start in range(0, H.shape[0], rows):
         blk = np.asarray(H[start:start + rows], dtype=np.float64)
-        bad = ~np.isfinite(blk).all(axis=1)
+        bad = ~(np.abs(blk) <= MAX_ENTRY).all(axis=1)          # NaN fails the comparison too
         if bad.any():
             row = start + int(np.argmax(bad))
+            if np.isfinite(blk[row - start]).all():
+                raise InputError(f"{label}: row {row} (0-based) has values beyond {MAX_ENTRY:g}, whose "
+                                 "norm overflows float64; rescale the candidates")
             raise InputError(f"{label}: row {row} (0-based) contains NaN or Inf; fix or drop that row")
         yield start, blk
 
@@ -166,8 +175,8 @@ def score_softmax(pair, A, B, H, label: str, norms, eligible, why, keep: int,
         X = np.asarray(H[part], dtype=np.float64).T
         c, delta = pair.logits(X)
         D[part] = np.maximum(Tilt.from_logits(c, delta).bhattacharyya_distance(), 0.0)
-        if progress and k % 50 == 49:
-            progress(f"scored {start + part.size:,} of {idx.size:,} candidates")
+        if progress and (k % 50 == 49 or start + part.size == idx.size):
+            progress("scoring candidates", start + part.size, idx.size)
     exact = np.zeros(m, dtype=bool)
     if pair.dtype != np.float64:          # re-score the best in float64, then re-rank them
         for i in best_rows(D, eligible, keep + POOL_MARGIN):
@@ -187,8 +196,8 @@ def score_leverage(pair, H, norms, eligible, why, progress=None) -> Scores:
     for k, i in enumerate(idx):
         s = np.asarray(H[i], dtype=np.float64)
         D[i] = max(float(pair.tilt(-np.log(s * s)).bhattacharyya_distance()), 0.0)
-        if progress and k % 1000 == 999:
-            progress(f"scored {k + 1:,} of {idx.size:,} candidates")
+        if progress and (k % 1000 == 999 or k + 1 == idx.size):
+            progress("scoring candidates", k + 1, idx.size)
     return Scores(D, norms, eligible, np.ones(m, dtype=bool), why)
 
 
@@ -226,11 +235,11 @@ class _Ranked:
 
 
 def _rank(A, B, H, energy, *, model, floor, error, names, top, link_a, link_b, bias_a, bias_b,
-          dtype, rows, progress) -> _Ranked:
+          dtype, rows, progress, h_option=None) -> _Ranked:
     t0 = time.perf_counter()
     error, top, dtype = check_error(error), check_top(top), check_dtype(dtype)
     if model not in ("softmax", "leverage"):
-        raise InputError(f"--model must be softmax or leverage, got {model!r}")
+        raise InputError(f"{parameter_name('model')} must be softmax or leverage, got {model!r}")
     if model == "leverage":
         from bhtcli.models.leverage import LeveragePair
         from bhtcli.models.spec import ModelSpec
@@ -239,7 +248,8 @@ def _rank(A, B, H, energy, *, model, floor, error, names, top, link_a, link_b, b
         box = None if spec.energy is None else spec.box
         A, B = load_pair(A, B)
         n, d = A.shape
-        H, label = open_candidates(H, n, f"a weight vector s, one entry per row of A, n = {n}")
+        H, label = open_candidates(H, n, f"a weight vector s, one entry per row of A, n = {n}",
+                                   h_option)
         names = None if names is None else load_names(names, H.shape[0])
         norms, eligible, why, s2 = survey(H, label, rows or block_rows(n), box=box, leverage=True)
         if not eligible.any():
@@ -259,12 +269,13 @@ def _rank(A, B, H, energy, *, model, floor, error, names, top, link_a, link_b, b
         from bhtcli.models.readout import make_readout
         from bhtcli.models.softmax import SoftmaxPair
         if floor is not None:
-            raise InputError("--floor applies to --model leverage only; softmax queries are bounded "
+            raise InputError(f"{parameter_name('floor')} applies to {parameter_name('model')} leverage only; softmax queries are bounded "
                              "by --energy on ||x||_2")
         energy = None if energy is None else check_energy(energy)
         A, B = load_pair(A, B, dtype=None)
         n, d = A.shape
-        H, label = open_candidates(H, d, f"a query x, one entry per column of A, d = {d}")
+        H, label = open_candidates(H, d, f"a query x, one entry per column of A, d = {d}",
+                                   h_option)
         names = None if names is None else load_names(names, H.shape[0])
         readout = make_readout(n, link_a, link_b, bias_a, bias_b)
         norms, eligible, why, _ = survey(H, label, MAX_BLOCK_ROWS, energy=energy)
@@ -276,8 +287,11 @@ def _rank(A, B, H, energy, *, model, floor, error, names, top, link_a, link_b, b
         scores = score_softmax(pair, A, B, H, label, norms, eligible, why, top, rows, progress)
         box_source = "energy" if energy is not None else "largest eligible candidate norm"
     top_rows = best_rows(scores.D, scores.eligible, top)
-    entries = [_entry(int(i), scores, names, _counts(model, pair, A, B, H, int(i), readout, error))
-               for i in top_rows]
+    entries = []
+    for k, i in enumerate(top_rows):
+        if progress and k % 10 == 0:
+            progress("exact counts of the best candidates", k, len(top_rows))
+        entries.append(_entry(int(i), scores, names, _counts(model, pair, A, B, H, int(i), readout, error)))
     return _Ranked(model, n, d, A, B, H, pair, scores, names, top_rows, entries, energy, floor,
                    error, readout, t0, box_source)
 
@@ -287,7 +301,7 @@ def _none_eligible(label, model, why, norms, energy) -> str:
         return (f"no row of {label} is an admissible weight vector ({why}); "
                 "every s_i must be non-zero and FLOOR <= s_i^2 <= ENERGY")
     return (f"no row of {label} has ||x|| <= E = {energy:g} (the smallest norm is "
-            f"{float(norms.min()):.6g}); raise --energy or rescale the candidates")
+            f"{float(norms.min()):.6g}); raise {parameter_name('energy')} or rescale the candidates")
 
 
 def _counts(model, pair, A, B, H, i, readout, error):
@@ -314,7 +328,7 @@ def _entry(i, scores, names, counts) -> dict:
 def rank(A, B, H, energy=None, *, model: str = "softmax", floor=None, error: float = 0.05,
          names=None, top: int = DEFAULT_TOP, out=None, link_a="exp", link_b="exp", bias_a=None,
          bias_b=None, dtype: str = "float64", block_rows: int | None = None,
-         progress=None) -> RankResult:
+         progress=None, force: bool = False) -> RankResult:
     """Score every candidate query (a row of H) and write all of them to `out`.
 
     Parameters
@@ -338,6 +352,7 @@ def rank(A, B, H, energy=None, *, model: str = "softmax", floor=None, error: flo
         How many of the best eligible candidates get full counts (default 10).
     out : path, optional
         FILE.jsonl or FILE.csv: one record per candidate, in the order of H (written atomically).
+        It must not be one of the inputs (A, B, H, `names`, `bias_a`, `bias_b`) unless `force`.
     link_a, link_b, bias_a, bias_b, dtype
         As for :func:`bhtcli.commands.design.design`.
     block_rows : int, optional
@@ -355,37 +370,51 @@ def rank(A, B, H, energy=None, *, model: str = "softmax", floor=None, error: flo
         Bad matrices, names or options; no eligible candidate; an unknown output format.
     """
     if out is not None:
-        _check_out(out)
+        _check_out(out, (A, B, H, names, bias_a, bias_b), force)
     r = _rank(A, B, H, energy, model=model, floor=floor, error=error, names=names, top=top,
               link_a=link_a, link_b=link_b, bias_a=bias_a, bias_b=bias_b, dtype=dtype,
               rows=block_rows, progress=progress)
     if out is not None:
-        write_scores(out, r.scores, r.names, {e["index"]: e for e in r.top}, r.error)
+        write_scores(out, r.scores, r.names, {e["index"]: e for e in r.top}, r.error,
+                     option=parameter_name("out"))
     best = int(r.top_rows[0])
     given = r.box_source == "energy"        # the budget the user gave (not one derived from H)
+    note = None if r.top[0]["bhattacharyya_distance"] > 0 else _why_inseparable(r)
     return RankResult(r.model, r.n, r.d, r.energy if given else None, r.floor if given else None,
                       r.error, int(r.H.shape[0]),
                       int(r.scores.eligible.sum()), best, None if r.names is None else r.names[best],
                       r.top, None if out is None else os.fspath(out),
                       "float64" if r.model == "leverage" else str(r.pair.dtype),
                       None if r.readout is None else r.readout.description,
-                      time.perf_counter() - r.t0)
+                      time.perf_counter() - r.t0, distinguishable=note is None, note=note)
 
 
-def _check_out(out) -> None:
-    check_output_path(os.fspath(out), "--out")
+def _why_inseparable(r: _Ranked) -> str:
+    """Why H^2 = 0 at every eligible candidate: the same model (design's rule), or the rows."""
+    if r.model == "softmax":
+        from bhtcli.analysis.facts import pair_base
+        same = pair_base(r.A, r.B, r.pair.G, r.readout).same
+        if same:
+            return same
+    return ("H^2 = 0 at every eligible candidate: none of these queries tells A and B apart "
+            "(zero queries, or directions in which A and B agree)")
+
+
+def _check_out(out, inputs, force: bool) -> None:
+    option = parameter_name("out")
     if os.path.splitext(os.fspath(out))[1].lower() not in OUT_FORMATS:
-        raise InputError(f"--out {out}: name the file *.jsonl (one JSON object per candidate) or *.csv")
+        raise InputError(f"{option} {out}: name the file *.jsonl (one JSON object per candidate) or *.csv")
+    check_output_path(os.fspath(out), option, inputs=inputs, force=force)
 
 
 COLUMNS = ("index", "name", "eligible", "query_norm", "hellinger_squared", "bhattacharyya_distance",
            "lower", "upper", "predicted")
 
 
-def write_scores(out, scores: Scores, names, top: dict, error: float) -> None:
+def write_scores(out, scores: Scores, names, top: dict, error: float, option: str | None = None) -> None:
     """Every candidate, in order: JSONL or CSV by the extension (`predicted` for the top rows)."""
     jsonl = os.fspath(out).lower().endswith(".jsonl")
-    with atomic_file(os.fspath(out), "w", encoding="utf-8", newline="") as fh:
+    with atomic_file(os.fspath(out), "w", option=option, encoding="utf-8", newline="") as fh:
         writer = None if jsonl else csv.writer(fh)
         if writer:
             writer.writerow(COLUMNS)
@@ -435,7 +464,7 @@ def design_candidates(A, B, H, energy=None, *, model: str = "softmax", floor=Non
     seed = check_seed(seed)
     r = _rank(A, B, H, energy, model=model, floor=floor, error=error, names=names, top=top,
               link_a=link_a, link_b=link_b, bias_a=bias_a, bias_b=bias_b, dtype=dtype,
-              rows=block_rows, progress=progress)
+              rows=block_rows, progress=progress, h_option=parameter_name("candidates"))
     best = int(r.top_rows[0])
     x = np.asarray(r.H[best], dtype=np.float64)
     if r.model == "leverage":

@@ -1,4 +1,5 @@
-"""`decide`: Wald's SPRT on observed answers, plus the fixed-sample verdict (docs/maths.md §8)."""
+"""`decide`: Wald's SPRT on observed answers, plus the verdict and the exact errors of the best
+fixed-n test on that many answers, the test whose count design predicts (docs/maths.md §3, §8)."""
 from __future__ import annotations
 
 import math
@@ -9,6 +10,7 @@ from scipy.special import expit
 from bhtcli.models.answers import answer_law, read_answers
 from bhtcli.models.spec import ModelSpec
 from bhtcli.results import DecideResult
+from bhtcli.maths.counts import fixed_test
 from bhtcli.maths.divergences import divergences_from_tilt
 from bhtcli.io.load import load_pair
 from bhtcli.io.validation import check_error
@@ -41,7 +43,8 @@ def decide(A, B, query, answers, error: float = 0.05, stdin=None, model: str = "
     else:
         obs = read_answers_array(answers, A.shape[0])
     from bhtcli.models.leverage import tilt_of
-    div = divergences_from_tilt(tilt_of(law.log_pa, law.log_pb))
+    tilt = tilt_of(law.log_pa, law.log_pb)
+    div = divergences_from_tilt(tilt)
     path = np.cumsum(law.llr[obs])
     a = math.log((1 - error) / error)
     crossed = np.flatnonzero(np.abs(path) >= a)
@@ -55,11 +58,13 @@ def decide(A, B, query, answers, error: float = 0.05, stdin=None, model: str = "
     expected = None
     if decision == "undecided":
         kl = div.kl_ab if favoured == "A" else div.kl_ba
-        expected = (a - abs(total)) / kl if kl > 0 else None
-    verdict = "A" if total > 0 else ("B" if total < 0 else "tie")
-    return DecideResult(decision, used, len(obs), a, total, at, float(expit(total)), verdict,
+        more = (a - abs(total)) / kl if kl > 0 else math.inf
+        expected = max(1, math.ceil(more)) if math.isfinite(more) else None
+    fixed = fixed_test(tilt, max(div.bhattacharyya_distance, 0.0), error, obs)
+    return DecideResult(decision, used, len(obs), a, total, at, float(expit(total)), fixed.verdict,
                         math.exp(-len(obs) * div.bhattacharyya_distance), favoured, expected,
-                        error, div.kl_ab, div.kl_ba, spec.family, A.shape[0], A.shape[1])
+                        error, div.kl_ab, div.kl_ba, spec.family, A.shape[0], A.shape[1],
+                        fixed_error=fixed.error)
 
 
 def read_answers_array(values, n: int) -> np.ndarray:

@@ -195,11 +195,25 @@ def leverage_report_for_query(A, B, s, energy, floor, error: float = 0.05) -> De
     return _report(pair, theta, base, cert, -math.log(ceiling), -math.log(floor), None, [], solver, floor, t0)
 
 
+def query_in_box(s: np.ndarray, ceiling: float, floor: float) -> np.ndarray:
+    """s with every s_i^2 (as float64 computes it) inside [floor, ceiling]: exp(-theta/2) of a
+    theta on a face of the box can square to a few ulps outside it; those entries are moved
+    by ulps until they are inside, so that the printed query is feasible."""
+    s = np.array(s, dtype=np.float64)
+    for _ in range(8):
+        high, low = s * s > ceiling, s * s < floor
+        if not (high.any() or low.any()):
+            break
+        s[high] = np.nextafter(s[high], 0.0)
+        s[low] = np.nextafter(s[low], np.inf)
+    return s
+
+
 def _report(pair, theta, base, cert, lo, hi, note, warnings, solver, floor, t0):
     tilt = pair.tilt(theta)
     div = divergences_from_tilt(tilt)
     counts = query_counts(tilt, div.bhattacharyya_distance, base["target_error"])
-    s = np.exp(-0.5 * theta)
+    s = query_in_box(np.exp(-0.5 * theta), base["energy"], floor)
     at_face = float(np.mean((theta <= lo + 1e-9) | (theta >= hi - 1e-9)))
     solver = dict(solver, passes=pair.evaluations, fraction_at_box_faces=at_face,
                   seconds=time.perf_counter() - t0)

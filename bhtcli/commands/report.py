@@ -76,7 +76,7 @@ def report(ctx: ReportContext, x, on_boundary, solver, extra_passes: int = 0):
     div = divergences_from_tilt(tilt)
     counts = query_counts(tilt, div.bhattacharyya_distance, ctx.error)
     note = None
-    certificate = certificate_dict(ctx, div.hellinger_squared)
+    certificate = certificate_dict(ctx, div, solver.get("local_maxima_values") or ())
     if div.bhattacharyya_distance == 0.0:
         ceiling = certificate["hellinger_squared_max_bound"]
         if ceiling == 0.0:          # proven: no query in the ball separates them in float64
@@ -117,13 +117,17 @@ def same_model_report(ctx: ReportContext, solver):
     return DesignResult("softmax", pair.n, pair.d, ctx.energy, ctx.error, [0.0] * pair.d, 0.0, False,
                         **zero, distinguishable=False, note=ctx.facts.reason,
                         samples={"lower": None, "upper": None, "predicted": None, "method": "none"},
-                        certificate=certificate_dict(ctx, 0.0),
+                        certificate=certificate_dict(ctx),
                         **paper_dict(ctx, False), solver=solver,
                         readout=pair.readout.description, dtype=str(pair.dtype))
 
 
-def certificate_dict(ctx: ReportContext, h2):
-    return certificate_record(ctx.facts, ctx.error, h2)
+def certificate_dict(ctx: ReportContext, div=None, other_h2=()):
+    """The certificate of a report (analysis.facts.certificate_record). `div`: the divergences
+    at the design (None: no design), `other_h2`: further H^2 values the report prints (the
+    search's local maxima); one guarded rounding covers them all (docs/maths.md §19.1)."""
+    return certificate_record(ctx.facts, ctx.error, None if div is None else div.hellinger_squared,
+                              div=div, other_h2=other_h2)
 
 
 def paper_dict(ctx: ReportContext, distinguishable):

@@ -46,7 +46,7 @@ def orthonormal_basis(V, d: int, option: str = "--subspace") -> np.ndarray:
     V = load_matrix(V, label)
     rows, r = V.shape
     if rows != d:
-        hint = " (it looks transposed: V is d x r, one direction per column)" if r == d else ""
+        hint = f"; it looks transposed ({rows} x {r}): save V.T" if r == d else ""
         raise InputError(f"{label} has {rows} rows but the models take queries of d = {d} entries; "
                          f"V must be d x r, one direction per column{hint}")
     if r > d:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import math
 import os
 import sys
 import tempfile
@@ -28,8 +29,9 @@ import numpy as np
 
 from bhtcli.errors import InputError, OutputError, parameter_name
 from bhtcli.io.pickles import PICKLE_MAGICS, refuse_pickles
+from bhtcli.io.checkpoint import read_checkpoint, split_checkpoint
 from bhtcli.io.safetensors_file import read_safetensors, split_tensor_name
-from bhtcli.io.validation import check_matrix, check_pair
+from bhtcli.io.validation import MAX_ENTRY, check_matrix, check_pair
 
 NPY_MAGIC = b"\x93NUMPY"
 ZIP_MAGIC = b"PK\x03\x04"
@@ -37,7 +39,8 @@ TEXT_SUFFIXES = {".csv", ".txt", ".tsv", ".dat"}
 from bhtcli.settings import FORMATS, OUT_FORMATS, OUT_SUFFIXES  # noqa: E402,F401
 
 
-def load_matrix(spec, name: str | None = None, stdin=None, dtype=np.float64) -> np.ndarray:
+def load_matrix(spec, name: str | None = None, stdin=None, dtype=np.float64,
+                max_entry: float = math.inf) -> np.ndarray:
     """Load and check one matrix.
 
     Parameters
@@ -67,8 +70,9 @@ def load_matrix(spec, name: str | None = None, stdin=None, dtype=np.float64) -> 
         Any unreadable, unsupported or invalid input; the message names it and the fix.
     """
     if not isinstance(spec, (str, os.PathLike)):
-        return check_matrix(spec, name or "matrix", dtype)
-    return check_matrix(read_array(spec, name, stdin), _label(spec, name, "matrix"), dtype)
+        return check_matrix(spec, name or "matrix", dtype, max_entry)
+    return check_matrix(read_array(spec, name, stdin, dtype=dtype), _label(spec, name, "matrix"), dtype,
+                        max_entry)
 
 
 def load_query(spec, length: int, name: str | None = None, what: str = "the query x") -> np.ndarray:
@@ -94,30 +98,40 @@ def load_vector(spec, length: int, option: str) -> np.ndarray:
     return check_query(arr, label, length, what="a vector with one entry per row")
 
 
-def read_array(spec, name: str | None = None, stdin=None) -> np.ndarray:
+def read_array(spec, name: str | None = None, stdin=None, dtype=None) -> np.ndarray:
     """Read an array from a path or '-' without the matrix checks (see load_matrix).
 
     Any shape comes back (``FILE.safetensors:lm_head.bias`` gives a 1-D array), in the
     stored dtype: a ``.npy`` file or ``.safetensors`` tensor as a read-only memory map
     (float16 as float16, bfloat16 as ``ml_dtypes.bfloat16``; ``.astype`` up-casts them).
+    ``FILE.gguf[:TENSOR]`` and checkpoint folders ``DIR[:TENSOR]`` are read by
+    bhtcli.io.checkpoint (quantized GGUF tensors are dequantized into `dtype`, None: float32).
     """
     spec = os.fspath(spec)
     label = name or ("standard input" if spec == "-" else spec)
     if spec == "-":
         stream = stdin if stdin is not None else sys.stdin.buffer
         return _parse_bytes(stream.read(), label)
+    checkpoint = split_checkpoint(spec)
+    if checkpoint is not None:
+        return read_checkpoint(*checkpoint, dtype=dtype)
     path, key = _split_key(spec)
     suffix = Path(path).suffix.lower()
     if not os.path.exists(path):
         raise InputError(f"{path}: no such file; check the path")
     if os.path.isdir(path):
-        raise InputError(f"{path} is a folder, expected a matrix file ({FORMATS})")
+        raise InputError(f"{path} is a folder, expected a matrix file ({FORMATS}) or a checkpoint folder")
     if key is not None and suffix not in (".npz", ".safetensors"):
         raise InputError(f"{spec}: ':KEY' selects an array inside a .npz or .safetensors file only")
     try:
         if not suffix:                  # a pipe (<(...)), /dev/stdin or a bare name: sniff
             return _sniffed(path, key)
-        refuse_pickles(path, suffix, known=TEXT_SUFFIXES | {".npy", ".npz", ".safetensors", ".json"})
+        known = TEXT_SUFFIXES | {".npy", ".npz", ".safetensors", ".json"}
+        if suffix not in known:         # a name that may lie (model.bin): the bytes decide first
+            arr = _sniffed_array(path, key)
+            if arr is not None:
+                return arr
+        refuse_pickles(path, suffix, known=known)
         if suffix == ".npy":
             arr = _load_npy(path)
         elif suffix == ".npz":
@@ -162,6 +176,9 @@ def _sniffed(path: str, key: str | None) -> np.ndarray:
             except ValueError:
                 raise InputError(f"{path} holds a pickled/object array, which bht refuses to load; "
                                  "save float arrays with numpy.savez") from None
+    if data.startswith(b"GGUF"):
+        from bhtcli.io.gguf_file import read_gguf_bytes
+        return read_gguf_bytes(data, path, key)
     if _looks_like_safetensors(data):
         from bhtcli.io.safetensors_file import read_safetensors_bytes
         return read_safetensors_bytes(data, path, key)
@@ -169,6 +186,19 @@ def _sniffed(path: str, key: str | None) -> np.ndarray:
         raise InputError(f"{path} is a pickle; pickled files are refused because loading one runs "
                          "code stored in it: save the matrix with numpy.save instead")
     return _parse_bytes(data, path)
+
+
+def _sniffed_array(path: str, key: str | None):
+    """The array of a file whose extension is not a matrix format but whose bytes are .npy or
+    safetensors (e.g. a safetensors file named model.bin); None for anything else."""
+    with open(path, "rb") as fh:
+        head = fh.read(16)
+        size = os.fstat(fh.fileno()).st_size
+    if head.startswith(NPY_MAGIC):
+        return _load_npy(path)
+    if len(head) >= 9 and 2 <= int.from_bytes(head[:8], "little") <= size - 8 and head[8:9] == b"{":
+        return read_safetensors(path, key)
+    return None
 
 
 def _looks_like_safetensors(data: bytes) -> bool:
@@ -184,6 +214,9 @@ def _split_key(spec: str):
     path, tensor = split_tensor_name(spec)
     if tensor is not None:
         return path, tensor
+    checkpoint = split_checkpoint(spec)
+    if checkpoint is not None:
+        return checkpoint[1], checkpoint[2]
     head, sep, tail = spec.rpartition(":")
     if sep and head.lower().endswith(".npz") and tail:
         return head, tail
@@ -287,9 +320,10 @@ def _parse_text(data: bytes, label: str) -> np.ndarray:
         raise InputError(f"{label} is empty; it needs at least one row of numbers")
     split = _splitter(lines[0][1])
     first_cells = split(lines[0][1])
+    header = None
     if len(lines) > 1 and not all(_is_float(c) for c in first_cells) and \
             len(first_cells) == len(split(lines[1][1])):
-        lines = lines[1:]               # a header row: names, not numbers
+        header, lines = first_cells, lines[1:]      # a header row: names, not numbers
     rows, width, first_line = [], None, None
     for lineno, line in lines:
         cells = split(line)
@@ -305,7 +339,21 @@ def _parse_text(data: bytes, label: str) -> np.ndarray:
             raise InputError(f"{label}, line {lineno}: {len(values)} values but line {first_line} has "
                              f"{width}; every row needs the same number of columns")
         rows.append(values)
-    return np.array(rows, dtype=np.float64)
+    arr = np.array(rows, dtype=np.float64)
+    _refuse_index_column(header, arr, label)
+    return arr
+
+
+def _refuse_index_column(header, arr: np.ndarray, label: str) -> None:
+    """pandas' to_csv writes the row index as an unnamed first column (header ',0,1,...'): read
+    as data it would add a column to the model, silently. Refuse it, naming it."""
+    if header is None or header[0].strip() not in ("", "Unnamed: 0") or arr.shape[1] < 2:
+        return
+    first = arr[:, 0]
+    if np.all(first == np.round(first)):
+        raise InputError(f"{label}: the first column has no name in the header and holds whole "
+                         "numbers: a row index (pandas' to_csv writes one), not model data; save "
+                         "with df.to_csv(path, index=False) or delete that column")
 
 
 def _splitter(first: str):
@@ -328,16 +376,20 @@ def check_output_path(path: str, option: str | None = None, inputs=(), force: bo
                       suffixes=None) -> str:
     """Fail early (before any work) on an output path that cannot be right.
 
-    The folder must exist; `path` must not be a folder; with `suffixes`, its extension must be
-    one of them; and it must not be one of `inputs` (paths, ``FILE.npz:KEY`` and ``-``
-    allowed) unless `force` (None: the command has no --force to suggest).
+    The one guard of every file-writing option (``--out``, ``--export``, ``--plot``): the
+    folder must exist and be writable; `path` must not be a folder; with `suffixes`, its
+    extension must be one of them; and it must not be one of `inputs` (paths,
+    ``FILE.npz:KEY`` and ``-`` allowed) unless `force` (None: the caller has no force to
+    suggest).
     """
     option = parameter_name("out") if option is None else option
+    path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         raise InputError(f"{option} {path}: folder {folder} does not exist; create it first")
     if os.path.isdir(path):
         raise InputError(f"{option} {path} is a folder; give a file name such as x.npy")
+    _check_writable(path, folder, option)
     if suffixes is not None:
         suffix = Path(path).suffix.lower()
         if suffix not in suffixes:
@@ -350,6 +402,24 @@ def check_output_path(path: str, option: str | None = None, inputs=(), force: bo
                 raise InputError(f"{option} {path} is also an input of this command; writing it would "
                                  f"replace the input: choose another name{hint}")
     return path
+
+
+def _check_writable(path: str, folder: str, option: str) -> None:
+    """Refuse, before any work, an output that could not be written at the end: a regular file
+    is written as a temporary file in its folder (so the folder must take one; tried, because
+    os.access is blind to read-only mounts and always says yes to root), a device or FIFO
+    (/dev/stdout) in place."""
+    if os.path.exists(path) and not os.path.isfile(path):
+        if not os.access(path, os.W_OK):
+            raise InputError(f"{option} {path}: permission denied; choose a file you can write")
+        return
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".bht-", suffix=".tmp", dir=folder)
+    except OSError as exc:
+        raise InputError(f"{option} {path}: cannot write in folder {folder} "
+                         f"({exc.strerror or exc}); choose a folder you can write to") from None
+    os.close(fd)
+    os.unlink(probe)
 
 
 def _or(items) -> str:
@@ -458,8 +528,10 @@ def load_pair(A, B, name_a: str | None = None, name_b: str | None = None, dtype=
     """Load and check both models (as `dtype`, see load_matrix); they must have the same shape."""
     if isinstance(A, str) and isinstance(B, str) and A == "-" and B == "-":
         raise InputError("A and B cannot both be read from standard input; give one as a file")
-    A_ = load_matrix(A, name_a or (A if isinstance(A, (str, os.PathLike)) else "A"), dtype=dtype)
-    B_ = load_matrix(B, name_b or (B if isinstance(B, (str, os.PathLike)) else "B"), dtype=dtype)
+    A_ = load_matrix(A, name_a or (A if isinstance(A, (str, os.PathLike)) else "A"), dtype=dtype,
+                     max_entry=MAX_ENTRY)
+    B_ = load_matrix(B, name_b or (B if isinstance(B, (str, os.PathLike)) else "B"), dtype=dtype,
+                     max_entry=MAX_ENTRY)
     check_pair(A_, B_, _label(A, name_a, "A"), _label(B, name_b, "B"))
     return A_, B_
 

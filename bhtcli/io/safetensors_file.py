@@ -94,6 +94,12 @@ def read_safetensors(path: str, tensor: str | None = None) -> np.ndarray:
     return np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=shape)
 
 
+def tensor_infos(path: str) -> dict:
+    """{name: {dtype, shape, data_offsets, data_start}} of a .safetensors file, validated (a
+    corrupt file is an InputError); nothing is mapped or read beyond the header."""
+    return _validated_infos(path)
+
+
 def _validated_infos(path: str) -> dict:
     """{name: {dtype, shape, data_offsets, data_start}}, validated by the safetensors package
     and then cross-checked against the raw header this module maps the bytes from."""

@@ -11,7 +11,7 @@ from bhtcli.errors import InputError, parameter_name
 BLOCK_ROWS = 4096  # memory maps are checked and converted this many rows at a time
 
 
-def check_matrix(array, name: str, dtype="float64") -> np.ndarray:
+def check_matrix(array, name: str, dtype="float64", max_entry: float = math.inf) -> np.ndarray:
     """Return `array` as a finite 2-D matrix of `dtype`, or raise InputError naming `name`.
 
     Parameters
@@ -22,6 +22,9 @@ def check_matrix(array, name: str, dtype="float64") -> np.ndarray:
         new array, block by block, so a memory map is streamed rather than copied twice.
     name : str
         How the user knows this input (a file name), used in messages.
+    max_entry : float
+        Refuse larger magnitudes, naming `name` (models: MAX_ENTRY, beyond which row norms
+        overflow).
     dtype : {"float64", "float32", None}
         Float type of the result (default float64). None keeps float32 and float64 as they
         are (a memory map stays one: for code that converts row blocks itself), up-casts
@@ -60,9 +63,17 @@ def check_matrix(array, name: str, dtype="float64") -> np.ndarray:
             with np.errstate(over="ignore"):  # float64 -> float32 overflow is reported below
                 out[start:start + BLOCK_ROWS] = block
             block = out[start:start + BLOCK_ROWS]
-        if not np.isfinite(block).all():
+        largest = float(np.abs(block).max())        # NaN when the block holds one
+        if not (largest <= max_entry and math.isfinite(largest)):
+            if math.isfinite(largest):
+                raise InputError(f"{name} has values up to {largest:.3g}; beyond {max_entry:g} its row "
+                                 f"norms overflow float64 (and logits beyond {MAX_LOGIT:g} mean "
+                                 "nothing in float64 softmax): rescale the matrix")
             raise InputError(_not_finite(arr[start:start + BLOCK_ROWS], name, dtype))
     return out
+
+
+MAX_ENTRY = 1e150       # squares of larger entries overflow float64's row norms
 
 
 def _stored_float(stored: np.dtype) -> np.dtype:

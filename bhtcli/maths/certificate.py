@@ -40,9 +40,13 @@ def certificate_from_spread(spread: float, alpha: float, distinguishable: bool) 
 def certificate_from_variance(variance: float | None, alpha: float,
                               distinguishable: bool) -> Certificate:
     """The bounds from V >= sup over the ball and |t| <= 1/2 of Var_{pi_t}(delta):
-    D <= V/8 and KL <= V/2 (docs/maths.md §12). None: no certificate."""
+    D <= V/8 and KL <= V/2 (docs/maths.md §12). None: no certificate. Not distinguishable:
+    no counts, and the ceiling is 0 unless a positive V is given (models equal only up to
+    rounding: the ceiling on what exact arithmetic gives stays reported)."""
     if not distinguishable:
-        return Certificate(0.0, 0.0, 0.0, None, None)
+        if variance is None or not variance > 0 or not math.isfinite(variance):
+            return Certificate(0.0, 0.0, 0.0, None, None)
+        return Certificate(-math.expm1(-variance / 8.0), variance / 8.0, variance / 2.0, None, None)
     if variance is None or not math.isfinite(variance):
         return Certificate(None, None, None, None, None)
     d_max = variance / 8.0

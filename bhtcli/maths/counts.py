@@ -82,11 +82,21 @@ class LatticeTest:
 
     def minimax_error(self, N: int) -> float:
         """min over thresholds (with randomisation) of max(P_A(decide B), P_B(decide A))."""
+        return self.minimax_test(N)[0]
+
+    def minimax_test(self, N: int):
+        """(error, cell, tau, gamma) of the minimax test on N answers: `cell(llr)` rounds one
+        answer's LLR to its cell; the test decides A when the sum of the N cells is > tau, B
+        when it is < tau, and B with probability gamma when it equals tau."""
         if self.hi - self.lo <= 0:      # one LLR value: no information
-            return 0.5
+            return 0.5, (lambda llr: np.zeros(np.shape(llr), dtype=np.int64)), 0, 0.5
         W = int(min(4096, max(64, LATTICE_CELLS // N)))
         h = (self.hi - self.lo) / W
-        k = np.clip(np.rint((self.llr - self.lo) / h), 0, W).astype(np.int64)
+
+        def cell(llr):
+            return np.clip(np.rint((np.nan_to_num(llr) - self.lo) / h), 0, W).astype(np.int64)
+
+        k = cell(self.llr)
         pk = np.bincount(k, weights=self.p, minlength=W + 1)
         qk = np.bincount(k, weights=self.q, minlength=W + 1)
         size = N * W + 1
@@ -95,11 +105,18 @@ class LatticeTest:
         QN = np.clip(np.fft.irfft(np.fft.rfft(qk, L) ** N, L)[:size], 0.0, None)
         PN /= PN.sum()
         QN /= QN.sum()
-        return balanced_error(PN, QN)
+        error, tau, gamma = balanced_test(PN, QN)
+        return error, cell, tau, gamma
 
 
 def balanced_error(P: np.ndarray, Q: np.ndarray) -> float:
-    """Minimax error of 'decide A iff T > tau (randomise at tau)' for laws P (A) and Q (B) of T.
+    """Minimax error of 'decide A iff T > tau (randomise at tau)' for laws P (A) and Q (B) of T."""
+    return balanced_test(P, Q)[0]
+
+
+def balanced_test(P: np.ndarray, Q: np.ndarray):
+    """(error, tau, gamma) of the minimax test 'decide A iff T > tau, randomise at tau' for laws
+    P (A) and Q (B) of T on 0..len(P)-1.
 
     Type I (A true, decide B) = P(T < tau) + gamma P(T = tau);
     type II (B true, decide A) = Q(T > tau) + (1 - gamma) Q(T = tau).
@@ -114,7 +131,7 @@ def balanced_error(P: np.ndarray, Q: np.ndarray) -> float:
     denom = P[tau] + Q[tau]
     gamma = 0.0 if denom <= 0 else (Q_above[tau] + Q[tau] - P_below[tau]) / denom
     gamma = min(max(gamma, 0.0), 1.0)
-    return float(P_below[tau] + gamma * P[tau])
+    return float(P_below[tau] + gamma * P[tau]), tau, gamma
 
 
 # ---------------------------------------------------------------- saddlepoint (large N)
@@ -146,6 +163,11 @@ class Saddlepoint:
         return _lr_log_lower(wa, ua), _lr_log_lower(-wb, -ub)
 
     def minimax_log_error(self, N: float) -> float:
+        return self.minimax_log_test(N)[0]
+
+    def minimax_log_test(self, N: float):
+        """(log error, threshold) of the minimax test on N answers: it decides A when the sum
+        of the N log-likelihood ratios log p/q exceeds the threshold, else B."""
         def balance(lam):
             a, b = self.log_errors(lam, N)
             return a - b
@@ -154,7 +176,7 @@ class Saddlepoint:
             lam = root_bracketed(balance, lo, hi, xtol=1e-9)
         except ValueError:
             lam = lo if abs(balance(lo)) < abs(balance(hi)) else hi
-        return max(self.log_errors(lam, N))
+        return max(self.log_errors(lam, N)), N * self.kappa1(lam)
 
     def count(self, alpha: float, lower: int, upper: int) -> int:
         target = math.log(alpha)
@@ -238,3 +260,40 @@ def normal_guess(llr: np.ndarray, p: np.ndarray, q: np.ndarray, alpha: float) ->
         return 1
     root = z * (math.sqrt(v_a) + math.sqrt(v_b)) / (m_a + m_b)
     return max(1, math.ceil(root * root)) if math.isfinite(root) else 1
+
+
+# ---------------------------------------------------------------- a given number of answers
+@dataclass(frozen=True)
+class FixedTest:
+    """The best fixed-n test on N answers, as `query_counts` evaluates it for `predicted`."""
+
+    error: float                # both error probabilities are at most this (exactly, for "lattice")
+    verdict: str                # its decision on the observed answers: "A", "B" or "tie" (randomised)
+    method: str                 # "lattice", "saddlepoint" or "none"
+
+
+def fixed_test(tilt: Tilt, D: float, alpha: float, answers: np.ndarray) -> FixedTest:
+    """The minimax likelihood-ratio test on the N = len(answers) observed answers (0-based
+    indices of the tilt's answers): its error and its decision.
+
+    The test, and the way its error is computed (lattice or saddlepoint), are those of
+    :func:`query_counts` at the same alpha, so on N = predicted answers the error is <= alpha.
+    """
+    la, lb = tilt.log_probs()
+    llr = la - lb
+    N = int(len(answers))
+    total = float(np.sum(llr[answers]))
+    up = upper_count(D, alpha)
+    if up is None or N == 0:
+        return FixedTest(0.5, "tie", "none")
+    if up <= LATTICE_MAX_N and alpha >= LATTICE_MIN_ALPHA and N <= LATTICE_MAX_N:
+        error, cell, tau, gamma = LatticeTest(llr, np.exp(la), np.exp(lb)).minimax_test(N)
+        T = int(cell(llr[answers]).sum())
+        if T == tau:        # the test randomises here: B with probability gamma
+            verdict = "A" if gamma < 1e-9 else ("B" if gamma > 1 - 1e-9 else "tie")
+        else:
+            verdict = "A" if T > tau else "B"
+        return FixedTest(error, verdict, "lattice")
+    log_error, threshold = Saddlepoint(tilt).minimax_log_test(N)
+    verdict = "A" if total > threshold else ("B" if total < threshold else "tie")
+    return FixedTest(min(math.exp(log_error), 0.5), verdict, "saddlepoint")

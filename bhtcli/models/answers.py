@@ -114,7 +114,7 @@ def sample(A, query, count: int, seed: int = 0, model: str = "softmax", link: st
     from bhtcli.io.load import load_matrix
     from bhtcli.io.validation import check_count, check_seed
     from bhtcli.models.spec import ModelSpec
-    spec = ModelSpec.build(model, link_a=link, bias_a=bias, need_energy=False)
+    spec = ModelSpec.build(model, link_a=link, bias_a=bias, need_energy=False, inputs=(A,))
     count, seed = check_count(count), check_seed(seed)
     A = load_matrix(A, None if isinstance(A, (str, os.PathLike)) else "A")
     readout = None if spec.leverage else spec.readout(A.shape[0])

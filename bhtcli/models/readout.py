@@ -9,7 +9,8 @@ With u = phi_A(s_A), v = phi_B(s_B) (phi = log f, see links.py) the divergences 
 The scores enter through m = ((A+B)/2) x and D = (A-B) x (one product with the stacked
 matrix, softmax.py): s_A = m + D/2 + bias_a, s_B = m - D/2 + bias_b. delta is computed so that
 nearly equal models do not cancel: from D directly for exp links, from D and a divided
-difference for equal poly or taylor links, and as psi_A(s_A) - psi_B(s_B) + (s_A - s_B) for
+difference for equal poly or taylor links, from D and C sinh(D/C)/(cosh cosh) for equal
+softcap links, and as psi_A(s_A) - psi_B(s_B) + (s_A - s_B) for
 mixed links (psi = phi - s, links.py).
 """
 from __future__ import annotations
@@ -105,6 +106,14 @@ class Readout:
                 ratio = taylor_difference(sa_, sb_, ds_, K) * np.exp(-log_taylor(sb_, K))
                 close = np.log1p(ratio)
                 return np.where(ok, close, la.log_weight(sa) - lb.log_weight(sb))
+            if la == lb and la.kind == "softcap":
+                # C (tanh a - tanh b) = C sinh(a - b) / (cosh a cosh b), a = sa/C, b = sb/C
+                C = la.cap
+                a, b = sa / C, sb / C
+                ok = (np.abs(a) <= 300.0) & (np.abs(b) <= 300.0)
+                a_, b_ = np.where(ok, a, 0.0), np.where(ok, b, 0.0)
+                close = C * np.sinh(np.where(ok, ds, 0.0) / C) / (np.cosh(a_) * np.cosh(b_))
+                return np.where(ok, close, la.log_weight(sa) - lb.log_weight(sb))
             return la.psi(sa) - lb.psi(sb) + ds
 
     def log_weights(self, s: np.ndarray, model: str = "A") -> np.ndarray:
@@ -117,7 +126,7 @@ class Readout:
 
 
 def make_readout(n: int, link_a="exp", link_b="exp", bias_a=None, bias_b=None) -> Readout:
-    """Parse links ("exp", "poly:K", "taylor:K") and load biases (paths or arrays, length n)."""
+    """Parse links ("exp", "poly:K", "taylor:K", "softcap:C") and load biases (paths or arrays, length n)."""
     from bhtcli.io.load import load_vector
     from bhtcli.models.links import parse_link
     la, lb = parse_link(link_a, f"{parameter_name('link_a')}"), parse_link(link_b, f"{parameter_name('link_b')}")

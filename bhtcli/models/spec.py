@@ -56,7 +56,8 @@ class ModelSpec:
 
     @classmethod
     def build(cls, model="softmax", energy=None, floor=None, *, link_a="exp", link_b="exp",
-              bias_a=None, bias_b=None, dtype="float64", need_energy: bool = True) -> "ModelSpec":
+              bias_a=None, bias_b=None, dtype="float64", need_energy: bool = True,
+              inputs=None) -> "ModelSpec":
         """Check the settings together and return the spec.
 
         Parameters
@@ -65,12 +66,17 @@ class ModelSpec:
             The model family (a ModelSpec is returned as it is).
         energy, floor : float
             The budget (see the class docstring); `floor` only with leverage.
-        link_a, link_b : str or Link
-            "exp" (default), "poly:K" or "taylor:K" with K even.
+        link_a, link_b : str, Link or None
+            "exp" (default), "poly:K" or "taylor:K" with K even, "softcap:C"; None: the link
+            the model's checkpoint declares (softcap:C for a `final_logit_softcapping`, see
+            :func:`bhtcli.io.checkpoint.checkpoint_softcap`), else exp.
         bias_a, bias_b : array_like or path, optional
         dtype : {"float64", "float32"}
         need_energy : bool
             False for commands without a budget (sample, decide): energy may be None.
+        inputs : sequence, optional
+            The models (A, B) or (A,) as given (paths or arrays): where a link left as None
+            is looked up.
 
         Raises
         ------
@@ -79,6 +85,8 @@ class ModelSpec:
         """
         if isinstance(model, ModelSpec):
             return model
+        if not (str(model).strip().lower() == "leverage"):
+            link_a, link_b = _checkpoint_links(link_a, link_b, inputs or ())
         from bhtcli.io.validation import check_dtype, check_energy
         family = str(model).strip().lower() if model is not None else "softmax"
         if family not in FAMILIES:
@@ -125,6 +133,22 @@ class ModelSpec:
         if self.leverage:
             return {}
         return dict(link_a=self.link_a, link_b=self.link_b, bias_a=self.bias_a, bias_b=self.bias_b)
+
+
+def _checkpoint_links(link_a, link_b, inputs):
+    """Links given as None: the one the model's checkpoint declares, else exp (with a note)."""
+    out = []
+    for which, link, spec in zip(("a", "b"), (link_a, link_b), (*inputs, None, None)):
+        if link is None:
+            from bhtcli.io.checkpoint import checkpoint_softcap
+            cap = checkpoint_softcap(spec)
+            link = EXP if cap is None else Link("softcap", cap=cap)
+            if not link.is_exp:
+                from bhtcli.errors import note
+                note(f"{spec} declares final_logit_softcapping {link.cap:g}: model {which.upper()} "
+                     f"reads out with {link.name} (set {parameter_name('link_' + which)} to change it)")
+        out.append(link)
+    return out
 
 
 def _is_default(value) -> bool:

@@ -160,6 +160,14 @@ def search_budgets(pair: SoftmaxPair, energies, starts: int | None = None, seed:
     return out
 
 
+def _tick_after(tick, iterations: int, best: float):
+    """The progress hook of one round of starts: iterations and the best value counted over
+    every round at this budget so far, so neither goes down when a round begins."""
+    if tick is None:
+        return None
+    return lambda it, value, passes=None: tick(iterations + it, max(value, best), passes)
+
+
 def _target(pair, energy, carried, starts, seed, max_starts, keep, progress,
             explore_gtol, polish_gtol, ray_gtol, extra=None) -> SearchResult:
     """The search at one requested budget. `carried`: the ladder's points (they count among
@@ -189,7 +197,8 @@ def _target(pair, energy, carried, starts, seed, max_starts, keep, progress,
         if progress:
             progress(f"climbing from {X0.shape[1]} starts (budget {energy:g}, round {rounds})")
         run = BatchedAscent(pair, X0, energy)
-        run.tick = getattr(progress, "tick", None)
+        run.tick = _tick_after(getattr(progress, "tick", None), iterations,
+                               max(map(np.max, ends_f), default=-math.inf))
         run.run(500, gtol=explore_gtol)
         iterations += run.iterations
         total += X0.shape[1] - (skip if rounds == 1 else 0)    # the search's own starts
@@ -216,6 +225,9 @@ def _target(pair, energy, carried, starts, seed, max_starts, keep, progress,
         X0 = more_starts(pair, energy, size, seed + 7 * rounds)
     found = finish(pair, X, f, energy, polish_gtol=polish_gtol, ray_gtol=ray_gtol, keep=keep,
                    progress=progress)
+    tick = getattr(progress, "tick", None)
+    if tick is not None:            # the display ends at the result
+        tick(iterations + found.iterations, found.value, getattr(pair, "passes", None))
     finals = distinct(X, f, energy, tol=1e-3)
     values = with_polished(f[finals], found.value)
     on_boundary, residual = kkt_state(pair, found.x, energy)

@@ -19,12 +19,11 @@ from bhtcli.io.load import check_output_path, save_npy_atomic
 from bhtcli.sweep.journal import Journal, check_export_path, export_rows
 from bhtcli.sweep.manifest import COLUMNS, Task, is_label, read_manifest
 from bhtcli.results import SweepResult, json_safe
-from bhtcli.sweep.task import failed_fields
 
 
 def sweep(manifest, out, scheduler: str | None = None, workers: int | None = None,
           export: str | None = None, retry_failed: bool = False, progress=None, notice=None,
-          engine=None, design=None) -> SweepResult:
+          engine=None, design=None, force: bool = False) -> SweepResult:
     """Run every task of a manifest not yet in the results journal `out`.
 
     Parameters
@@ -39,7 +38,8 @@ def sweep(manifest, out, scheduler: str | None = None, workers: int | None = Non
     workers : int, optional
         Worker processes of the local cluster (default: the CPUs available).
     export : str, optional
-        At the end, write the manifest's rows with their results to this .csv or .parquet.
+        At the end, write the manifest's rows with their results to this .csv or .parquet;
+        it must be neither the manifest nor one of its matrix files, unless `force`.
     retry_failed : bool
         Run tasks whose row says "failed" again (their rows are removed first).
     progress : callable, optional
@@ -51,15 +51,18 @@ def sweep(manifest, out, scheduler: str | None = None, workers: int | None = Non
         design=) -> info, running each task with sweep.task.run_task(task, design).
     design : callable
         The design function each task runs (:func:`bhtcli.api.design` passes itself).
+    force : bool
+        Allow `export` to replace one of the manifest's matrix files (never the manifest).
 
     Returns
     -------
     SweepResult
     """
     t_start = time.perf_counter()
-    _check_paths(manifest, out, export)
     _check_engine_options(scheduler, workers)
     plan = read_manifest(manifest)
+    _check_paths(manifest, out, export, _matrix_files(plan), force)
+    _check_rows(plan)
     notes = _Notes(notice)
     for message in plan.notes:
         notes(message)
@@ -159,12 +162,9 @@ class _Recorder:
 
 
 def _run_pending(pending, on_done: _Recorder, engine, scheduler, workers, design):
-    """Record the tasks already known to be bad, run the others; (runnable tasks, engine info)."""
+    """Run the pending tasks (their rows were checked by _check_rows); (tasks run, engine info)."""
     on_done.report()
-    runnable = [t for t in pending if not t.problem]
-    for task in pending:          # rows already known to be bad need no worker
-        if task.problem:
-            on_done(task, {"row": failed_fields(task.problem, 0.0), "query": None})
+    runnable = list(pending)
     info = {"engine": "none", "workers": None, "startup_seconds": 0.0, "run_seconds": 0.0}
     if runnable:
         if engine is None:
@@ -177,13 +177,29 @@ def _rows(k: int) -> str:
     return f"{k} row" if k == 1 else f"{k} rows"
 
 
-def _check_paths(manifest, out, export) -> None:
-    check_output_path(out)
+def _check_rows(plan) -> None:
+    """Every row's cells, checked before anything starts: one error listing every bad row."""
+    bad = [t for t in plan.tasks if t.problem]
+    if bad:
+        rows = "; ".join(f"line {t.line}: {t.problem}" for t in bad)
+        raise InputError(f"{plan.path}: {_rows(len(bad))} of {len(plan.tasks)} cannot run ({rows}); "
+                         "fix or remove them, nothing was started")
+
+
+def _matrix_files(plan) -> list:
+    """Every matrix file the manifest's rows name (absolute; FILE.npz:KEY kept)."""
+    return sorted({v for t in plan.tasks for name, v in t.values.items()
+                   if COLUMNS[name].is_path and isinstance(v, str)})
+
+
+def _check_paths(manifest, out, export, matrices, force: bool) -> None:
+    check_output_path(out, inputs=matrices, force=None)      # the journal is appended to: never an input
     if os.path.exists(manifest) and os.path.exists(out) and os.path.samefile(manifest, out):
         raise InputError(f"{parameter_name('out')} {out} is the manifest; give the results a file of their own (e.g. results.jsonl)")
     if export:
         check_export_path(export)
-        check_output_path(export, "--export", inputs=(manifest,), force=None)     # never the manifest
+        check_output_path(export, parameter_name("export"), inputs=(manifest,), force=None)     # never the manifest
+        check_output_path(export, parameter_name("export"), inputs=matrices, force=force)
         if os.path.abspath(export) == os.path.abspath(out):
             raise InputError(f"{parameter_name('export')} {export} is the {parameter_name('out')} journal; give the export another name")
 

@@ -157,7 +157,7 @@ def check_export_path(path: str) -> str:
             import pyarrow  # noqa: F401
         except ImportError:
             raise InputError(f"{parameter_name('export')} {path}: Parquet needs pyarrow; install it with "
-                             "pip install 'bht[parquet]' (or export to .csv)") from None
+                             "pip install pyarrow (or export to .csv)") from None
     return path
 
 

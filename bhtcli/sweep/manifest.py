@@ -2,7 +2,9 @@
 
 A manifest problem (missing file, unknown or missing column, malformed line) is an InputError
 before any work; a problem of one row (a missing matrix, an invalid energy) becomes that task's
-``problem`` and is reported in its result row while the other tasks run.
+``problem``, and the sweep refuses to start while any row has one, listing them all
+(bhtcli/sweep/driver.py). What only loading the matrices reveals (shapes, NaN) fails that
+task at run time, in its result row, while the other tasks run.
 
 Adding a model setting is one line in COLUMNS: the column name, how a cell is parsed, its
 default and the keyword argument of design/bound it becomes. A default of None ("the library's
