@@ -5,8 +5,10 @@ Run:  .venv/bin/python benchmarks/bench_sketch_quality.py                    (15
       .venv/bin/python benchmarks/bench_sketch_quality.py --minilm           (needs make audit's weights)
 
 Seeded 10,000 x 256 pairs of five structures (E per structure), each searched twice in the
-same process with `bhtcli.search.ladder.search_budgets`: `space="sketch"` (the default at
-vocabulary scale) and `space="full"` (the adaptive multistart search). Prints H^2, passes over
+same process with `bhtcli.search.maximize`: method "sketch" (the default at vocabulary scale)
+and "full" (the adaptive multistart search alone). `--defaults` instead compares the default
+search (method "auto", what every command runs) against the best of the sketch and a 256-start
+full search, with its cost against a fixed 32-start full search (see bench_search.py). Prints H^2, passes over
 A and B and the ratio sketch / full. With --minilm: all-MiniLM-L6-v2's token embeddings
 (30,522 x 384) against their int8 per-row and float16 round trips at six budgets, float32,
 the full search with 32 starts (what examples/quantization_audit/audit.py runs).
@@ -21,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from bhtcli.models.softmax import SoftmaxPair, pass_seconds
-from bhtcli.search.ladder import search_budgets
+from bhtcli.search import maximize
 
 
 def gaussian(n, d, seed):
@@ -76,7 +78,7 @@ def compare(A, B, energy, dtype, full_starts=None):
         pair = SoftmaxPair(A, B, dtype=dtype)
         pt = pass_seconds(pair)
         t0 = time.perf_counter()
-        r = search_budgets(pair, [energy], starts=starts, space=space)[0]
+        r = maximize(pair, energy, space, starts=starts)
         out[space] = (-np.expm1(-r.value), pair.passes, (time.perf_counter() - t0) / pt)
     return out
 
@@ -93,7 +95,18 @@ def main(argv=None):
     ap.add_argument("--dtype", default="float64", choices=("float64", "float32"))
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--minilm", action="store_true")
+    ap.add_argument("--defaults", action="store_true",
+                    help="the default search against the best of (sketch, 256 full starts)")
+    ap.add_argument("--structures", default=",".join(STRUCTURES))
     args = ap.parse_args(argv)
+    if args.defaults:
+        from bench_search import defaults_table
+        n, d = (int(v) for v in args.size.split("x"))
+        pairs = [(f"{name} {n:,} x {d}, seed {seed}", *STRUCTURES[name][0](n, d, seed),
+                  STRUCTURES[name][1]) for name in args.structures.split(",")
+                 for seed in (int(s) for s in args.seeds.split(","))]
+        defaults_table(pairs, args.dtype)
+        return
     print("| pair | E | sketch H² | passes | search pass-times | full H² | passes | search pass-times "
           "| sketch / full |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")

@@ -82,8 +82,9 @@ def design(A, B=None, energy=None, *, model="softmax", floor=None, error: float 
         :class:`bhtcli.results.KwayDesignResult`; K = 2 is the pair design.
     energy : float or list of float
         softmax: the budget E on ||x||_2; leverage: the upper end C of c <= s_i^2 <= C.
-        An increasing list (or "0.5,1,2,4") gives the budget curve: one design per budget from
-        one warm-started ladder, as a :class:`bhtcli.results.BudgetCurveResult`.
+        An increasing list (or "0.5,1,2,4") gives the budget curve: one design per budget (each
+        at least what a single design finds there, seeded by its neighbours too), as a
+        :class:`bhtcli.results.BudgetCurveResult`.
         With `queries`, the largest budget to consider.
     model : {"softmax", "leverage"} or ModelSpec
     floor : float, optional
@@ -97,8 +98,8 @@ def design(A, B=None, energy=None, *, model="softmax", floor=None, error: float 
     max_starts : int, optional
         softmax: budget of the adaptive rounds (default 128).
     queries : int, optional
-        The smallest budget <= `energy` whose designed query needs at most this many queries
-        (bisection, 0.5% relative); the result carries `energy_search`. Raises
+        The smallest budget <= `energy` at which `design` needs at most this many queries
+        (to 0.5% relative); the result carries `energy_search`. Raises
         :class:`bhtcli.errors.NotReachable` when even `energy` needs more.
     seed : int
         Seed of the random starting points; equal seeds give equal results.
@@ -117,9 +118,11 @@ def design(A, B=None, energy=None, *, model="softmax", floor=None, error: float 
     subspace : array_like or path, optional
         softmax only: queries x = V z with V (d x r) orthonormalised, ||x|| <= energy.
     search_space : {"full", "sketch", "auto"}, optional
-        softmax, one budget: "sketch" climbs the starts in a sketched subspace and polishes in
-        full d (docs/search.md §5); "auto" (default) does so when n * d >= 5e6 and d >= 256
-        and neither `starts` nor `max_starts` is given (they ask for the full search).
+        softmax, one budget: "auto" (default) is the one search every path runs (screened
+        starts, climbed in a sketched subspace or in full d by cost, plus the full multistart
+        search where it is affordable; docs/search.md §6); "full" the full multistart search
+        alone (also what `starts` or `max_starts` ask for); "sketch" the sketched search
+        alone (docs/search.md §5).
     progress : callable, optional
         Called with short status strings.
     schedule : bool
@@ -173,8 +176,7 @@ def design(A, B=None, energy=None, *, model="softmax", floor=None, error: float 
     softmax = dict(common, dtype=spec.dtype, **spec.readout_options())
     if queries is not None or energies is not None:
         from bhtcli.commands import budgets
-        from bhtcli.search.ladder import DEFAULT_MAX_STARTS
-        kw = dict(softmax, max_starts=DEFAULT_MAX_STARTS if max_starts is None else max_starts)
+        kw = dict(softmax, max_starts=max_starts)
         if queries is not None:
             return budgets.design_for_queries(A, B, queries, spec.energy, **kw)
         return budgets.design_curve(A, B, energies, **kw)

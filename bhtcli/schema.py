@@ -148,7 +148,7 @@ DESIGN = {
     "solver.passes": ("integer or null", "Passes over A and B (leverage: evaluations, one pass each)."),
     "solver.seconds": ("number", "Seconds in all."),
     "solver.kkt_residual": ("number or null", "[softmax] Relative KKT residual at the query (small: a verified local maximum)."),
-    "solver.search_space": ("string or null", "[softmax lbfgs] full, or sketch: screened starts halved in a sketched subspace, the subspace grown until the winner is a KKT point in full d (--search-space; default auto: sketch when n*d >= 5e6 and d >= 256 and no --starts; docs/search.md)."),
+    "solver.search_space": ("string or null", "[softmax lbfgs] full (the full multistart search, after the screened starts where the default search runs it), or sketch: the sketched search alone, screened starts halved in a sketched subspace grown until the winner is a KKT point in full d (--search-space; the default auto gives sketch at n*d >= 5e6 with d >= 256, else full; docs/search.md §6)."),
     "solver.success": ("boolean", "Whether every start of the search ran to its stopping test."),
     "solver.message": ("string", "Why the search stopped (e.g. the best maximum was reached from enough starts)."),
     "solver.pass_seconds": ("number or null", "[softmax] Measured pass-time in seconds: one forward product of the stacked 2n x d matrix with a d x 32 block plus the backward product, timed in the same process (solver.seconds / solver.pass_seconds compares runs across machines)."),

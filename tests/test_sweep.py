@@ -126,7 +126,7 @@ def test_sweep_equals_design_task_by_task(capsys, scheduler, zoo):
     assert sorted(r["name"] for r in rows) == sorted(r.split(",")[0] for r in open(manifest).read().split()[1:])
     by_name = {r["name"]: r for r in rows}
     assert by_name["m0-m2@1.5"]["seed"] == 3 and by_name["m0-m2@1.5"]["solver.starts"] == 8
-    assert by_name["m0-m1@0.5"]["starts"] == 32 and by_name["lev"]["starts"] is None
+    assert by_name["m0-m1@0.5"]["starts"] is None and by_name["lev"]["starts"] is None
     assert by_name["lev"]["solver.starts"] == 6 and by_name["lev"]["certificate.tv_max_bound"] > 0
     assert by_name["alpha"]["target_error"] == 0.01 and by_name["m0-m1@0.5"]["target_error"] == 0.05
     assert all(r["bht_version"] and r["query_file"].startswith("r.jsonl.queries/") for r in rows)
@@ -511,3 +511,21 @@ def test_queries_column_runs_the_smallest_budget_search(tmp_path):
     assert row["status"] == "ok", row["failure"]
     assert row["energy_found"] == expected.energy <= 4.0
     assert row["samples.predicted"] == expected.samples["predicted"] <= 200
+
+
+def test_default_task_is_bht_design_bit_for_bit(capsys, tmp_path):
+    """An empty `starts` runs design's own search: the row and the query are exactly what
+    `bht design --json` prints for that pair, budget and seed (float64)."""
+    write_zoo(tmp_path)
+    write_csv(tmp_path / "m.csv", ["a", "b", "energy", "seed"], [("m0.npy", "m1.npy", 1.5, 2)])
+    task = read_manifest(tmp_path / "m.csv").tasks[0]
+    assert task.values["starts"] is None
+    got = run_task(task, api_design, MatrixCache())
+    code, out, err = run(capsys, "design", str(tmp_path / "m0.npy"), str(tmp_path / "m1.npy"),
+                         "--energy", "1.5", "--seed", "2", "--json")
+    assert code == 0, err
+    expected = json.loads(out)
+    assert got["row"]["hellinger_squared"] == expected["hellinger_squared"]
+    assert got["row"]["samples.predicted"] == expected["samples"]["predicted"]
+    assert got["row"]["solver.starts"] == expected["solver"]["starts"]
+    assert got["query"].tolist() == expected["query"]

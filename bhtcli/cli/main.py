@@ -101,10 +101,11 @@ def _emit(result, as_json: bool) -> None:
               help="Budget of the adaptive rounds: at most N starts per budget [default: 128]; "
                    "raise it when the table warns.")
 @click.option("--search-space", type=click.Choice(("full", "sketch", "auto")), default=None,
-              help="full: climb every start in full d; sketch: climb screened starts in a "
-                   "sketched subspace of A and B's rows, grown until the winner is a KKT point "
-                   "in full d (vocabulary scale); auto: sketch when n*d >= 5e6, d >= 256 and "
-                   "no --starts/--max-starts [default: auto].")
+              help="auto: the one default search (screened starts at every size, climbed in "
+                   "a sketched subspace or in full d by cost, plus the full multistart search "
+                   "below n*d = 5e6 or d = 256; docs/search.md §6); full: the full multistart "
+                   "search alone (also what --starts/--max-starts ask for); sketch: the "
+                   "sketched search alone [default: auto].")
 @click.option("--queries", default=None, metavar="N",
               help="Find the smallest budget <= --energy whose designed query needs at most N queries.")
 @click.option("--plot", type=click.Path(dir_okay=False), default=None, metavar="FILE.png",

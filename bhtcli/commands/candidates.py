@@ -494,9 +494,8 @@ def _softmax_reports(r: _Ranked, x, starts, seed, progress):
     from bhtcli.models.softmax import logits_at
     from bhtcli.search.entry import maximize
     from bhtcli.search.kkt import kkt_state
-    from bhtcli.search.starts import DEFAULT_STARTS
     from bhtcli.search.result import solver_dict
-    starts = check_starts(DEFAULT_STARTS if starts is None else starts)
+    starts = None if starts is None else check_starts(starts)
     eligible_norms = r.scores.norms[r.scores.eligible]
     if r.energy is not None:
         radius, source = r.energy, "energy"
@@ -517,7 +516,10 @@ def _softmax_reports(r: _Ranked, x, starts, seed, progress):
     if progress:
         progress(f"designing the optimum over the ball of radius {radius:g} for comparison")
     extra = np.stack([np.asarray(r.H[i], dtype=np.float64) for i in r.top_rows[:EXTRA_STARTS]], axis=1)
-    found = maximize(pair, radius, "full", starts=starts, seed=seed, progress=progress, carried=extra)
+    # design's own search (a number of starts asks for the full search with exactly that many),
+    # the best candidates climbing too
+    found = maximize(pair, radius, "auto" if starts is None else "full", starts=starts, seed=seed,
+                     progress=progress, carried=extra)
     tilt = Tilt.from_logits(*logits_at(r.A, r.B, found.x, pair.readout))
     D = max(float(tilt.bhattacharyya_distance()), 0.0)
     counts = query_counts(tilt, D, r.error)

@@ -357,8 +357,8 @@ def _softmax_setup(A, B, energy, query, error, starts, seed, say, readout, dtype
 
     def queries_for_kl():
         kl = dict(objective="kl", dtype=dtype)
-        x_a = maximize(SoftmaxPair(A, B, readout=readout, **kl), energy, "full", starts=starts, seed=seed).x
-        x_b = maximize(SoftmaxPair(B, A, readout=readout.swapped(), **kl), energy, "full", starts=starts,
+        x_a = maximize(SoftmaxPair(A, B, readout=readout, **kl), energy, "auto", starts=starts, seed=seed).x
+        x_b = maximize(SoftmaxPair(B, A, readout=readout.swapped(), **kl), energy, "auto", starts=starts,
                        seed=seed).x
         return x_a, x_b, AnswerLaw.at(A, B, x_a, readout), AnswerLaw.at(A, B, x_b, readout)
 

@@ -1,7 +1,8 @@
 """The one entry point of the searches, dispatching on the method (as scipy.optimize.minimize).
 
-    "auto"    the sketched search (sketch.py) when the pair is large enough for a subspace to
-              pay (sketch.use_sketch's size rule), else the full multistart ladder (ladder.py)
+    "auto"    the one default pipeline (pipeline.py): the bulk-aware screened starts climbed in
+              a sketched subspace or in full d (by cost), and the full multistart ladder too
+              where it is affordable; a fixed number of `starts` asks for "full"
     "full"    the full multistart search in R^d: budget ladder, adaptive rounds of starts
     "sketch"  screens, successive halving in a sketched subspace, lift and polish in full d
     "ccp"     the convex-concave procedure with cvxpy (a slow, independent cross-check)
@@ -58,7 +59,6 @@ def maximize(problem, energy: float, method: str = "auto", *, starts: int | None
         A, B = models
         return ccp_search(problem, A, B, energy, DEFAULT_STARTS if starts is None else starts, seed)
     from bhtcli.search.ladder import DEFAULT_MAX_STARTS, default_tolerances, search_budgets
-    from bhtcli.search.sketch import use_sketch
     if method not in ("auto", "full", "sketch"):
         raise ValueError(f"unknown search method {method!r}; one of {', '.join(METHODS)}")
     tolerances = tolerances or default_tolerances(problem)
@@ -68,7 +68,11 @@ def maximize(problem, energy: float, method: str = "auto", *, starts: int | None
         carried = project(np.asarray(carried, dtype=np.float64), energy)
     else:
         carried = None
-    if use_sketch(problem, method, starts):
+    if method == "auto" and starts is None:
+        from bhtcli.search.pipeline import search
+        return search(problem, float(energy), seed=seed, max_starts=max_starts, keep=keep,
+                      progress=progress, tolerances=tolerances, carried=carried)
+    if method == "sketch":
         from bhtcli.search.sketch import sketch_search
         return sketch_search(problem, float(energy), starts=starts, seed=seed,
                              max_starts=max_starts, keep=keep, progress=progress,

@@ -31,7 +31,7 @@ from bhtcli.search.starts import DEFAULT_STARTS, row_norms, spectral_directions,
 
 DEFAULT_MAX_STARTS = 128    # adaptive rounds stop here at the latest (4 x the first round)
 BEST_HITS = 3               # the best maximum reached from this many starts: evidence enough
-MAX_RUNGS = 4               # rungs below the smallest requested budget
+MAX_GRID_RUNGS = 5          # grid points climbed below the smallest requested budget, at most
 RUNG_RATIO = 4.0            # ratio of consecutive rungs below the smallest requested budget
 RUNG_ITERATIONS = 10        # loose climbs on the intermediate rungs
 CARRY = 4                   # best distinct points carried from rung to rung
@@ -42,10 +42,16 @@ def default_tolerances(pair: SoftmaxPair) -> tuple:
     return (1e-5, 1e-10, 1e-11) if pair.dtype == np.float64 else (1e-4, 1e-5, 1e-5)
 
 
-def rung_energies(pair: SoftmaxPair, energies, max_rungs: int = MAX_RUNGS) -> list:
-    """Ascending budgets to climb: rungs E/4^k below the smallest target down to where the
-    logits spread by about 1 (the nearly quadratic regime of docs/maths.md), at most
-    `max_rungs` of them, then every target with halvings in between (targets flagged).
+def rung_energies(pair: SoftmaxPair, energies, max_rungs: int = MAX_GRID_RUNGS) -> list:
+    """Ascending budgets to climb: the points of the pair's budget grid below each target, then
+    the target (flagged).
+
+    The grid is the same for every run on the pair: g_k = RUNG_RATIO^k / s (k = 0, 1, ...), with
+    s the spread of the logits per unit of budget (E s ~ 1 is the nearly quadratic regime of
+    docs/maths.md), so two runs at E1 < E2 climb the same rungs up to E1 and carry the same
+    points into them (ordered results across runs, docs/search.md §1). Below the smallest
+    target at most `max_rungs` grid points (the largest ones); between two targets the grid
+    points in between.
 
     Returns a list of (energy, is_target).
     """
@@ -53,23 +59,29 @@ def rung_energies(pair: SoftmaxPair, energies, max_rungs: int = MAX_RUNGS) -> li
     cn, gn = row_norms(pair)
     # the logits of A and B spread by at most E * (2 max ||c_i|| + max ||g_i||)
     scale = 2.0 * math.sqrt(float(cn.max(initial=0.0))) + math.sqrt(float(gn.max(initial=0.0)))
-    first = targets[0]
+    if not scale > 0 or not math.isfinite(scale):
+        return [(t, True) for t in targets]
+    grid = []
     k = 0
-    if scale > 0 and first * scale > 1.0:
-        k = min(max_rungs, math.ceil(math.log(first * scale, RUNG_RATIO)))
-    rungs = [(first / RUNG_RATIO ** j, False) for j in range(k, 0, -1)]
-    previous = first
-    rungs.append((first, True))
-    for t in targets[1:]:
-        between = []
-        e = t / RUNG_RATIO
-        while e > previous * 1.01 and len(between) < max_rungs:
-            between.append((e, False))
-            e /= RUNG_RATIO
-        rungs += between[::-1]
+    while RUNG_RATIO ** k / scale < targets[-1] * (1 - 1e-9):
+        grid.append(RUNG_RATIO ** k / scale)
+        k += 1
+    rungs, previous = [], 0.0
+    for i, t in enumerate(targets):
+        between = [g for g in grid if previous * (1 + 1e-9) < g < t * (1 - 1e-9)]
+        if i == 0:
+            between = between[-max_rungs:]
+        rungs += [(g, False) for g in between]
         rungs.append((t, True))
         previous = t
     return rungs
+
+
+def _rung_cache(pair) -> dict:
+    cache = getattr(pair, "_rung_climbs", None)
+    if cache is None:
+        cache = pair._rung_climbs = {}
+    return cache
 
 
 def _carry_starts(carried: np.ndarray, energy: float) -> np.ndarray:
@@ -115,19 +127,24 @@ def search_budgets(pair: SoftmaxPair, energies, starts: int | None = None, seed:
     for energy, is_target in rungs:
         climbed.append(energy)
         if not is_target:
-            X0 = np.concatenate([_carry_starts(carried, energy), energy * V, -energy * V], axis=1)
-            if carried.shape[1] == 0:
-                X0 = np.concatenate([X0, 0.5 * energy * V[:, :1], -0.5 * energy * V[:, :1]], axis=1)
-            run = BatchedAscent(pair, X0, energy)
-            run.run(RUNG_ITERATIONS, gtol=1e-3)
-            carried, _ = _best_points(run.X, run.f, energy)
+            # below the first target the climbs depend on the grid and the seed alone: every
+            # search on this pair (each budget of a list, each trial of --queries) shares them
+            cache = _rung_cache(pair) if previous is None else {}
+            key = (energy, seed, carried.tobytes())
+            if key not in cache:
+                X0 = np.concatenate([_carry_starts(carried, energy), energy * V, -energy * V], axis=1)
+                if carried.shape[1] == 0:
+                    X0 = np.concatenate([X0, 0.5 * energy * V[:, :1], -0.5 * energy * V[:, :1]], axis=1)
+                run = BatchedAscent(pair, X0, energy)
+                run.run(RUNG_ITERATIONS, gtol=1e-3)
+                cache[key] = _best_points(run.X, run.f, energy)[0]
+            carried = cache[key]
             continue
         if progress and len(climbed) > 1:
             progress("budget ladder " + ", ".join(f"{e:.4g}" for e in climbed))
-        if extra.shape[1]:
-            carried = np.concatenate([carried, project(extra, energy)], axis=1)
         result = _target(pair, energy, carried, starts, seed, max_starts, keep, progress,
-                         explore_gtol, polish_gtol, ray_gtol)
+                         explore_gtol, polish_gtol, ray_gtol,
+                         extra=project(extra, energy) if extra.shape[1] else None)
         result.rungs = list(climbed)
         if previous is not None and previous.value > result.value:
             # budgets nest: the smaller ball's answer is feasible here and better
@@ -152,16 +169,26 @@ def _tick_after(tick, iterations: int, best: float):
 
 
 def _target(pair, energy, carried, starts, seed, max_starts, keep, progress,
-            explore_gtol, polish_gtol, ray_gtol) -> SearchResult:
+            explore_gtol, polish_gtol, ray_gtol, extra=None) -> SearchResult:
+    """The search at one requested budget. `carried`: the ladder's points (they count among
+    the starts); `extra`: points given by the caller (the screened search's winners, a
+    neighbouring budget's design, the best candidates) that climb too but neither take the
+    place of a start nor count as evidence (they are not independent starts)."""
     t0 = time.perf_counter()
-    carry = _carry_starts(carried, energy)
     fixed = starts is not None
+    if fixed and extra is not None:
+        carried, extra = np.concatenate([carried, extra], axis=1), None   # exactly `starts`
+    carry = _carry_starts(carried, energy)
     first = starts if fixed else DEFAULT_STARTS
     fresh = max(first - carry.shape[1], 1 if carry.shape[1] == 0 else 0)
     if fixed and carry.shape[1] > first:
         carry = carry[:, :first]           # the best carried point as it is comes first
     X0 = np.concatenate([carry, starting_points(pair, energy, fresh, seed)], axis=1) \
         if fresh else carry
+    skip = 0
+    if extra is not None:
+        extra = _carry_starts(extra, energy)
+        X0, skip = np.concatenate([extra, X0], axis=1), extra.shape[1]
     ends_X, ends_f = [], []
     iterations, total, rounds, best_before = 0, 0, 0, -math.inf
     stop, ran_out = "", False
@@ -174,12 +201,12 @@ def _target(pair, energy, carried, starts, seed, max_starts, keep, progress,
                                max(map(np.max, ends_f), default=-math.inf))
         run.run(500, gtol=explore_gtol)
         iterations += run.iterations
-        total += X0.shape[1]
+        total += X0.shape[1] - (skip if rounds == 1 else 0)    # the search's own starts
         ends_X.append(run.X)
         ends_f.append(run.f)
         X, f = np.concatenate(ends_X, axis=1), np.concatenate(ends_f)
         best = float(f.max())
-        hits = best_hits(X, f, energy)
+        hits = best_hits(X[:, skip:], f[skip:], energy, above=float(f.max()))
         if fixed:
             stop = f"fixed number of starts ({total})"
             break
@@ -195,7 +222,7 @@ def _target(pair, energy, carried, starts, seed, max_starts, keep, progress,
             ran_out = True
             break
         best_before = best
-        X0 = _more_starts(pair, energy, size, seed + 7 * rounds)
+        X0 = more_starts(pair, energy, size, seed + 7 * rounds)
     found = finish(pair, X, f, energy, polish_gtol=polish_gtol, ray_gtol=ray_gtol, keep=keep,
                    progress=progress)
     tick = getattr(progress, "tick", None)
@@ -220,7 +247,7 @@ def with_polished(explored, polished: float, rtol: float = 1e-9) -> list:
     return sorted(kept | {float(polished)}, reverse=True)
 
 
-def _more_starts(pair, energy, count, seed) -> np.ndarray:
+def more_starts(pair, energy, count, seed) -> np.ndarray:
     """Seeded random starts for a later round: half on the sphere, half inside the ball."""
     rng = np.random.default_rng(seed)
     U = rng.standard_normal((pair.d, count))
@@ -230,11 +257,14 @@ def _more_starts(pair, energy, count, seed) -> np.ndarray:
     return U * radius
 
 
-def best_hits(X: np.ndarray, f: np.ndarray, energy: float) -> int:
-    """Starts whose end point is the best maximum (same value to 1e-6, within 1% of E)."""
+def best_hits(X: np.ndarray, f: np.ndarray, energy: float, above: float | None = None) -> int:
+    """Starts whose end point is the best maximum (same value to 1e-6, within 1% of E); with
+    `above`, 0 unless that maximum reaches `above` (to 1e-6: found by these starts too)."""
+    if f.size == 0:
+        return 0
     b = int(np.argmax(f))
-    if f[b] <= 0:
-        return 0          # every start on a plateau: no evidence of anything
+    if f[b] <= 0 or (above is not None and f[b] < above * (1 - 1e-6)):
+        return 0          # every start on a plateau, or the best found elsewhere: no evidence
     near = np.linalg.norm(X - X[:, [b]], axis=0) <= 1e-2 * energy
     return int(np.sum(near & (f >= f[b] * (1 - 1e-6))))
 

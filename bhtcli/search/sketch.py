@@ -178,7 +178,7 @@ def _row_dots(pair: SoftmaxPair) -> np.ndarray:
     return cached
 
 
-def _halving(reduced: SoftmaxPair, Y0: np.ndarray, energy: float, gtol: float):
+def successive_halving(reduced: SoftmaxPair, Y0: np.ndarray, energy: float, gtol: float):
     """Score every column once (values only) and keep the best HALVING_FIRST distinct ones,
     then per stage of HALVING climb that many iterations and keep the best distinct ones;
     the last survivors climb to the end."""
@@ -234,7 +234,7 @@ def sketch_search(pair: SoftmaxPair, energy: float, *, starts=None, seed: int = 
     total = Y0.shape[1]
     if progress:
         progress(f"climbing from {total} starts in the subspace (budget {energy:g})")
-    run = _halving(reduced, Y0, energy, explore_gtol)
+    run = successive_halving(reduced, Y0, energy, explore_gtol)
     iterations = run.iterations
     values = sorted({float(v) for v in run.f}, reverse=True)
     points = Q @ run.X

@@ -22,6 +22,22 @@ def spectral_directions(pair: SoftmaxPair, r: int, seed: int, power: int = 3) ->
     """Top-r right singular vectors of the row-centred A - B (columns, unit norm); with
     non-exp links, of the stacked [(A+B)/2; A-B], since the scores themselves matter there
     (A against A with a different link has A - B = 0)."""
+    cache = getattr(pair, "_spectral", None)
+    if cache is None:
+        cache = pair._spectral = {}
+    G = pair.G if pair.readout.exp_links else pair.K
+    if G.shape[0] * G.shape[1] <= 4_000_000:
+        # exact: one SVD serves every r, seed and power
+        if "exact" not in cache:
+            cache["exact"] = np.linalg.svd(np.asarray(G, dtype=np.float64), full_matrices=False)[2]
+        return cache["exact"][:min(r, G.shape[1], G.shape[0])].T.copy()
+    key = (r, seed, power)
+    if key not in cache:          # every search on the pair asks again: computed once
+        cache[key] = _spectral(pair, r, seed, power)
+    return cache[key].copy()
+
+
+def _spectral(pair: SoftmaxPair, r: int, seed: int, power: int) -> np.ndarray:
     G = pair.G if pair.readout.exp_links else pair.K
     n, d = G.shape
     r = min(r, d, n)

@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from bhtcli.errors import InputError
-from bhtcli.settings import DEFAULT_STARTS
 
 MODELS = ("softmax", "leverage")
 LABEL_PREFIX = "label_"
@@ -155,8 +154,7 @@ def _check_row(values: dict) -> None:
                if values[name] is not None}
     with parameter_names(str):          # messages name the manifest's columns
         ModelSpec.build(values["model"], values["energy"], values["floor"], **readout)
-    if values["model"] != "leverage" and values["starts"] is None:
-        values["starts"] = DEFAULT_STARTS
+    # an empty softmax `starts` stays empty: the task runs design's own (default) search
 
 
 def call_arguments(values: dict) -> dict:
