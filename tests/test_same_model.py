@@ -167,3 +167,15 @@ def test_design_over_bound_is_at_most_one(n, d, seed, log_e, kind):
     B = {"antipodal": -A, "random": rng.normal(size=(n, d)),
          "close": A + 1e-6 * rng.normal(size=(n, d))}[kind]
     check_report(design(A, B, 10.0 ** log_e, starts=4, seed=seed))
+
+
+def test_rounding_only_difference_keeps_a_positive_sound_ceiling():
+    """B = A + 4 stored in float64: the computed rows of A - B are all (4, 4), but the stored
+    values differ from an exact shift by their rounding, which a query can see (H^2 ~ 7e-34 in
+    60-digit arithmetic); the ceiling must cover it, not print 0."""
+    A = np.array([[0.14859291, -143.94271797], [2.08609291, -141.16146797]])
+    B = A + 4.0
+    b = bound(A, B, 1.0)
+    assert not b.distinguishable and "up to float64 rounding" in b.note
+    x = np.array([1.0, 0.0])
+    assert 0 < h2_mp(A, B, x) <= b.certificate["hellinger_squared_max_bound"]

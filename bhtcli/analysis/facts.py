@@ -41,6 +41,8 @@ class PairBase:
     same: str | None                # why A and B are the same model (None: they differ)
     same_exact: bool = True         # same in exact arithmetic (else: up to float64 rounding of
                                     # the rows the softmax sees; the ceiling is then reported)
+    rounding: float = 0.0           # max_i ||e_i - e_0||: the rounding errors of the computed
+                                    # rows of A - B (biases too) that diameter does not see
 
 
 def pair_base(A: np.ndarray, B: np.ndarray, pair_G: np.ndarray,
@@ -57,8 +59,8 @@ def pair_base(A: np.ndarray, B: np.ndarray, pair_G: np.ndarray,
     bias_range = float(dbias.max() - dbias.min())
     bias_scale = max(abs_max(readout.bias_a), abs_max(readout.bias_b))
     if readout.exp_links:
-        same, exact = _same_softmax(A, B, readout, diam.value, bias_range, stats)
-        return PairBase(stats, diam, bias_range, same, exact)
+        same, exact, rounding = _same_softmax(A, B, readout, diam.value, bias_range, stats)
+        return PairBase(stats, diam, bias_range, same, exact, rounding)
     tiny = 32.0 * EPS * max(stats.norm_a, stats.norm_b, bias_scale)    # docs/maths.md §1.3
     return PairBase(stats, diam, bias_range, _same_model(A, B, readout, diam.value, bias_range, tiny))
 
@@ -78,8 +80,9 @@ def analyse_pair(A: np.ndarray, B: np.ndarray, pair_G: np.ndarray, energy: float
     if base.same:
         if base.same_exact:
             return PairFacts(stats.eps_2inf, diam, False, base.same, 0.0, None)
-        # equal up to rounding: no count, but the ceiling stays sound (range bound, §4.1)
-        spread = energy * diam.value + base.bias_range
+        # equal up to rounding: no count, but the ceiling stays sound (range bound, §4.1) for
+        # the exact rows d_i = s_i + e_i: max_ij ||d_i - d_j|| <= diam(s) + 2 max_i ||e_i - e_0||
+        spread = energy * diam.value + base.bias_range + 2.0 * base.rounding * max(energy, 1.0)
         variance = spread * spread / 4.0
         ceiling = Ceiling(variance, "range", {"per_row": None, "range": h2_from_variance(variance)})
         return PairFacts(stats.eps_2inf, diam, False, base.same, spread, None, ceiling)
@@ -112,22 +115,24 @@ def analyse_pair(A: np.ndarray, B: np.ndarray, pair_G: np.ndarray, energy: float
 
 
 def _same_softmax(A, B, readout: Readout, diam: float, bias_range: float,
-                  stats: PairStats) -> tuple[str | None, bool]:
+                  stats: PairStats) -> tuple[str | None, bool, float]:
     """(reason, exact) for exp links (docs/maths.md §1.3): the models are the same when every
     row of A - B is the same vector and the biases differ by a constant. Decided on what the
     softmax sees: the tolerance scales with the rows *minus a reference row* (a column that is
     constant, however large, is invisible to the softmax and does not widen it), and an exact
     test (error-free differences) says whether the equality holds exactly or up to rounding.
-    (None, True) when they differ."""
+    (None, True, 0) when they differ; the third item bounds the rounding errors of the computed
+    rows of A - B (docs/maths.md §19.2)."""
     if diam > 64.0 * EPS * max(stats.norm_a, stats.norm_b, abs_max(readout.bias_a),
                                 abs_max(readout.bias_b)):
-        return None, True                           # not even within the raw scale's rounding
-    spread_a, spread_b, exact = _centred_scales_and_exact(A, B, readout.bias_a, readout.bias_b)
+        return None, True, 0.0                      # not even within the raw scale's rounding
+    spread_a, spread_b, exact, rounding = _centred_scales_and_exact(A, B, readout.bias_a,
+                                                                    readout.bias_b)
     plain = readout.plain
     if exact:
         return ("A and B are the same softmax model: every row of A - B is the same vector "
                 "(B = A + 1 w^T" + (", biases differing by a constant" if not plain else "")
-                + "), so softmax(Ax) = softmax(Bx) for every query"), True
+                + "), so softmax(Ax) = softmax(Bx) for every query"), True, 0.0
     tiny = 32.0 * EPS * max(spread_a, spread_b)
     if diam <= tiny and bias_range <= tiny:
         return ("A and B are the same softmax model up to float64 rounding: the rows of A - B "
@@ -135,16 +140,16 @@ def _same_softmax(A, B, readout: Readout, diam: float, bias_range: float,
                 + (f" (biases by {bias_range:.3g})" if not plain else "")
                 + f", within 32 eps of the size of the rows the softmax sees ({max(spread_a, spread_b):.3g}, "
                 "each row minus the first); no query moves a logit difference by more than "
-                "float64 resolves, and the ceiling bounds what exact arithmetic would give"), False
-    return None, True
+                "float64 resolves, and the ceiling bounds what exact arithmetic would give"), False, rounding
+    return None, True, 0.0
 
 
 def _centred_scales_and_exact(A, B, bias_a, bias_b, rows: int = 8192):
     """(max_i ||[a_i, alpha_i] - [a_0, alpha_0]||, the same for B, whether every row of
     [A - B, alpha - beta] equals the first exactly) in one streamed pass. Differences are
     error-free (TwoSum: a - b = s + e exactly, and (s, e) is unique for a given real value),
-    so the equality test is exact for the stored values."""
-    sa = sb = 0.0
+    so the equality test is exact for the stored values. Fourth: max_i ||e_i - e_0||."""
+    sa = sb = rounding = 0.0
     exact = True
     ref = None
     for ta, tb in _augmented_blocks(A, B, bias_a, bias_b, rows):
@@ -153,10 +158,11 @@ def _centred_scales_and_exact(A, B, bias_a, bias_b, rows: int = 8192):
         a0, b0, s0, e0 = ref
         sa = max(sa, float(np.sqrt(np.max(np.einsum("ij,ij->i", ta - a0, ta - a0)))))
         sb = max(sb, float(np.sqrt(np.max(np.einsum("ij,ij->i", tb - b0, tb - b0)))))
+        s, e = _two_difference(ta, tb)
+        rounding = max(rounding, float(np.sqrt(np.max(np.einsum("ij,ij->i", e - e0, e - e0)))))
         if exact:
-            s, e = _two_difference(ta, tb)
             exact = bool(np.all(s == s0) and np.all(e == e0))
-    return sa, sb, exact
+    return sa, sb, exact, rounding
 
 
 def _two_difference(a, b):
