@@ -151,3 +151,44 @@ def test_the_library_never_imports_click_or_rich(package):
     for path in (ROOT / package).rglob("*.py"):
         text = path.read_text(encoding="utf-8")
         assert "import click" not in text and "from rich" not in text, path
+
+
+def _message_strings(path):
+    """String constants of a module that are not docstrings."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docs = {id(n.body[0].value) for n in ast.walk(tree)
+            if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+            and n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+    return [(n.lineno, n.value) for n in ast.walk(tree)
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs]
+
+
+def test_library_messages_name_parameters_not_flags():
+    """Below the CLI a message names `energy`, never `--energy`: errors.parameter_name maps
+    names to flags only when the command line calls (schema.py documents the CLI's JSON)."""
+    import re
+    flags = [(str(p.relative_to(ROOT)), line, text[:60]) for name, p in MODULES.items()
+             if not name.startswith("bhtcli.cli") and name != "bhtcli.schema"
+             for line, text in _message_strings(p) if re.search(r"--[a-z]", text)]
+    assert flags == []
+
+
+@pytest.mark.parametrize("call", [
+    lambda np_, api: api.design(np_.ones((3, 2)), np_.zeros((3, 2)), -1.0),
+    lambda np_, api: api.design(np_.eye(3), np_.zeros((3, 3)), 1.0, candidates=np_.eye(3),
+                                subspace=np_.eye(3)),
+    lambda np_, api: api.design(np_.eye(3), np_.zeros((3, 3)), 1.0, names=["a"]),
+    lambda np_, api: api.design(np_.eye(3), np_.zeros((3, 3)), 1.0, method="ccp",
+                                candidates=np_.eye(3)),
+    lambda np_, api: api.rank(np_.eye(3), np_.zeros((3, 3)), np_.ones((2, 5))),
+    lambda np_, api: api.bound(np_.eye(3), np_.zeros((3, 3)), 1.0, model="leverage"),
+    lambda np_, api: api.design(np_.eye(3), np_.zeros((3, 3)), "1,2", queries=3),
+    lambda np_, api: api.simulate(np_.eye(3), np_.zeros((3, 3)), 1.0, trials=3),
+])
+def test_library_errors_speak_in_parameter_names(call):
+    import numpy as np
+
+    from bhtcli import api
+    with pytest.raises(api.BhtError) as info:
+        call(np, api)
+    assert "--" not in str(info.value), str(info.value)

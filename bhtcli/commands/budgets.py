@@ -159,7 +159,7 @@ def design_for_queries(A, B, queries: int, energy_max: float, error: float = 0.0
         count = "no finite number of" if n_top is None else f"{n_top:,}"
         raise NotReachable(f"{parameter_name('queries')} {queries:,}: even {parameter_name('energy')} "
                            f"{energy_max:g} needs {count} "
-                           "queries for the designed query; raise --energy")
+                           "queries for the designed query; raise " + parameter_name("energy"))
     hi, n_hi, lo, n_lo = energy_max, n_top, 0.0, None
     sides = []                    # which end each trial moved: interpolation that keeps
     for _ in range(60):           # moving one end falls back to bisection

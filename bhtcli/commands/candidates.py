@@ -270,7 +270,7 @@ def _rank(A, B, H, energy, *, model, floor, error, names, top, link_a, link_b, b
         from bhtcli.models.softmax import SoftmaxPair
         if floor is not None:
             raise InputError(f"{parameter_name('floor')} applies to {parameter_name('model')} leverage only; softmax queries are bounded "
-                             "by --energy on ||x||_2")
+                             f"by {parameter_name('energy')} on ||x||_2")
         energy = None if energy is None else check_energy(energy)
         A, B = load_pair(A, B, dtype=None)
         n, d = A.shape

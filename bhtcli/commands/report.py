@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from bhtcli.analysis.facts import PairFacts, analyse_pair, certificate_record
+from bhtcli.errors import parameter_name
 from bhtcli.io.load import load_pair
 from bhtcli.io.validation import check_energy, check_error
 from bhtcli.maths.counts import query_counts
@@ -95,7 +96,7 @@ def report(ctx: ReportContext, x, on_boundary, solver, extra_passes: int = 0):
     if solver["method"] not in ("given", "candidates") and solver["kkt_residual"] > kkt_warn:
         warnings.append(f"the KKT residual at the query is {solver['kkt_residual']:.2g}: the point found "
                         "is not a verified local maximum (e.g. on a kink of a poly:K link); the "
-                        "certificate's bound still holds, try more --starts")
+                        f"certificate's bound still holds, try more {parameter_name('starts')}")
     return DesignResult(
         "softmax", pair.n, pair.d, ctx.energy, ctx.error, x.tolist(), float(np.linalg.norm(x)),
         on_boundary, div.hellinger, div.hellinger_squared, div.bhattacharyya_distance,

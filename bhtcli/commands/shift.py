@@ -265,7 +265,7 @@ def shift(A, data, lr: float, steps: int = 1, *, out: str | None = None, energy:
     warnings = []
     if history[-1] > history[0]:
         warnings.append(f"the loss rose from {history[0]:.6g} to {history[-1]:.6g}: the learning rate "
-                        f"{lr:g} overshoots; the update is not a descent (try a smaller --lr)")
+                        f"{lr:g} overshoots; the update is not a descent (try a smaller {parameter_name('lr')})")
     return ShiftResult(n, d, Q.shape[0], lr, steps, history[0], history[-1], history, grad_norm,
                        frobenius, norm_2inf, out, detection, time.perf_counter() - t0, warnings, B,
                        energy=energy, target_error=error if energy is not None else None)

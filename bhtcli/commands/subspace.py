@@ -14,13 +14,13 @@ from dataclasses import replace
 
 import numpy as np
 
-from bhtcli.errors import InputError
+from bhtcli.errors import InputError, parameter_name
 from bhtcli.io.load import load_matrix, load_pair
 
 RANK_RTOL = 1e-10     # singular values below this fraction of the largest count as zero
 
 
-def orthonormal_basis(V, d: int, option: str = "--subspace") -> np.ndarray:
+def orthonormal_basis(V, d: int, option: str | None = None) -> np.ndarray:
     """An orthonormal basis Q (d x r) of the columns of V, which must be d x r of rank r.
 
     Parameters
@@ -42,6 +42,7 @@ def orthonormal_basis(V, d: int, option: str = "--subspace") -> np.ndarray:
     InputError
         Wrong number of rows, more columns than rows, or linearly dependent columns.
     """
+    option = parameter_name("subspace") if option is None else option
     label = f"{option} {os.fspath(V)}" if isinstance(V, (str, os.PathLike)) else option
     V = load_matrix(V, label)
     rows, r = V.shape

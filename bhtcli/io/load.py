@@ -398,7 +398,7 @@ def check_output_path(path: str, option: str | None = None, inputs=(), force: bo
     if not force:
         for spec in inputs:
             if _same_file(path, spec):
-                hint = "" if force is None else " (or add --force)"
+                hint = "" if force is None else f" (or add {parameter_name('force')})"
                 raise InputError(f"{option} {path} is also an input of this command; writing it would "
                                  f"replace the input: choose another name{hint}")
     return path
@@ -439,13 +439,14 @@ def _same_file(path: str, spec) -> bool:
         return False
 
 
-def save_array(path: str, array, option: str = "--out") -> None:
+def save_array(path: str, array, option: str | None = None) -> None:
     """Write `array` atomically in the format named by the extension of `path`.
 
     .npy: numpy's binary format; .csv: comma-separated rows (a vector: one value per line);
     .txt: the same with spaces; .json: a list (a vector) or a list of rows. Numbers are
     written with 17 significant digits, so every format reads back to the same float64.
     """
+    option = parameter_name("out") if option is None else option
     arr = np.asarray(array, dtype=np.float64)
     suffix = Path(path).suffix.lower()
     if suffix == ".npy":
@@ -464,8 +465,9 @@ def save_array(path: str, array, option: str = "--out") -> None:
                          f"name the file with {OUT_FORMATS}")
 
 
-def save_npy_atomic(path: str, array: np.ndarray, option: str = "--out") -> None:
+def save_npy_atomic(path: str, array: np.ndarray, option: str | None = None) -> None:
     """Write `array` to `path` in .npy format via a temporary file and os.replace."""
+    option = parameter_name("out") if option is None else option
     with atomic_file(path, "wb", option=option) as fh:
         np.save(fh, np.asarray(array, dtype=np.float64), allow_pickle=False)
 

@@ -209,8 +209,9 @@ def check_dtype(dtype, option: str | None = None) -> str:
     return name
 
 
-def check_top(top, option: str = "--top") -> int:
+def check_top(top, option: str | None = None) -> int:
     """How many of the best candidates to list: a whole number >= 1."""
+    option = parameter_name("top") if option is None else option
     if isinstance(top, bool) or not isinstance(top, (int, np.integer)) or top < 1:
         raise InputError(f"{option} must be a whole number >= 1, got {top!r}")
     return int(top)
