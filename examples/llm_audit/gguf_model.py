@@ -1,8 +1,10 @@
 """Reading the GGUF file: where the package put it, its tensors as float32, its re-encodings.
 
-`load_gguf` is the one place that reads the file (the gguf package's reader and
-`gguf.quants.dequantize`); it returns plain numpy arrays and metadata values, so another
-reader can replace it without touching the forward pass.
+`load_gguf` is the one place that reads the file: the tensors through bht's own GGUF reader
+(`bhtcli.io.gguf_file`: its header parser and block-wise dequantization, the code behind
+`bht design FILE.gguf`), the metadata (the tokenizer's vocabulary and merges, which bht's
+header parser keeps as lengths only) through the gguf package's reader. It returns plain numpy
+arrays and metadata values, so the forward pass does not depend on either.
 """
 from __future__ import annotations
 
@@ -39,13 +41,16 @@ class Weights:
 def load_gguf(path) -> Weights:
     """Every tensor dequantized to float32, and the metadata (strings decoded, arrays as lists)."""
     import gguf
+
+    from bhtcli.io.gguf_file import open_gguf, tensor_array
     reader = gguf.GGUFReader(str(path))
     meta = {name: field.contents() for name, field in reader.fields.items()}
+    header, buf = open_gguf(str(path))
     tensors, types = {}, {}
-    for t in reader.tensors:
-        w = gguf.quants.dequantize(t.data, t.tensor_type)
-        tensors[t.name] = np.ascontiguousarray(w, dtype=np.float32)
-        types[t.name] = t.tensor_type.name
+    for name, info in header.tensors.items():
+        w = tensor_array(buf, info, str(path), dtype="float32")
+        tensors[name] = np.ascontiguousarray(w, dtype=np.float32)
+        types[name] = info.type_name
     return Weights(tensors, types, meta)
 
 
