@@ -6,7 +6,7 @@ box.py (the leverage-score search)."""
 
 
 def __getattr__(name):            # lazy: importing the package costs nothing
-    if name in ("maximize", "maximize_budgets", "METHODS"):
+    if name in ("maximize", "METHODS"):
         from bhtcli.search import entry
         return getattr(entry, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -80,13 +80,3 @@ def maximize(problem, energy: float, method: str = "auto", *, starts: int | None
     return search_budgets(problem, [energy], starts=starts, seed=seed, max_starts=max_starts,
                           keep=keep, progress=progress, tolerances=tolerances,
                           carried=carried)[0]
-
-
-def maximize_budgets(pair, energies, *, starts: int | None = None, seed: int = 0,
-                     max_starts: int | None = None, keep: int = 4, progress=None,
-                     carried=None) -> list:
-    """One SearchResult per budget (ascending) from one warm-started ladder (ladder.py)."""
-    from bhtcli.search.ladder import DEFAULT_MAX_STARTS, search_budgets
-    return search_budgets(pair, energies, starts=starts, seed=seed, keep=keep, progress=progress,
-                          max_starts=DEFAULT_MAX_STARTS if max_starts is None else max_starts,
-                          carried=carried)
