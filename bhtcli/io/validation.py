@@ -98,6 +98,67 @@ def check_pair(A: np.ndarray, B: np.ndarray, name_a: str = "A", name_b: str = "B
                          "both models need the same number of rows (answers) and columns (query size)")
 
 
+def check_scalar(value, name: str, kind: str, *, low: float | None = None,
+                 high: float | None = None, low_open: bool = False, high_open: bool = False,
+                 what: str = "", example: str = ""):
+    """One scalar parameter checked against its type and range (as scikit-learn's
+    check_scalar); every scalar checker of bht is written with it.
+
+    Parameters
+    ----------
+    value : object
+        What the caller gave.
+    name : str
+        How messages name it (a library parameter name, or the CLI's flag).
+    kind : {"whole", "real"}
+        A whole number (bools refused; 3.0 accepted as 3) or a finite real number.
+    low, high : float, optional
+        The range; `low_open`/`high_open` exclude the ends.
+    what, example : str
+        Added to the message: what the number counts, an example value.
+
+    Returns
+    -------
+    int or float
+
+    Raises
+    ------
+    InputError
+        One message naming `name`, the requirement and the value given.
+    """
+    if kind == "whole":
+        try:
+            ok = not isinstance(value, bool) and float(value) == int(value)
+        except (TypeError, ValueError, OverflowError):
+            ok = False
+        v = int(value) if ok else None
+        number = "a whole number"
+    else:
+        try:
+            v = float(value)
+        except (TypeError, ValueError):
+            raise InputError(f"{name} must be a number, got {value!r}") from None
+        ok = math.isfinite(v)
+        number = "a finite number"
+    if ok and low is not None:
+        ok = v > low if low_open else v >= low
+    if ok and high is not None:
+        ok = v < high if high_open else v <= high
+    if ok:
+        return v
+    if low is not None and high is not None:
+        bounds = (f"lie strictly between {low:g} and {high:g}" if low_open and high_open else
+                  f"lie between {low:g} and {high:g}")
+        requirement = f"must {bounds}"
+    elif low is not None:
+        requirement = f"must be {number} {'>' if low_open else '>='} {low:g}"
+    else:
+        requirement = f"must be {number}"
+    extra = f" ({what})" if what else ""
+    hint = f" (e.g. {example})" if example else ""
+    raise InputError(f"{name} {requirement}{extra}, got {value!r}{hint}")
+
+
 def check_energy(energy: float, option: str | None = None) -> float:
     """Return the energy budget E as float; it must be finite and > 0."""
     option = parameter_name("energy") if option is None else option
@@ -108,33 +169,20 @@ def check_positive(value, option: str) -> float:
     """`value` as a float that is finite and > 0 (an energy, a learning rate)."""
     if value is None:
         raise InputError(f"{option} is required here (a finite number > 0, e.g. {option} 1.0)")
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise InputError(f"{option} must be a number, got {value!r}") from None
-    if not math.isfinite(v) or v <= 0:
-        raise InputError(f"{option} must be a finite number > 0, got {value!r}")
-    return v
+    return check_scalar(value, option, "real", low=0.0, low_open=True)
 
 
 def check_error(error: float, option: str | None = None) -> float:
     """Return the target error probability alpha; it must lie strictly between 0 and 0.5."""
     option = parameter_name("error") if option is None else option
-    try:
-        a = float(error)
-    except (TypeError, ValueError):
-        raise InputError(f"{option} must be a number, got {error!r}") from None
-    if not (0.0 < a < 0.5):
-        raise InputError(f"{option} must lie strictly between 0 and 0.5, got {error!r} (e.g. 0.05)")
-    return a
+    return check_scalar(error, option, "real", low=0.0, high=0.5, low_open=True, high_open=True,
+                        example="0.05")
 
 
 def check_starts(starts: int, option: str | None = None) -> int:
     """Return the number of starting points; at least 1."""
     option = parameter_name("starts") if option is None else option
-    if isinstance(starts, bool) or int(starts) != starts or starts < 1:
-        raise InputError(f"{option} must be a whole number >= 1, got {starts!r}")
-    return int(starts)
+    return check_scalar(starts, option, "whole", low=1)
 
 
 def check_query(array, name: str, length: int, what: str = "the query x") -> np.ndarray:
@@ -162,9 +210,7 @@ def check_query(array, name: str, length: int, what: str = "the query x") -> np.
 def check_seed(seed, option: str | None = None) -> int:
     """A random seed: a whole number >= 0."""
     option = parameter_name("seed") if option is None else option
-    if isinstance(seed, bool) or int(seed) != seed or seed < 0:
-        raise InputError(f"{option} must be a whole number >= 0, got {seed!r}")
-    return int(seed)
+    return check_scalar(seed, option, "whole", low=0)
 
 
 MAX_LOGIT = 1e12     # beyond this float64 logits are spaced > 1e-4 apart: softmax is meaningless
@@ -247,10 +293,4 @@ def energies_of(value, option: str | None = None) -> list:
 def check_queries(queries, option: str | None = None) -> int:
     """A number of queries: a whole number >= 1."""
     option = parameter_name("queries") if option is None else option
-    try:
-        ok = not isinstance(queries, bool) and float(queries) == int(queries) and int(queries) >= 1
-    except (TypeError, ValueError, OverflowError):
-        ok = False
-    if not ok:
-        raise InputError(f"{option} must be a whole number >= 1 (a number of queries), got {queries!r}")
-    return int(queries)
+    return check_scalar(queries, option, "whole", low=1, what="a number of queries")
