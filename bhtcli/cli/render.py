@@ -23,6 +23,7 @@ from bhtcli.api import (BoundResult, BudgetCurveResult, DecideResult, DesignResu
                         LeverageBoundResult, QuantizeResult, RankResult, ShiftResult, SimulateResult,
                         SweepResult, TensorsResult)
 
+from bhtcli.cli.cells import num as _num, query_text as _query_text, two_columns as _table  # noqa: E402
 from bhtcli.cli.output import ClosedPipe, OutputState  # noqa: E402
 
 PLAIN_WIDTH = 1 << 20        # "no wrapping" for plain output: wider than any line
@@ -127,28 +128,6 @@ def _says_something(v) -> bool:
     """A lower bound on a mean count is printed only when it is at least one query (below,
     it rules nothing out)."""
     return v is not None and v >= 1
-
-
-def _num(v, digits: int = 6) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, bool):
-        return "yes" if v else "no"
-    if isinstance(v, int):
-        return f"{v:,}"
-    return f"{v:.{digits}g}"
-
-
-def _table(title: str) -> Table:
-    t = Table(title=title, title_justify="left", show_header=False, box=None, pad_edge=False)
-    t.add_column(style="bold", no_wrap=True, min_width=28)   # aligned across the tables
-    t.add_column(min_width=40)
-    return t
-
-
-def _query_text(query, shown: int = 8) -> str:
-    head = ", ".join(f"{v:.4g}" for v in query[:shown])
-    return f"[{head}{', ...' if len(query) > shown else ''}]"
 
 
 def _readout_rows(table, r) -> None:

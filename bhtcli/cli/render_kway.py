@@ -5,29 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-
-
-def _num(v, digits: int = 6) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, bool):
-        return "yes" if v else "no"
-    if isinstance(v, int):
-        return f"{v:,}"
-    return f"{v:.{digits}g}"
-
-
-def _table(title: str) -> Table:
-    """Two columns, names and values, aligned as the pair commands' tables."""
-    t = Table(title=title, title_justify="left", show_header=False, box=None, pad_edge=False)
-    t.add_column(style="bold", no_wrap=True, min_width=28)
-    t.add_column(min_width=40)
-    return t
-
-
-def _query_text(query, shown: int = 8) -> str:
-    head = ", ".join(f"{v:.4g}" for v in query[:shown])
-    return f"[{head}{', ...' if len(query) > shown else ''}]"
+from bhtcli.cli.cells import num as _num, query_text as _query_text, two_columns as _table
 
 
 def _matrix(title: str, names: list, pairs: list, key: str, digits: int = 6) -> Table:

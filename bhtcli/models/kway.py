@@ -126,32 +126,40 @@ class KModels:
         return block_product(self.S.T, W)
 
 
-class WeightedSum:
-    """sum_p lambda_p D_p(x) for fixed lambda >= 0 (climbed by BatchedAscent)."""
+class _PairsObjective:
+    """What BatchedAscent climbs, built from the pairs' D of K models: a subclass gives
+    `evaluate` (value and the weights of the backward product) and `value`."""
 
-    def __init__(self, models: KModels, weights):
+    def __init__(self, models: KModels):
         self.models = models
-        self.weights = np.asarray(weights, dtype=np.float64)
         self.d, self.dtype = models.d, models.dtype
 
     @property
     def passes(self):
         return self.models.passes
 
+    def pullback(self, w_r, w_delta):
+        return self.models.pullback(w_r, w_delta)
+
+    def value_and_grad(self, X):
+        f, w_r, w_delta = self.evaluate(X)
+        return f, self.pullback(w_r, w_delta)
+
+
+class WeightedSum(_PairsObjective):
+    """sum_p lambda_p D_p(x) for fixed lambda >= 0 (climbed by BatchedAscent)."""
+
+    def __init__(self, models: KModels, weights):
+        super().__init__(models)
+        self.weights = np.asarray(weights, dtype=np.float64)
+
     def evaluate(self, X):
         D, ws = self.models.pair_distances(X, weights=True)
         mu = np.repeat(self.weights[:, None], D.shape[1], axis=1)
         return self.weights @ D, *self.models.combine(mu, ws)
 
-    def pullback(self, w_r, w_delta):
-        return self.models.pullback(w_r, w_delta)
-
     def value(self, X):
         return self.weights @ self.models.pair_distances(X)
-
-    def value_and_grad(self, X):
-        f, w_r, w_delta = self.evaluate(X)
-        return f, self.pullback(w_r, w_delta)
 
 
 def soft_minimum(D: np.ndarray, sharpness: float):
@@ -168,17 +176,13 @@ def soft_minimum(D: np.ndarray, sharpness: float):
     return f, lam
 
 
-class SoftBottleneck:
+class SoftBottleneck(_PairsObjective):
     """The power-mean soft minimum of the pairs' D (a smooth stand-in for the bottleneck
     min_p D_p, from below; exact as `sharpness` -> infinity)."""
 
     def __init__(self, models: KModels, sharpness: float):
-        self.models, self.sharpness = models, float(sharpness)
-        self.d, self.dtype = models.d, models.dtype
-
-    @property
-    def passes(self):
-        return self.models.passes
+        super().__init__(models)
+        self.sharpness = float(sharpness)
 
     def evaluate(self, X):
         D, ws = self.models.pair_distances(X, weights=True)
@@ -186,15 +190,8 @@ class SoftBottleneck:
         mu = f * lam / np.maximum(D, TINY_D)
         return f, *self.models.combine(mu, ws)
 
-    def pullback(self, w_r, w_delta):
-        return self.models.pullback(w_r, w_delta)
-
     def value(self, X):
         return soft_minimum(self.models.pair_distances(X), self.sharpness)[0]
-
-    def value_and_grad(self, X):
-        f, w_r, w_delta = self.evaluate(X)
-        return f, self.pullback(w_r, w_delta)
 
 
 def kway_scores_at(models, x: np.ndarray, rows: int | None = None):
