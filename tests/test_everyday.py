@@ -469,3 +469,18 @@ def test_quantize_refuses_to_replace_its_source_unless_forced(tmp_path):
         bht(["quantize", str(src), "--to", "q8_0", "--out", str(src), "--force", "-q"])
     assert info.value.code in (0, None)
     assert not np.array_equal(np.load(src), A)
+
+
+def test_the_sketched_search_reports_its_phase_out_of_a_known_count():
+    from bhtcli.models.softmax import SoftmaxPair
+    from bhtcli.search import maximize
+    rng = np.random.default_rng(3)
+    A = rng.standard_normal((300, 24))
+    B = A + 0.2 * rng.standard_normal((300, 24))
+    said = []
+    maximize(SoftmaxPair(A, B), 2.0, "sketch", progress=said.append)
+    phased = [m for m in said if m.startswith("[phase ")]
+    assert phased and phased[0].startswith("[phase 1 of at most ")
+    steps = [int(m.split()[1]) for m in phased]
+    totals = {int(m.split("]")[0].split()[-1]) for m in phased}
+    assert steps == sorted(steps) and len(totals) == 1 and max(steps) <= totals.pop()

@@ -212,8 +212,12 @@ def sketch_search(pair: SoftmaxPair, energy: float, *, starts=None, seed: int = 
     V = spectral_directions(pair, SKETCH_SPECTRAL, seed, power=1)
     W = swap_directions(pair, energy, SKETCH_SWAPS, bulk=True, exact=False)
     _, S = single_row_screen(pair, energy, SKETCH_CANDIDATES)
+    # phases, for the progress line: screens, subspace, climb, at most SKETCH_ROUNDS + 1 lifts,
+    # the polish; the search may end earlier (then the count jumps to the end)
+    phases = 4 + SKETCH_ROUNDS + 1
     if progress:
-        progress(f"screened every row and {W.shape[1]} two-row swaps against the bulk")
+        progress(f"[phase 1 of at most {phases}] screened every row and {W.shape[1]} two-row "
+                 "swaps against the bulk")
     extra = np.zeros((d, 0)) if carried is None or not np.size(carried) else \
         project(np.asarray(carried, dtype=f64), energy)
     Q = _orth(np.zeros((d, 0)),
@@ -222,7 +226,7 @@ def sketch_search(pair: SoftmaxPair, energy: float, *, starts=None, seed: int = 
     KQ = block_product(pair.K, Q, out_dtype=pair.dtype)
     pair.passes += 1
     if progress:
-        progress(f"sketched subspace of rank {Q.shape[1]}")
+        progress(f"[phase 2 of at most {phases}] sketched subspace of rank {Q.shape[1]}")
     reduced = _ReducedPair(KQ, pair.n, pair.readout, pair.objective)
     rng = np.random.default_rng(seed)
     R = rng.standard_normal((Q.shape[1], SKETCH_RANDOM))
@@ -233,7 +237,8 @@ def sketch_search(pair: SoftmaxPair, energy: float, *, starts=None, seed: int = 
                          *(s * energy * spectral for s in (1.0, -1.0, 0.25, -0.25)), R], axis=1)
     total = Y0.shape[1]
     if progress:
-        progress(f"climbing from {total} starts in the subspace (budget {energy:g})")
+        progress(f"[phase 3 of at most {phases}] climbing from {total} starts in the subspace "
+                 f"(budget {energy:g})")
     run = successive_halving(reduced, Y0, energy, explore_gtol)
     iterations = run.iterations
     values = sorted({float(v) for v in run.f}, reverse=True)
@@ -256,7 +261,8 @@ def sketch_search(pair: SoftmaxPair, energy: float, *, starts=None, seed: int = 
         if f_full[b] >= best_f:
             best_x, best_f, residual = points[:, b].copy(), float(f_full[b]), float(res[b])
         if progress:
-            progress(f"lifted: D {f_full[b]:.7e}, KKT residual {res[b]:.2e}")
+            progress(f"[phase {3 + rounds} of at most {phases}] lifted: D {f_full[b]:.7e}, "
+                     f"KKT residual {res[b]:.2e}")
         if residual <= kkt_target or rounds > SKETCH_ROUNDS:
             break
         if not improved and res[b] >= 0.5 * last_res:
@@ -277,7 +283,8 @@ def sketch_search(pair: SoftmaxPair, energy: float, *, starts=None, seed: int = 
         Y = np.concatenate([Y, grow.T @ points], axis=0)       # the same points, new coordinates
         Q = np.concatenate([Q, grow], axis=1)
         if progress:
-            progress(f"sketched subspace of rank {Q.shape[1]} (round {rounds + 1})")
+            progress(f"[phase {3 + rounds} of at most {phases}] sketched subspace of rank "
+                     f"{Q.shape[1]} (growth {rounds})")
         reduced = _ReducedPair(KQ, pair.n, pair.readout, pair.objective)
         run = BatchedAscent(reduced, Y, energy)
         run.run(500, gtol=polish_gtol)
@@ -286,7 +293,7 @@ def sketch_search(pair: SoftmaxPair, energy: float, *, starts=None, seed: int = 
     if residual > kkt_target and (not stalled or residual > SKETCH_POLISH[0 if exact else 1]):
         # the subspace could not grow further (rank cap, nothing new): polish in full d
         if progress:
-            progress("polishing the best point in full d")
+            progress(f"[phase {phases} of {phases}] polishing the best point in full d")
         run = BatchedAscent(pair, best_x[:, None], energy)
         run.run(2000, gtol=polish_gtol)
         iterations += run.iterations
