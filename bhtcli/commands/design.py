@@ -118,5 +118,5 @@ def check_search_space(value) -> str:
 def solver_record(r, starts, max_starts) -> dict:
     """The `solver` object of a ladder search, with the evidence of the adaptive rounds."""
     sketched = r.search_space == "sketch"     # its starts come from its screens, not rounds
-    return solver_from(r, 0, adaptive=starts is None and not sketched,
+    return solver_from(r, 0, adaptive=starts is None and not sketched and r.adaptive,
                        max_starts=None if sketched else max_starts)

@@ -87,9 +87,11 @@ def search(pair, energy: float, *, seed: int = 0, max_starts: int, keep: int = 4
     seeds = np.concatenate([screened.x[:, None], screened.points] +
                            ([] if carried is None else [carried]), axis=1)
     full = search_budgets(pair, [energy], seed=seed, max_starts=max_starts, keep=keep,
-                          progress=progress, tolerances=tolerances, carried=seeds)[0]
+                          progress=progress, tolerances=tolerances, carried=seeds,
+                          one_round=f"one round of starts after {screened.starts} screened "
+                                    "starts (the default search)")[0]
     full.seconds += screened.seconds
-    full.stop_reason = f"{full.stop_reason} (first round with {screened.starts} screened starts' best)"
+    full.adaptive = False
     if screened.value > full.value:
         full.x, full.value = screened.x.copy(), screened.value
         full.on_boundary, full.kkt_residual = screened.on_boundary, screened.kkt_residual
@@ -104,8 +106,10 @@ def screened_pool(pair: SoftmaxPair, energy: float, seed: int, carried=None) -> 
     from bhtcli.search import sketch
     from bhtcli.search.starts import spectral_directions, swap_directions
     V = spectral_directions(pair, sketch.SKETCH_SPECTRAL, seed, power=1)
-    W = swap_directions(pair, energy, sketch.SKETCH_SWAPS, bulk=True, exact=False)
-    _, S = sketch.single_row_screen(pair, energy, sketch.SKETCH_CANDIDATES)
+    rows, S = sketch.single_row_screen(pair, energy, sketch.SKETCH_CANDIDATES,
+                                       ranked=sketch.SWAP_ANCHORS)
+    W = swap_directions(pair, energy, sketch.SKETCH_SWAPS, bulk=True, exact=False,
+                        anchors=rows[:sketch.SWAP_ANCHORS])
     rng = np.random.default_rng(seed)
     R = rng.standard_normal((pair.d, sketch.SKETCH_RANDOM))
     R *= energy / np.linalg.norm(R, axis=0)
