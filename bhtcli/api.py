@@ -251,7 +251,7 @@ def _check_design_paths(spec, *, energies, queries, candidates, subspace, names,
 
 def bound(A, B=None, energy=None, *, model="softmax", floor=None, error: float = 0.05, link_a=None,
           link_b=None, bias_a=None, bias_b=None):
-    """Closed-form certificate, no optimisation (docs/maths.md §4; leverage: §7).
+    """Closed-form certificate, no optimisation (docs/maths.md §4; leverage: §6.2).
 
     Parameters are those of :func:`design`. Returns a
     :class:`bhtcli.results.BoundResult` or, for leverage models, a
@@ -302,7 +302,7 @@ def sample(A, query, count: int, *, seed: int = 0, model="softmax", link_a=None,
 
 def decide(A, B=None, query=None, answers=None, *, model="softmax", error: float = 0.05,
            link_a=None, link_b=None, bias_a=None, bias_b=None, stdin=None, prior=None):
-    """Which model produced `answers` (Wald's SPRT in the order observed, docs/maths.md §8).
+    """Which model produced `answers` (Wald's SPRT in the order observed, docs/maths.md §3.6).
 
     Parameters
     ----------

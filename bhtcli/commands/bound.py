@@ -8,7 +8,7 @@ from bhtcli.results import BoundResult
 
 def bound(A, B, energy: float, error: float = 0.05, *, link_a="exp", link_b="exp",
           bias_a=None, bias_b=None) -> BoundResult:
-    """Closed-form bounds for two models (docs/maths.md §4, §5.1 and §12).
+    """Closed-form bounds for two models (docs/maths.md §4, §10.1 and §4.4).
 
     Parameters
     ----------

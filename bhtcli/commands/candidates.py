@@ -11,7 +11,7 @@ report and
 
 the optimum taken over the ball of radius E (or, without --energy, the largest eligible
 candidate norm), searched from the usual starts plus the best candidates themselves, so the
-fraction is at most 1 (docs/maths.md §11).
+fraction is at most 1 (docs/maths.md §9).
 
 H is streamed in blocks of rows: a block of k candidates costs one product of the stacked
 2n x d model matrix with a d x k block, and k is chosen so that the n x k score blocks stay

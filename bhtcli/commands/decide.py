@@ -1,5 +1,5 @@
 """`decide`: Wald's SPRT on observed answers, plus the verdict and the exact errors of the best
-fixed-n test on that many answers, the test whose count design predicts (docs/maths.md §3, §8)."""
+fixed-n test on that many answers, the test whose count design predicts (docs/maths.md §3, §3.6)."""
 from __future__ import annotations
 
 import math

@@ -6,7 +6,7 @@ starts: uniform weights, the two "bang-bang" corners that up-weight the rows whe
 P_B is larger at uniform weights, and seeded random corners and interior points (optima of
 such box problems often sit at corners).
 
-Certificate (docs/maths.md §7): with delta = max(lambda_min(A^T A), lambda_min(B^T B))
+Certificate (docs/maths.md §6.2): with delta = max(lambda_min(A^T A), lambda_min(B^T B))
 and eps = sum_i ||b_i b_i^T - a_i a_i^T||_op, every admissible s has
     TV(P_A(s), P_B(s)) <= tau = (C/c) (eps/delta) (d + 2) / (2 d),
 and the same argument with spectral constants (spectral_tv_bound) gives a tau that is never
@@ -36,7 +36,7 @@ from bhtcli.io.validation import check_error, check_seed, check_starts
 
 def thm42_quantities(A: np.ndarray, B: np.ndarray):
     """(delta, eps): max of lambda_min(A^T A), lambda_min(B^T B); sum_i ||b b^T - a a^T||_op
-    (docs/maths.md §7)."""
+    (docs/maths.md §6.2)."""
     lam = max(float(np.linalg.eigvalsh(A.T @ A)[0]), float(np.linalg.eigvalsh(B.T @ B)[0]))
     na, nb = np.einsum("ij,ij->i", A, A), np.einsum("ij,ij->i", B, B)
     ab = np.einsum("ij,ij->i", A, B)
@@ -53,8 +53,8 @@ def tv_bound(ceiling: float, floor: float, delta: float, eps: float, d: int) -> 
 
 
 def spectral_tv_bound(A: np.ndarray, B: np.ndarray, C: float, c: float) -> float:
-    """Theorem 4.2's argument with spectral constants (docs/maths.md §7 and
-    §12.5): with P_i = (rho_i u_i u_i^T + v_i v_i^T / rho_i) / 2 (u = b - a, v = b + a,
+    """Theorem 4.2's argument with spectral constants (docs/maths.md §6.2 and
+    §6.3): with P_i = (rho_i u_i u_i^T + v_i v_i^T / rho_i) / 2 (u = b - a, v = b + a,
     rho = |v|/|u|), so that -P_i <= b_i b_i^T - a_i a_i^T <= P_i, S = sum_i P_i and G = A^T A,
         TV <= (C/c) (tr(G^-1 S) / d + lambda_max(G^-1/2 S G^-1/2)) / 2,
     and the same with B^T B; the smaller of the two (1 when both Gram matrices are singular).
@@ -98,7 +98,7 @@ def lower_from_tv(tau: float, alpha: float) -> int | None:
 
 
 def same_leverage_model(pair: LeveragePair, lo: float, hi: float, seed: int = 0) -> bool:
-    """Equal probabilities at uniform and four random weight vectors (docs/maths.md §1.4)."""
+    """Equal probabilities at uniform and four random weight vectors (docs/maths.md §6.1)."""
     if pair.a.rank != pair.b.rank:
         return False
     rng = np.random.default_rng(seed + 31337)

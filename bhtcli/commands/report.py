@@ -25,7 +25,7 @@ KKT_WARN = 1e-3      # a relative KKT residual above this is reported as a warni
 
 KKT_WARN_FLOAT32 = 1e-2  # ... or above this after a float32 search: at ill-conditioned (swap)
                          # maxima its climb ends near 1e-3 with D resolved to ~1e-7 relative
-                         # (docs/maths.md §14)
+                         # (docs/maths.md §5.3)
 
 
 def report_for_query(A, B, x, energy: float, error: float = 0.05, *, link_a="exp", link_b="exp",
@@ -126,7 +126,7 @@ def same_model_report(ctx: ReportContext, solver):
 def certificate_dict(ctx: ReportContext, div=None, other_h2=()):
     """The certificate of a report (analysis.facts.certificate_record). `div`: the divergences
     at the design (None: no design), `other_h2`: further H^2 values the report prints (the
-    search's local maxima); one guarded rounding covers them all (docs/maths.md §19.1)."""
+    search's local maxima); one guarded rounding covers them all (docs/maths.md §4.10)."""
     return certificate_record(ctx.facts, ctx.error, None if div is None else div.hellinger_squared,
                               div=div, other_h2=other_h2)
 

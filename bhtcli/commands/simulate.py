@@ -1,5 +1,5 @@
 """`simulate`: how many queries it really takes, for a fixed n, Wald's SPRT and Chernoff's
-adaptive rule, by Monte Carlo vectorised over trials (docs/maths.md §8).
+adaptive rule, by Monte Carlo vectorised over trials (docs/maths.md §3.6).
 
 - fixed: for each n, T trials under A and T under B give the log-likelihood-ratio sums S_n
   (paths of answers drawn by inverse CDF, cumulative sums, read at the n of a grid); the
@@ -310,7 +310,7 @@ def _check_simulable(r) -> None:
 
 
 def _fixed_phase(law, error, r, trials, rng, predicted_points):
-    """The fixed-n experiment and its error curve (docs/maths.md §8)."""
+    """The fixed-n experiment and its error curve (docs/maths.md §3.6)."""
     fixed, grid, errs, ses = simulate_fixed(law, error, r.samples, trials, rng)
     curve = {"n": grid.tolist(), "error": errs.tolist(), "standard_error": ses.tolist()}
     if predicted_points:

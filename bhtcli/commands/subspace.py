@@ -5,7 +5,7 @@ scores are A x = (A Q) z: the search over the subspace is the search over the fu
 radius E for the projected pair (A Q, B Q), an n x r pair. The usual designer runs on it
 unchanged (links and biases act on the scores, so they carry over), and its answer z is
 mapped back to x = Q z. The certificate it reports is that of the projected pair: a bound
-over the queries of the subspace, not over the whole ball (docs/maths.md §11).
+over the queries of the subspace, not over the whole ball (docs/maths.md §9).
 """
 from __future__ import annotations
 

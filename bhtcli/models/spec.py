@@ -5,9 +5,9 @@ from the same settings -- model family, energy, floor, links, biases, dtype -- s
 below exist in one place:
 
 - softmax family (``model="softmax"``): the budget is ||x||_2 <= energy (finite, > 0); a link
-  and an optional bias per model (docs/maths.md §1.2); the search's dtype float64 or float32;
+  and an optional bias per model (docs/maths.md §7.1); the search's dtype float64 or float32;
   no floor;
-- leverage (``model="leverage"``): the box floor <= s_i^2 <= energy (docs/maths.md §1.4) with
+- leverage (``model="leverage"``): the box floor <= s_i^2 <= energy (docs/maths.md §6.1) with
   0 < floor <= energy; no links, no biases, float64 only.
 
 Messages name parameters by their library names ("floor", "link_a"); the CLI shows its flags

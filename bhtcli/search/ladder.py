@@ -1,6 +1,6 @@
 """Budget continuation and adaptive multistart: the global search behind `design` (docs/search.md).
 
-1. **Ladder.** Budgets nest (docs/maths.md §13): every point of
+1. **Ladder.** Budgets nest (docs/maths.md §5.1): every point of
    the ball of radius E' < E lies in the ball of radius E. The search climbs a ladder of
    budgets E/4^k, ..., E/4, E (and, for a list of budgets, every one of them), starting at the
    smallest rung from the small-budget answer (the top right singular vectors of the
