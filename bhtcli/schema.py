@@ -217,6 +217,7 @@ DECIDE = {
     "expected_more": ("integer or null", "When undecided: about how many more answers, rounded up (Wald, if the favoured model is true)."),
     "kl_ab": ("number", "KL(P_A || P_B) at the query."),
     "kl_ba": ("number", "KL(P_B || P_A) at the query."),
+    "seconds": ("number", "Seconds in all."),
 }
 
 SEQUENTIAL = {

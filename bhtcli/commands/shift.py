@@ -284,10 +284,11 @@ def detect_update(A, B, energy: float, error: float = 0.05, seed: int = 0, progr
     1 for small updates, and how far the second-order estimate is off for large ones.
     """
     from bhtcli.commands.design import design
+    from bhtcli.models.spec import DesignOptions, ModelSpec
     from bhtcli.analysis.perturbation import small_perturbation_estimate
     if progress:
         progress("designing the query that best detects the update")
-    r = design(A, B, energy, error=error, seed=seed)
+    r = design(A, B, ModelSpec.build(energy=energy), DesignOptions.build(error, seed=seed))
     if progress:
         progress("small-perturbation estimate (nu = sup Var)")
     if r.distinguishable:

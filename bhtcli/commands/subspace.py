@@ -71,17 +71,17 @@ def project_pair(A: np.ndarray, B: np.ndarray, Q: np.ndarray, rows: int = 8192):
     return AQ, BQ
 
 
-def design_in_subspace(A, B, V, energy, **options):
+def design_in_subspace(A, B, V, spec, options=None, progress=None):
     """`design` restricted to x = V z (V orthonormalised), same report plus `subspace_rank`.
 
-    `options` are those of :func:`bhtcli.commands.design.design`.
+    `spec`, `options` and `progress` are those of :func:`bhtcli.commands.design.design`.
     """
     from bhtcli.commands.design import design
     A, B = load_pair(A, B, dtype=None)
     d = A.shape[1]
     Q = orthonormal_basis(V, d)
     AQ, BQ = project_pair(A, B, Q)
-    result = design(AQ, BQ, energy, **options)
+    result = design(AQ, BQ, spec, *(() if options is None else (options,)), progress=progress)
     z = np.asarray(result.query, dtype=np.float64)
     note = result.note
     if not result.distinguishable:

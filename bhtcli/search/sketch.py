@@ -32,8 +32,7 @@ from bhtcli.search.kkt import kkt_residuals, lagrangian_gradient
 from bhtcli.search.result import SearchResult
 from bhtcli.search.starts import row_norms, spectral_directions, swap_directions
 
-SEARCH_SPACES = ("full", "sketch", "auto")
-DEFAULT_SEARCH_SPACE = "auto"
+from bhtcli.settings import DEFAULT_SEARCH_SPACE, SEARCH_SPACES  # noqa: F401 (re-exported)
 SKETCH_MIN_SIZE = 5_000_000   # n * d from which search_space="auto" uses the sketch ...
 SKETCH_MIN_D = 256            # ... when d is also at least this (below, the basis is most of R^d)
 SKETCH_SPECTRAL = 8           # spectral directions of A - B in the first basis
