@@ -160,7 +160,7 @@ DESIGN = {
     "solver.evidence.rounds": ("integer", "Rounds of starts run at the budget (sketch: 1)."),
     "solver.evidence.stop_reason": ("string", "Why the rounds stopped: the best maximum was reached from enough starts, a round found nothing better, the budget (--max-starts) ran out, or --starts fixed the count; sketch: how many starts were halved in a subspace of which rank."),
     "solver.evidence.budget_exhausted": ("boolean", "True when --max-starts ran out before the evidence was reached (the table warns)."),
-    "solver.evidence.adaptive": ("boolean", "Whether rounds of starts were added until the evidence (--search-space full without --starts; the default search climbs one round after its screened starts)."),
+    "solver.evidence.adaptive": ("boolean", "Whether the number of starts was adaptive (no --starts, full search)."),
     "solver.evidence.max_starts": ("integer or null", "The budget of the adaptive rounds (null with --starts and for the sketch)."),
     "solver.evidence.ladder": ("array", "The budgets climbed, smallest first, ending at the energy (docs/search.md)."),
     "solver.fraction_at_box_faces": ("number or null", "[leverage] Fraction of the entries of s on a face of the box."),

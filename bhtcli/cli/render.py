@@ -301,9 +301,7 @@ def _solver_table(r: dict) -> Table:
     if v.get("search_space") == "sketch":
         sol.add_row("search", f"sketched (vocabulary scale, docs/search.md §5): {ev.get('stop_reason') or v['message']}")
     elif ev.get("stop_reason"):
-        # the default search's one round needs no reason; adaptive rounds say why they stopped
-        why = "" if ev["stop_reason"].startswith(("best maximum", "one round")) \
-            else f"; stopped: {ev['stop_reason']}"
+        why = "" if ev["stop_reason"].startswith("best maximum") else f"; stopped: {ev['stop_reason']}"
         sol.add_row("evidence", f"best maximum reached from {ev['best_hits']} of {v['starts']} starts "
                     f"in {ev['rounds']} round{'s' if ev['rounds'] != 1 else ''}{why}")
         if ev.get("ladder") and len(ev["ladder"]) > 1:

@@ -73,5 +73,5 @@ def design(A, B, spec: ModelSpec, options: DesignOptions = DesignOptions(),
 def solver_record(r, starts, max_starts) -> dict:
     """The `solver` object of a ladder search, with the evidence of the adaptive rounds."""
     sketched = r.search_space == "sketch"     # its starts come from its screens, not rounds
-    return solver_from(r, 0, adaptive=starts is None and not sketched and r.adaptive,
+    return solver_from(r, 0, adaptive=starts is None and not sketched,
                        max_starts=None if sketched else max_starts)

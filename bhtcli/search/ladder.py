@@ -100,8 +100,7 @@ def _best_points(X: np.ndarray, f: np.ndarray, energy: float, count: int = CARRY
 
 def search_budgets(pair: SoftmaxPair, energies, starts: int | None = None, seed: int = 0,
                    max_starts: int = DEFAULT_MAX_STARTS, keep: int = 4, progress=None,
-                   tolerances=None, carried: np.ndarray | None = None,
-                   one_round: str | None = None) -> list:
+                   tolerances=None, carried: np.ndarray | None = None) -> list:
     """One SearchResult per requested budget (ascending), from one warm-started ladder.
 
     Parameters
@@ -117,10 +116,6 @@ def search_budgets(pair: SoftmaxPair, energies, starts: int | None = None, seed:
         Budget of the adaptive rounds (starts at one requested budget).
     carried : (d, m) array, optional
         Points to climb from as well (e.g. a design at a nearby budget); scaled into the ball.
-    one_round : str, optional
-        Climb the first round of starts only (no adaptive rounds, no budget warning), and say
-        this in the stop reason (the default search, pipeline.py: its screened starts have
-        done the exploring that later rounds of random starts would do).
     """
     explore_gtol, polish_gtol, ray_gtol = tolerances or default_tolerances(pair)
     V = spectral_directions(pair, 3, seed)
@@ -149,8 +144,7 @@ def search_budgets(pair: SoftmaxPair, energies, starts: int | None = None, seed:
             progress("budget ladder " + ", ".join(f"{e:.4g}" for e in climbed))
         result = _target(pair, energy, carried, starts, seed, max_starts, keep, progress,
                          explore_gtol, polish_gtol, ray_gtol,
-                         extra=project(extra, energy) if extra.shape[1] else None,
-                         one_round=one_round)
+                         extra=project(extra, energy) if extra.shape[1] else None)
         result.rungs = list(climbed)
         if previous is not None and previous.value > result.value:
             # budgets nest: the smaller ball's answer is feasible here and better
@@ -175,7 +169,7 @@ def _tick_after(tick, iterations: int, best: float):
 
 
 def _target(pair, energy, carried, starts, seed, max_starts, keep, progress,
-            explore_gtol, polish_gtol, ray_gtol, extra=None, one_round=None) -> SearchResult:
+            explore_gtol, polish_gtol, ray_gtol, extra=None) -> SearchResult:
     """The search at one requested budget. `carried`: the ladder's points (they count among
     the starts); `extra`: points given by the caller (the screened search's winners, a
     neighbouring budget's design, the best candidates) that climb too but neither take the
@@ -215,9 +209,6 @@ def _target(pair, energy, carried, starts, seed, max_starts, keep, progress,
         hits = best_hits(X[:, skip:], f[skip:], energy, above=float(f.max()))
         if fixed:
             stop = f"fixed number of starts ({total})"
-            break
-        if one_round:
-            stop = one_round
             break
         if hits >= BEST_HITS:
             stop = f"best maximum reached from {hits} starts"

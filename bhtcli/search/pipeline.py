@@ -87,11 +87,9 @@ def search(pair, energy: float, *, seed: int = 0, max_starts: int, keep: int = 4
     seeds = np.concatenate([screened.x[:, None], screened.points] +
                            ([] if carried is None else [carried]), axis=1)
     full = search_budgets(pair, [energy], seed=seed, max_starts=max_starts, keep=keep,
-                          progress=progress, tolerances=tolerances, carried=seeds,
-                          one_round=f"one round of starts after {screened.starts} screened "
-                                    "starts (the default search)")[0]
+                          progress=progress, tolerances=tolerances, carried=seeds)[0]
     full.seconds += screened.seconds
-    full.adaptive = False
+    full.stop_reason = f"{full.stop_reason} (first round with {screened.starts} screened starts' best)"
     if screened.value > full.value:
         full.x, full.value = screened.x.copy(), screened.value
         full.on_boundary, full.kkt_residual = screened.on_boundary, screened.kkt_residual

@@ -31,7 +31,6 @@ class SearchResult:
     rungs: list = field(default_factory=list)    # budgets climbed up to this one (ladder.py)
     points: np.ndarray | None = None             # best distinct end points (carried further)
     search_space: str = "full"                   # "full" or "sketch" (sketch.py)
-    adaptive: bool = True           # rounds of starts until the evidence (False: one round, pipeline.py)
 
 
 SOLVER_CORE = ("method", "starts", "iterations", "passes", "seconds", "kkt_residual",
