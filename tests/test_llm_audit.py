@@ -4,7 +4,11 @@ Tokenizer round trip and pre-tokenizer on a toy vocabulary; RMSNorm, rotary embe
 grouped-query attention against straightforward loops; the whole forward pass against a loop
 implementation, read back from a tiny GGUF file written with gguf.GGUFWriter, batched with
 padding against one prompt at a time; the re-encoding; bht's block-form H^2 against a direct
-computation; and the prompt search, whose best H^2 never goes down.
+computation; and the prompt search, whose best H^2 never goes down. K = 3 (kway_audit.py): the
+pairs' D against the formula and against bht's block form, the counts and the Monte Carlo
+against bhtcli.simulate in the block form, the schedule against a brute-force grid, bht's
+K-way Monte Carlo against exact enumeration, the head-only design with identical heads, and
+the whole K-way run on the tiny model.
 """
 import math
 import os

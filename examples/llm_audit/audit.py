@@ -17,10 +17,14 @@ softmax(B_blk x) are the two next-token laws. Steps:
 4. The head-only design bhtcli.design(W_A, W_B, energy = median ||h_A|| of the prompts).
 5. bhtcli.simulate (fixed n, --trials per model) at the best natural and the best searched
    prompt, with the query given: empirical n against predicted.
-6. out/audit.json, out/h2_vs_passes.png and the table printed on stdout.
+6. K = 3 (kway_audit.py): model C re-encodes every quantized tensor as --third (default
+   Q5_0); the natural prompts of largest H^2(A, B) and a prompt search scored by their
+   bottleneck min_ij D_ij, the best schedule of the scored prompts, K-way counts and bht's
+   K-way Monte Carlo, the head-only K-way design.
+7. out/audit.json, out/h2_vs_passes.png and the tables printed on stdout.
 
 Usage: .venv/bin/python examples/llm_audit/audit.py [--quick] [--prompts 1000] [--budget 2000]
-(``make llm-audit`` runs setup.sh and this).
+[--kway-budget 400] (``make llm-audit`` runs setup.sh and this).
 """
 from __future__ import annotations
 
@@ -78,10 +82,12 @@ def _hidden(which: str, prompts):
 
 
 class Pair:
-    """Models A and B, the tokenizer and bht's scoring of prompts in the block form.
+    """Models A and B (and C, re-encoded as `third`), the tokenizer and bht's scoring of
+    prompts in the block form.
 
     With jobs = 2, A and B run their forward passes at the same time in two forked worker
-    processes (one BLAS thread each; the weights are shared copy-on-write).
+    processes (one BLAS thread each; the weights are shared copy-on-write); C runs in two
+    halves, one per process.
     """
 
     def __init__(self, reencode_as: str, top: int, jobs: int = 2, third: str | None = None,

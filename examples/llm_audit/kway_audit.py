@@ -250,7 +250,8 @@ def run_kway(pair, natural_ids, natural_ab, pair_beam, *, budget: int, beam: int
     best_searched["source"] = ("the pair search's beam" if i_srch < m_nat + len(extra)
                                else "the K-way search")
     best_searched["retokenizes"] = pair.roundtrip(scorer.ids[i_srch])
-    single = max(b_all[i_nat], b_all[i_srch])
+    single = max(b_all[i_nat], b_all[i_srch])            # the best single prompt scored
+    cnt_single = cnt_srch if b_all[i_srch] >= b_all[i_nat] else cnt_nat
     sched_rec = {"prompts": [{"text": decode(scorer.ids[c]), "token_ids": [int(t) for t in scorer.ids[c]],
                               "weight": float(wc), "bottleneck_d": float(b_all[c]),
                               "pairs": pair_table(scorer.D[:, c], names)}
@@ -260,7 +261,7 @@ def run_kway(pair, natural_ids, natural_ab, pair_beam, *, budget: int, beam: int
     sched_rec |= {"empirical": sim_sched["empirical"], "interval": sim_sched["interval"],
                   "candidates": int(scorer.D.shape[1]), "pair_duals": sched["pair_duals"],
                   "gain_exponent": float(D_sched.min() / single) if single > 0 else None,
-                  "gain_predicted": (cnt_srch["predicted"] / cnt_sched["predicted"]
+                  "gain_predicted": (cnt_single["predicted"] / cnt_sched["predicted"]
                                      if cnt_sched["predicted"] else None)}
     which = np.argmin(D_nat, axis=0)
     pair_names = [f"{names[i]}-{names[j]}" for i, j in pairs_of(len(names))]
