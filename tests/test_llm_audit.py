@@ -391,7 +391,7 @@ def test_head_only_design_with_two_identical_heads():
     assert h3["distinguishable"] and h3["bottleneck_d"] > 0
 
 
-def test_run_kway_on_the_tiny_model(tiny_file):
+def test_run_kway_on_the_tiny_model(tiny_file, tmp_path):
     from audit import Pair
     from kway_audit import pair_distances, logits, run_kway
     pair = Pair("Q8_0", top=4, jobs=1, third="Q5_0", path=tiny_file)
@@ -405,7 +405,7 @@ def test_run_kway_on_the_tiny_model(tiny_file):
     d_ab = pair_distances(logits(heads[:2], [hA, hB]))[0]
     k = run_kway(pair, ids, [hA, hB], beam, budget=24, beam=3, per_round=8, trials=200, seed=0,
                  pool=pool, energy=float(np.median(np.linalg.norm(hA, axis=1))),
-                 natural_d_ab=d_ab, natural_top=5, check_ids=ids[0])
+                 natural_d_ab=d_ab, natural_top=5, check_ids=ids[0], out_dir=tmp_path)
     kept = [ids[i] for i in np.argsort(-d_ab, kind="stable")[:5]]
     new_beam = [b for b in beam if b not in kept]      # the pair's beam prompts C has not seen
     assert k["search"]["scored"] == 24 and k["forward_passes"]["ABC"] == 24 + len(new_beam)
@@ -432,3 +432,11 @@ def test_run_kway_on_the_tiny_model(tiny_file):
     assert set(k["natural"]["bottleneck_pair_counts"]) == {"A-B", "A-C", "B-C"}
     assert sum(k["natural"]["bottleneck_pair_counts"].values()) == 5
     assert k["check"]["token_ids"] == ids[0]
+    import csv
+    with open(tmp_path / "kway_candidates.csv", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == k["candidates"]["count"] == 5 + len(new_beam) + 24 == sch["candidates"]
+    b = [float(r["bottleneck_d"]) for r in rows]
+    assert max(b) == pytest.approx(max(nat["bottleneck_d"], srch["bottleneck_d"]), rel=1e-12)
+    assert sum(k["candidates"]["bottleneck_pair_counts"].values()) == len(rows)
+    assert k["candidates"]["second_over_bottleneck_min"] >= 1

@@ -364,7 +364,7 @@ def main(argv=None) -> None:
                         [b for _, b in res.beam], budget=kway_budget, beam=args.beam,
                         per_round=args.per_round, trials=trials, seed=args.seed, pool=pool,
                         energy=E, natural_d_ab=alld, natural_top=kway_natural,
-                        check_ids=checked["token_ids"], progress=say)
+                        check_ids=checked["token_ids"], out_dir=out, progress=say)
         kway["models"] = {"A": gguf_path().name, "B": f"re-encoded as {args.reencode}",
                           "C": f"re-encoded as {third}"}
         times["kway"] = time.perf_counter() - t0

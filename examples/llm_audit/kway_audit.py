@@ -172,7 +172,7 @@ def record(D_col, ids, decode, cnt: dict, sim: dict | None, names) -> dict:
 def run_kway(pair, natural_ids, natural_ab, pair_beam, *, budget: int, beam: int, per_round: int,
              trials: int, seed: int, pool, energy: float, names=("A", "B", "C"),
              natural_d_ab=None, natural_top: int | None = None, check_ids=None,
-             progress=None) -> dict:
+             out_dir=None, progress=None) -> dict:
     """The K-way audit of `pair` (an audit.Pair with a third model C): the natural prompts
     scored by their bottleneck, a prompt search for the bottleneck from the best of them and
     the pair search's beam `pair_beam`, the best schedule over every scored prompt, the counts
@@ -265,6 +265,12 @@ def run_kway(pair, natural_ids, natural_ab, pair_beam, *, budget: int, beam: int
                                      if cnt_sched["predicted"] else None)}
     which = np.argmin(D_nat, axis=0)
     pair_names = [f"{names[i]}-{names[j]}" for i, j in pairs_of(len(names))]
+    which_all = np.argmin(scorer.D, axis=0)
+    others = np.sort(scorer.D, axis=0)
+    candidates = {"count": int(scorer.D.shape[1]),
+                  "bottleneck_pair_counts": {pn: int(np.sum(which_all == p))
+                                             for p, pn in enumerate(pair_names)},
+                  "second_over_bottleneck_min": float(np.min(others[1] / np.maximum(others[0], 1e-300)))}
     out = {
         "models": list(names),
         "natural": {"count": total_nat, "scored": m_nat,
@@ -277,6 +283,7 @@ def run_kway(pair, natural_ids, natural_ab, pair_beam, *, budget: int, beam: int
         "best_natural": best_natural,
         "best_searched": best_searched,
         "schedule": sched_rec,
+        "candidates": candidates,
         "search": {"budget": budget, "scored": res.scored, "beam": beam, "per_round": per_round,
                    "started_from": {"natural": len(top_nat), "pair_beam": len(extra)},
                    "history": [[int(p), float(h)] for p, h in res.history]},
@@ -285,11 +292,26 @@ def run_kway(pair, natural_ids, natural_ab, pair_beam, *, budget: int, beam: int
         "simulate": {"trials": trials, "policy": "fixed", "seed": seed, "error": ALPHA},
         "seconds": {k: round(v, 1) for k, v in seconds.items()},
     }
+    if out_dir is not None:
+        write_candidates(out_dir / "kway_candidates.csv", scorer, decode, pair_names, m_nat)
     if check_ids is not None:
         hs = pair.hidden_of("ABC", [check_ids])
         out["check"] = {"token_ids": [int(t) for t in check_ids]}
         out["check"] |= bottleneck_record(pair_distances(logits(heads, hs))[:, 0], names)
     return out
+
+
+def write_candidates(path, scorer: KwayScorer, decode, pair_names, m_nat: int) -> None:
+    """Every prompt scored three ways: its origin, each pair's D, the bottleneck (a scratch CSV)."""
+    import csv
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh)
+        w.writerow(["index", "origin", "text", "token_ids"] + [f"d_{p}" for p in pair_names]
+                   + ["bottleneck_d"])
+        for c, ids in enumerate(scorer.ids):
+            w.writerow([c, "natural" if c < m_nat else "searched", decode(ids),
+                        " ".join(map(str, ids))] + [repr(float(v)) for v in scorer.D[:, c]]
+                       + [repr(float(scorer.D[:, c].min()))])
 
 
 def head_only_design(heads, energy: float, names=("A", "B", "C")) -> dict:
