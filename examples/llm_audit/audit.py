@@ -238,8 +238,9 @@ def print_kway(k: dict) -> None:
     mix = " + ".join(f"{p['weight']:.0%} {p['text']!r}" for p in s["prompts"])
     print(row(f"schedule: {mix}", s))
     g = s["gain_predicted"]
-    print(f"schedule's gain: {s['gain_exponent']:.4g}x the best single prompt's exponent, "
-          f"{'–' if g is None else f'{g:.3g}x'} fewer predicted answers")
+    print(f"schedule against the best single prompt: exponent ratio {s['gain_exponent']:.4g} "
+          f"(schedule / single), predicted answers ratio {'–' if g is None else f'{g:.3g}'} "
+          "(single / schedule)")
     h = k["head_only"]
     print(f"head-only design at ||h|| <= {h['energy']:.4g}: " + (
         f"bottleneck D {h['bottleneck_d']:.3g}" if h["distinguishable"] else
