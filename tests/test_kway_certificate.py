@@ -1,4 +1,4 @@
-"""K-model certificates meet the pair standards (docs/maths.md §19.1, §19.2, §20.4): the
+"""K-model certificates meet the pair standards (docs/maths.md §4.10, §1.3, §8.4): the
 bottleneck ceiling is the smallest pair ceiling, never below a printed D (one guarded rounding,
 design_over_bound <= 1), above every bottleneck on a dense grid (d = 1), and a pair equal only
 up to rounding is not called "the same vector"."""
@@ -41,7 +41,7 @@ def _bottleneck_on_grid(mats, E, points=4001):
 def test_kway_ceiling_is_above_every_printed_and_grid_bottleneck(seed, n, log_e, kind):
     rng = np.random.default_rng(seed)
     A = rng.normal(size=(n, 1))
-    if kind == "mirror":            # B = -A: the range bound is tight at tiny budgets (§19.1)
+    if kind == "mirror":            # B = -A: the range bound is tight at tiny budgets (§4.10)
         mats = [A, -A, 0.5 * A]
     elif kind == "near":
         mats = [A, A + 1e-6 * rng.normal(size=(n, 1)), A - 1e-6 * rng.normal(size=(n, 1))]

@@ -1,5 +1,5 @@
 """Which of K models answers: the K-way design (a query or a schedule) and bound
-(docs/kway.md; the maths in docs/maths.md §20)."""
+(docs/kway.md; the maths in docs/maths.md §8)."""
 from __future__ import annotations
 
 import math
@@ -65,7 +65,7 @@ def pair_facts(mats, names, energy: float) -> list:
             facts = analyse_pair(mats[i], mats[j], DifferenceRows(mats[i], mats[j]), energy)
             if not facts.distinguishable:
                 # the pair rule's own reason: exactly the same, or the same up to rounding
-                # (docs/maths.md §19.2); never "the same vector" when that is not exact
+                # (docs/maths.md §1.3); never "the same vector" when that is not exact
                 raise InputError(f"models {i + 1} ({names[i]}) and {j + 1} ({names[j]}): "
                                  f"{facts.reason.replace('A and B are', 'they are', 1)}; drop one of them")
             out.append(facts)
@@ -75,11 +75,11 @@ def pair_facts(mats, names, energy: float) -> list:
 def kway_certificate(facts: list, pairs: list, error: float, bottleneck_d: float | None,
                      printed=()) -> dict:
     """No query (and no schedule) reaches a bottleneck above min over pairs of each pair's
-    ceiling: min_p D_p(x) <= D_q(x) <= sup D_q for every pair q (docs/maths.md §20.4).
+    ceiling: min_p D_p(x) <= D_q(x) <= sup D_q for every pair q (docs/maths.md §8.4).
 
     printed: lists of the per-pair D printed in the same result (at the query, under a
     schedule), in the order of `pairs`. One guarded rounding as for a pair (docs/maths.md
-    §19.1): each pair's ceiling is raised to the largest D printed for that pair, so every
+    §4.10): each pair's ceiling is raised to the largest D printed for that pair, so every
     printed ceiling is >= every printed D and design_over_bound <= 1."""
     bounds = []
     for p, f in enumerate(facts):
@@ -203,7 +203,7 @@ def design_kway(models, energy: float, error: float = 0.05, starts: int | None =
 
 
 def bound_kway(models, energy: float, error: float = 0.05) -> KwayBoundResult:
-    """Each pair's closed-form ceiling (docs/maths.md §12) and the bottleneck's: no query and
+    """Each pair's closed-form ceiling (docs/maths.md §4.4) and the bottleneck's: no query and
     no schedule separates the closest pair better than the smallest ceiling."""
     energy, error = check_energy(energy), check_error(error)
     mats, names = load_models(models)

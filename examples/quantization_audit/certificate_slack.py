@@ -93,7 +93,7 @@ def bilinear_estimate(A, B, E, heavy: int):
 
 
 def heavy_row_bound(A, B, E):
-    """(row, f*): the split's heavy row and its own bound (docs/maths.md §19.3)."""
+    """(row, f*): the split's heavy row and its own bound (docs/maths.md §4.9)."""
     from bhtcli.analysis import ceilings
     seen = []
     original = ceilings._heavy_row_bound
