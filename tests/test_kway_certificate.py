@@ -72,3 +72,17 @@ def test_a_pair_equal_only_up_to_rounding_is_not_called_the_same_vector():
     with pytest.raises(InputError, match="every row of A - B is the same vector"):
         D = np.round(A * 64) / 64                                # dyadic: D + 0.25 is exact
         api.design([D, D + 0.25, C], energy=1.0, starts=2)       # exact: then it says so
+
+
+def test_union_count_is_the_smallest_integer_even_when_it_is_huge():
+    from bhtcli.maths.kway import union_upper
+    # K = 2: max_k sum_j exp(-N D_kj) = exp(-N D) <= alpha  <=>  N >= ln(1/alpha) / D
+    assert union_upper(np.array([[0.0, 0.1], [0.1, 0.0]]), 0.05) == 30          # 29.957...
+    for D in (5.75e-17, 3e-13, 1e-9):
+        n = union_upper(np.array([[0.0, D], [D, 0.0]]), 0.05)
+        assert abs(n * D - math.log(20.0)) <= 1e-9 * math.log(20.0) + D
+    # K = 3 with nearly equal models (D ~ 1e-17): the count of ~1e17 is found (formerly one
+    # integer at a time from brentq's estimate, which took minutes)
+    Dm = np.array([[0.0, 5.75e-17, 6e-17], [5.75e-17, 0.0, 5.5e-17], [6e-17, 5.5e-17, 0.0]])
+    n = union_upper(Dm, 0.05)
+    assert np.max(np.log(np.exp(-n * Dm)[~np.eye(3, dtype=bool)].reshape(3, 2).sum(axis=1))) <= math.log(0.05) + 1e-9
