@@ -1,7 +1,6 @@
 """The logit-scale check decides its lower limit on what the softmax sees (each row minus the
 first: a column common to every row is invisible), and says so when the stored rows are too
-large only because of such a common part (docs/maths.md, "The logit-scale check, on what the
-softmax sees")."""
+large only because of such a common part (docs/maths.md §1.4)."""
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st

@@ -119,8 +119,7 @@ def analyse_pair(A: np.ndarray, B: np.ndarray, pair_G: np.ndarray, energy: float
 def _visible_scale(A, B, energy: float, base: PairBase, readout: Readout) -> float | None:
     """max_i max(||a_i - a_0||, ||b_i - b_0||) for exp links when the logit-scale check needs
     it (None otherwise): the lower limit of the check is decided on what the softmax sees, and
-    the message of the upper one says when the excess is invisible to it (docs/maths.md, "The
-    logit-scale check, on what the softmax sees"). The same-model pass computes it whenever the
+    the message of the upper one says when the excess is invisible to it (docs/maths.md §1.4). The same-model pass computes it whenever the
     visible rows could be below the limit while the stored ones are not (then the row diameter
     of A - B, at most 4 times it, is below the rule's threshold); otherwise one more streamed pass,
     only for budgets near either limit."""

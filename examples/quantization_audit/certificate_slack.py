@@ -1,7 +1,6 @@
 """Where the per-row ceiling loses on the real int8 audit (all-MiniLM-L6-v2 against its per-row
 int8 round trip): the chain of inequalities from the designed query's variance to the ceiling,
-each link's ratio measured at the design (docs/maths.md, "Where the slack of the per-row
-ceiling sits").
+each link's ratio measured at the design (docs/maths.md §4.12).
 
 Usage: .venv/bin/python examples/quantization_audit/certificate_slack.py [--energies 1,3]
        [--bilinear]
