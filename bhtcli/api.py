@@ -140,10 +140,10 @@ def design(A, B=None, energy=None, *, model="softmax", floor=None, error: float 
             check_kway_options(model=getattr(model, "family", model), readout_plain=_plain(link_a, link_b, bias_a, bias_b),
                                floor=floor, candidates=candidates, names=names,
                                subspace=subspace, queries=queries, max_starts=max_starts,
-                               search_space=search_space,
                                method=None if method == "lbfgs" else method)
             return design_kway(models, energy, error=error, starts=starts, seed=seed,
-                               schedule=schedule, dtype=dtype, progress=progress)
+                               schedule=schedule, dtype=dtype, progress=progress,
+                               search_space=search_space)
         A, B = models
     elif schedule:
         raise InputError(f"{parameter_name('schedule')} mixes queries to tell three or more "

@@ -20,6 +20,8 @@ from bhtcli.maths.kway import KwayLaw, allocate, kway_counts
 from bhtcli.models.kway import KModels, kway_scores_at
 from bhtcli.results import KwayBoundResult, KwayDesignResult
 from bhtcli.search.kway import best_schedule, maximize_bottleneck, pair_directions
+from bhtcli.search.kway_sketch import SPECTRAL as SKETCH_SPECTRAL
+from bhtcli.search.kway_sketch import sketch_bottleneck, use_kway_sketch
 from bhtcli.search.result import solver_dict
 
 MAX_MODELS = 8
@@ -112,7 +114,7 @@ def _pairs_at(scores, pairs, error) -> list:
 
 def design_kway(models, energy: float, error: float = 0.05, starts: int | None = None,
                 seed: int = 0, schedule: bool = False, dtype: str = "float64",
-                progress=None) -> KwayDesignResult:
+                progress=None, search_space: str | None = None) -> KwayDesignResult:
     """The query x (||x|| <= energy) that maximises the bottleneck min_{i<j} D_ij(x) among K
     softmax models, and how many answers name the true model with every error <= error.
 
@@ -132,6 +134,10 @@ def design_kway(models, energy: float, error: float = 0.05, starts: int | None =
     dtype : {"float64", "float32"}
         Precision of the search's products; the report is recomputed in float64.
     progress : callable, optional
+    search_space : {"auto", "full", "sketch"}, optional
+        "auto" (default): the sketched subspace search at the pair sketch's sizes (n d >= 5e6
+        with d >= 256, starts not fixed), else the full search; "full" or "sketch" force one
+        (docs/kway.md, "Vocabulary scale").
 
     Returns
     -------
@@ -140,15 +146,26 @@ def design_kway(models, energy: float, error: float = 0.05, starts: int | None =
     energy, error = check_energy(energy), check_error(error)
     starts = None if starts is None else check_starts(starts)
     seed, dtype = check_seed(seed), check_dtype(dtype)
+    from bhtcli.commands.design import check_search_space
+    search_space = check_search_space(search_space)
+    if search_space == "sketch" and starts is not None:
+        raise InputError(f"{parameter_name('search_space')} sketch picks its starts from its "
+                         f"screens; {parameter_name('starts')} asks for the full search")
     mats, names = load_models(models)
     t0 = time.perf_counter()
     if progress:
         progress(f"checking {len(mats) * (len(mats) - 1) // 2} pairs")
     facts = pair_facts(mats, names, energy)
     km = KModels(mats, dtype=dtype)
-    directions = pair_directions(km, 2, seed)
-    found = maximize_bottleneck(km, energy, starts=starts, seed=seed, progress=progress,
-                                directions=directions)
+    space = None
+    if use_kway_sketch(km, search_space, starts):
+        directions = pair_directions(km, SKETCH_SPECTRAL, seed)
+        found, space = sketch_bottleneck(km, energy, seed=seed, directions=directions,
+                                         progress=progress)
+    else:
+        directions = pair_directions(km, 2, seed)
+        found = maximize_bottleneck(km, energy, starts=starts, seed=seed, progress=progress,
+                                    directions=directions)
     x = found.x
     law, scores = _law_at(mats, [x], [1.0])
     pairs = _pairs_at(scores[0], km.pairs, error)
@@ -160,7 +177,7 @@ def design_kway(models, energy: float, error: float = 0.05, starts: int | None =
         columns = np.concatenate([x[:, None]] + ([found.points] if found.points is not None else []),
                                  axis=1)
         ss = best_schedule(km, energy, columns, seed=seed, directions=directions,
-                           progress=progress)
+                           progress=progress, space=space)
         slaw, _ = _law_at(mats, list(ss.queries.T), ss.weights)
         Dm = slaw.distance_matrix()
         sD = float(min(Dm[i, j] for i, j in km.pairs))
@@ -177,7 +194,8 @@ def design_kway(models, energy: float, error: float = 0.05, starts: int | None =
     solver = solver_dict(found.method, found.starts, found.iterations, km.passes,
                          found.local_maxima, [-math.expm1(-v) for v in found.values[:5]],
                          found.kkt_residual, found.seconds, pass_seconds=km.pass_seconds(),
-                         seconds=time.perf_counter() - t0, message=found.stop_reason)
+                         seconds=time.perf_counter() - t0, message=found.stop_reason,
+                         search_space=found.search_space)
     warnings = []
     if found.kkt_residual > (1e-3 if km.dtype == np.float64 else 1e-2):
         warnings.append(f"the KKT residual at the query is {found.kkt_residual:.2g}: the point "
