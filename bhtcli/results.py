@@ -338,6 +338,7 @@ class KwayDesignResult(Result):
     distinguishable: bool = True
     warnings: list = field(default_factory=list)
     dtype: str = "float64"
+    candidates: dict | None = None  # --candidates: the ranking (commands/kway_candidates.py)
 
 
 @dataclass(frozen=True)

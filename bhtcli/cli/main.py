@@ -170,7 +170,7 @@ def design(a, b, more, schedule, model, energy, floor, alpha, link_a, link_b, bi
             result = design_fn([a, b, *more], energy=energies[0] if energies else None, model=model, floor=floor,
                                link_a=link_a, link_b=link_b, bias_a=bias_a, bias_b=bias_b,
                                dtype=dtype, error=alpha, seed=seed, starts=starts, method=method,
-                               progress=progress, candidates=candidates, names=names,
+                               progress=progress, candidates=candidates, names=names, top=top,
                                subspace=subspace, queries=queries, max_starts=max_starts,
                                search_space=search_space, schedule=schedule)
         if out:

@@ -112,6 +112,29 @@ def _pairs_at(scores, pairs, error) -> list:
     return out
 
 
+def search_bottleneck(km: KModels, energy: float, *, search_space: str = "auto",
+                      starts: int | None = None, seed: int = 0, progress=None, carried=None):
+    """(SearchResult, subspace or None, pair directions): the bottleneck's search, sketched at
+    vocabulary scale (search/kway_sketch.py) or full; `carried` starting points climb too."""
+    if use_kway_sketch(km, search_space, starts):
+        directions = pair_directions(km, SKETCH_SPECTRAL, seed)
+        found, space = sketch_bottleneck(km, energy, seed=seed, directions=directions,
+                                         progress=progress, carried=carried)
+        return found, space, directions
+    directions = pair_directions(km, 2, seed)
+    found = maximize_bottleneck(km, energy, starts=starts, seed=seed, progress=progress,
+                                directions=directions, carried=carried)
+    return found, None, directions
+
+
+def at_query(mats, pairs_ij, x, error: float):
+    """(pairs, index of the bottleneck pair, samples) at the query x, in float64."""
+    law, scores = _law_at(mats, [x], [1.0])
+    pairs = _pairs_at(scores[0], pairs_ij, error)
+    worst = min(range(len(pairs)), key=lambda p: pairs[p]["bhattacharyya_distance"])
+    return pairs, worst, kway_counts(law, error)
+
+
 def design_kway(models, energy: float, error: float = 0.05, starts: int | None = None,
                 seed: int = 0, schedule: bool = False, dtype: str = "float64",
                 progress=None, search_space: str | None = None) -> KwayDesignResult:
@@ -157,21 +180,11 @@ def design_kway(models, energy: float, error: float = 0.05, starts: int | None =
         progress(f"checking {len(mats) * (len(mats) - 1) // 2} pairs")
     facts = pair_facts(mats, names, energy)
     km = KModels(mats, dtype=dtype)
-    space = None
-    if use_kway_sketch(km, search_space, starts):
-        directions = pair_directions(km, SKETCH_SPECTRAL, seed)
-        found, space = sketch_bottleneck(km, energy, seed=seed, directions=directions,
-                                         progress=progress)
-    else:
-        directions = pair_directions(km, 2, seed)
-        found = maximize_bottleneck(km, energy, starts=starts, seed=seed, progress=progress,
-                                    directions=directions)
+    found, space, directions = search_bottleneck(km, energy, search_space=search_space,
+                                                 starts=starts, seed=seed, progress=progress)
     x = found.x
-    law, scores = _law_at(mats, [x], [1.0])
-    pairs = _pairs_at(scores[0], km.pairs, error)
-    worst = min(range(len(pairs)), key=lambda p: pairs[p]["bhattacharyya_distance"])
+    pairs, worst, samples = at_query(mats, km.pairs, x, error)
     D = pairs[worst]["bhattacharyya_distance"]
-    samples = kway_counts(law, error)
     sched = None
     if schedule:
         columns = np.concatenate([x[:, None]] + ([found.points] if found.points is not None else []),

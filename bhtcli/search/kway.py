@@ -112,16 +112,19 @@ def _tolerances(models: KModels):
 
 def maximize_bottleneck(models: KModels, energy: float, *, starts: int | None = None,
                         seed: int = 0, keep: int = KEEP, progress=None,
-                        directions: list | None = None) -> SearchResult:
+                        directions: list | None = None, carried=None) -> SearchResult:
     """The query x (||x|| <= energy) with the largest min_p D_p(x) found from `starts` starts
-    (default DEFAULT_KWAY_STARTS). `value` is the bottleneck min_p D_p at x, `values` the
-    bottleneck at the distinct end points of the first climb."""
+    (default DEFAULT_KWAY_STARTS), and from the `carried` points (d x m) too. `value` is the
+    bottleneck min_p D_p at x, `values` the bottleneck at the distinct end points of the first
+    climb."""
     t0 = time.perf_counter()
     starts = DEFAULT_KWAY_STARTS if starts is None else starts
     explore_gtol, polish_gtol = _tolerances(models)
     if directions is None:
         directions = pair_directions(models, 2, seed)
     X0 = bottleneck_starts(models, energy, starts, seed, directions)
+    if carried is not None and np.size(carried):
+        X0 = np.concatenate([X0, project(np.asarray(carried, dtype=np.float64), energy)], axis=1)
     if progress:
         progress(f"climbing the bottleneck of {len(models.pairs)} pairs from {X0.shape[1]} starts")
     run = BatchedAscent(SoftBottleneck(models, SHARPNESS[0]), X0, energy)
