@@ -168,17 +168,19 @@ def screened_starts(models: KModels, energy: float, directions: list, seed: int)
     two pairs' top directions (as search/kway.py: bottleneck_starts); no pass."""
     from bhtcli.search.kway import spectral_pool
     gram = block_gram(models)
-    cols = []
+    cols, basis = [], []
     for i, j in models.pairs:
         view = PairView(models, i, j, gram)
         _, S = single_row_screen(view, energy, SCREEN_ROWS)
         W = swap_directions(view, energy, SWAPS, bulk=True, exact=False)
-        cols += [S, energy * W]
-    pool = spectral_pool(directions, energy)
+        # the screen's preferred sign of each row starts; both signs span the basis
+        cols += [S[:, :SCREEN_ROWS], energy * W]
+        basis.append(S[:, SCREEN_ROWS:])
+    pool = spectral_pool([V[:, :2] for V in directions], energy)   # all SPECTRAL span the basis
     rng = np.random.default_rng(seed)
     R = rng.standard_normal((models.d, RANDOM))
     R *= energy / np.linalg.norm(R, axis=0)
-    basis = np.concatenate(cols + [V for V in directions], axis=1)
+    basis = np.concatenate(cols + basis + [V for V in directions], axis=1)
     return basis, np.concatenate(cols + [pool, R], axis=1)
 
 
