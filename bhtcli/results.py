@@ -241,6 +241,7 @@ class RankResult(Result):
     seconds: float
     distinguishable: bool = True   # False: H^2 = 0 at every eligible candidate
     note: str | None = None        # why not (the same model, as design says; or no row separates)
+    models: list | None = None     # K models: their names (each top row then has its bottleneck)
 
 
 @dataclass(frozen=True)

@@ -68,3 +68,37 @@ def test_cli_json_equals_api_and_bad_options(capsys, tmp_path):
         api.design(paths, energy=1.0, candidates=H, schedule=True)
     with pytest.raises(InputError, match="candidates"):
         api.design(paths, energy=1.0, top=3)
+
+
+def test_rank_with_k_models(capsys, tmp_path):
+    paths = [os.path.join(EX, f) for f in ("A.npy", "B.npy", "C.npy")]
+    models = [np.load(p) for p in paths]
+    H = np.random.default_rng(5).standard_normal((30, 8)) * 0.2
+    np.save(tmp_path / "H.npy", H)
+    out = tmp_path / "scores.jsonl"
+    with pytest.raises(SystemExit) as exc:
+        main(["rank", *paths, str(tmp_path / "H.npy"), "-E", "1", "--top", "4", "--out", str(out),
+              "--json", "-q"])
+    assert exc.value.code == 0
+    got = json.loads(capsys.readouterr().out)
+    ref = api.rank(paths, str(tmp_path / "H.npy"), energy=1.0, top=4).to_dict()
+    for d in (got, ref):
+        d.pop("seconds"), d.pop("out")
+    assert got == ref and got["models"] == paths
+    D = direct_bottleneck(models, H)
+    eligible = np.linalg.norm(H, axis=1) <= 1.0
+    order = np.argsort(-np.where(eligible, D, -np.inf), kind="stable")[:4]
+    assert [e["index"] for e in got["top"]] == order.tolist()
+    # the same ranking as design --candidates
+    cand = api.design(paths, energy=1.0, candidates=H, top=4).candidates["top"]
+    assert [e["index"] for e in cand] == order.tolist()
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(rows) == 30 and [r["index"] for r in rows] == list(range(30))
+    for r in rows:
+        if r["eligible"]:
+            assert r["bhattacharyya_distance"] == pytest.approx(D[r["index"]], rel=1e-9)
+            assert r["lower"] <= r["upper"]
+        else:
+            assert r["bhattacharyya_distance"] is None
+    with pytest.raises(InputError, match="leverage compares two models"):
+        api.rank(paths, H, energy=1.0, model="leverage", floor=0.5)

@@ -112,6 +112,37 @@ def render_kway_design(result, console: Console) -> None:
     console.print(sol)
 
 
+def _top_rows(title: str, top: list) -> Table:
+    t = Table(title=title, title_justify="left", box=None, pad_edge=False, header_style="bold")
+    for col in ("row", "bottleneck H^2", "pair", "predicted", "||x||", "name"):
+        t.add_column(col, no_wrap=True, justify="left" if col == "name" else "right")
+    for e in top:
+        b = e["bottleneck"]
+        t.add_row(str(e["index"]), _num(e["hellinger_squared"]), f"M{b['i'] + 1} - M{b['j'] + 1}",
+                  _num(e["predicted"]), _num(e["query_norm"], 4), e["name"] or "")
+    return t
+
+
+def render_kway_rank(result, console: Console) -> None:
+    """`bht rank M1 M2 M3 ... H`: the rows ranked by their bottleneck."""
+    r = result.to_dict()
+    names = r["models"]
+    box = f"  E={_num(r['energy'])}" if r["energy"] is not None else ""
+    t = _table(f"bht rank  softmax  {len(names)} models  n={r['n']:,}  d={r['d']:,}{box}  "
+               f"alpha={_num(r['target_error'])}")
+    t.add_row("candidates", f"{r['count']:,}  ({r['eligible']:,} eligible)")
+    if not r["distinguishable"]:
+        t.add_row("why", r["note"])
+    t.add_row("best", f"row {r['best_index']:,}" + (f"  {r['best_name']}" if r["best_name"] else ""))
+    if r["out"]:
+        t.add_row("all scores written to", r["out"])
+    t.add_row("time", f"{r['seconds']:.2f} s")
+    console.print(t)
+    console.print(_models_table(names))
+    console.print(_top_rows(f"\nTop {len(r['top'])} candidates by the bottleneck (row: 0-based in H; "
+                            "predicted: answers to name the true model)", r["top"]))
+
+
 def _render_candidates(r: dict, console: Console) -> None:
     """`design M1 ... MK --candidates H`: counts, the fraction reached, the top list."""
     c = r["candidates"]
@@ -127,15 +158,7 @@ def _render_candidates(r: dict, console: Console) -> None:
     t.add_row("reachable fraction", "-" if frac is None else
               f"{_num(frac, 4)}  (the best row's bottleneck H^2 over the optimum's)")
     console.print(t)
-    top = Table(title=f"\nBest {len(c['top'])} rows by the bottleneck", title_justify="left",
-                box=None, pad_edge=False, header_style="bold")
-    for col in ("row", "bottleneck H^2", "pair", "predicted", "||x||", "name"):
-        top.add_column(col, no_wrap=True, justify="left" if col == "name" else "right")
-    for e in c["top"]:
-        b = e["bottleneck"]
-        top.add_row(str(e["index"]), _num(e["hellinger_squared"]), f"M{b['i'] + 1} - M{b['j'] + 1}",
-                    _num(e["predicted"]), _num(e["query_norm"], 4), e["name"] or "")
-    console.print(top)
+    console.print(_top_rows(f"\nBest {len(c['top'])} rows by the bottleneck", c["top"]))
 
 
 def render_kway_bound(result, console: Console) -> None:

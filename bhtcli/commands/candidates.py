@@ -325,7 +325,7 @@ def _entry(i, scores, names, counts) -> dict:
 
 
 # ---------------------------------------------------------------- rank
-def rank(A, B, H, energy=None, *, model: str = "softmax", floor=None, error: float = 0.05,
+def rank(A, B, H=None, energy=None, *, model: str = "softmax", floor=None, error: float = 0.05,
          names=None, top: int = DEFAULT_TOP, out=None, link_a="exp", link_b="exp", bias_a=None,
          bias_b=None, dtype: str = "float64", block_rows: int | None = None,
          progress=None, force: bool = False) -> RankResult:
@@ -368,7 +368,23 @@ def rank(A, B, H, energy=None, *, model: str = "softmax", floor=None, error: flo
     ------
     InputError
         Bad matrices, names or options; no eligible candidate; an unknown output format.
+
+    K models: ``rank([M1, M2, M3], H, energy=...)`` scores each row by its bottleneck (the
+    closest pair at that query; commands/kway_candidates.py); the top rows carry that pair.
     """
+    if isinstance(A, (list, tuple)):
+        from bhtcli.commands.kway import check_kway_options
+        from bhtcli.commands.kway_candidates import rank_kway
+        if H is not None and energy is None and isinstance(H, (int, float)):
+            H, energy = None, H                 # rank([M1, M2, M3], H, E)
+        if H is not None:
+            raise InputError("with K models give the candidates as the second argument: "
+                             "rank([M1, M2, M3], H, energy=...)")
+        check_kway_options(model=model, readout_plain=all(v in (None, "exp") for v in
+                                                          (link_a, link_b, bias_a, bias_b)),
+                           floor=floor)
+        return rank_kway(A, B, energy, error=error, names=names, top=top, out=out, dtype=dtype,
+                         progress=progress, force=force)
     if out is not None:
         _check_out(out, (A, B, H, names, bias_a, bias_b), force)
     r = _rank(A, B, H, energy, model=model, floor=floor, error=error, names=names, top=top,
