@@ -7,7 +7,7 @@ import time
 
 import numpy as np
 
-from bhtcli.commands.leverage_design import design_leverage
+from bhtcli.api import design
 
 
 def main():
@@ -16,7 +16,7 @@ def main():
         A = rng.standard_normal((n, d))
         B = A + 0.05 * rng.standard_normal((n, d))
         t = time.perf_counter()
-        r = design_leverage(A, B, 4.0, 1.0)
+        r = design(A, B, 4.0, model="leverage", floor=1.0)
         wall = time.perf_counter() - t
         s = r.solver
         print(f"| {n:,} x {d} | {wall:.1f} | {s['starts']} | {s['iterations']} | {s['passes']} | "

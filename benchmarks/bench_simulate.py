@@ -9,7 +9,7 @@ import time
 import numpy as np
 
 from bhtcli import design
-from bhtcli.commands.simulate import simulate
+from bhtcli.api import simulate
 
 
 def main():

@@ -43,7 +43,7 @@ def write_zoo(folder: str, checkpoints: int = 10, n: int = 500, d: int = 32, pai
 
 
 def plain_design(task):
-    from bhtcli.commands.design import design
+    from bhtcli.api import design
     a, b, energy = task
     return design(np.load(a, mmap_mode="r"), np.load(b, mmap_mode="r"), energy).hellinger_squared
 

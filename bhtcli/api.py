@@ -26,7 +26,6 @@ from bhtcli import __version__  # noqa: E402,F401  (one version, in the package)
 _LAZY = {
     "ModelSpec": "bhtcli.models.spec",
     "load_matrix": "bhtcli.io.load",
-    "rank": "bhtcli.commands.candidates",
     "shift": "bhtcli.commands.shift",
     "list_tensors": "bhtcli.commands.tensors",
     "quantize": "bhtcli.commands.quantize",
@@ -50,7 +49,8 @@ def __getattr__(name):
 
 
 def model_spec(model="softmax", energy=None, floor=None, *, link_a=None, link_b=None,
-               bias_a=None, bias_b=None, dtype="float64", need_energy: bool = True, inputs=None):
+               bias_a=None, bias_b=None, dtype="float64", need_energy: bool = True, inputs=None,
+               budget_list: bool = False):
     """The ModelSpec for these settings; `model` may already be one (then nothing else is given).
     Links left as None are those the checkpoints among `inputs` (A, B) declare, else exp."""
     from bhtcli.models.spec import ModelSpec
@@ -64,7 +64,8 @@ def model_spec(model="softmax", energy=None, floor=None, *, link_a=None, link_b=
             raise TypeError(f"model is a ModelSpec: give {', '.join(extra)} in the spec, not as well")
         return model
     return ModelSpec.build(model, energy, floor, link_a=link_a, link_b=link_b, bias_a=bias_a,
-                           bias_b=bias_b, dtype=dtype, need_energy=need_energy, inputs=inputs)
+                           bias_b=bias_b, dtype=dtype, need_energy=need_energy, inputs=inputs,
+                           budget_list=budget_list)
 
 
 def design(A, B=None, energy=None, *, model="softmax", floor=None, error: float = 0.05,
@@ -160,48 +161,44 @@ def design(A, B=None, energy=None, *, model="softmax", floor=None, error: float 
     elif schedule:
         raise InputError(f"{parameter_name('schedule')} mixes queries to tell three or more "
                          "models apart; two models are best told apart by one query")
-    energies = None
-    if energy is not None:
-        from bhtcli.io.validation import energies_of
-        energies = energies_of(energy)
-        energy = energies[-1]
-        if len(energies) == 1:
-            energies = None
     spec = model_spec(model, energy, floor, link_a=link_a, link_b=link_b, bias_a=bias_a,
-                      bias_b=bias_b, dtype=dtype, need_energy=candidates is None, inputs=(A, B))
+                      bias_b=bias_b, dtype=dtype, need_energy=candidates is None, inputs=(A, B),
+                      budget_list=True)
+    energies = None if spec.energies is None else list(spec.energies)
     _check_design_paths(spec, energies=energies, queries=queries, candidates=candidates,
                         subspace=subspace, names=names, top=top, method=method,
                         search_space=search_space)
-    top = 10 if top is None else top
-    common = dict(error=error, starts=starts, seed=seed, progress=progress)
+    from bhtcli.models.spec import DesignOptions
+    options = DesignOptions.build(error, starts, seed, max_starts, method, search_space)
     if spec.leverage:
         from bhtcli.commands import leverage_design as lev
         if queries is not None:
-            return lev.design_leverage_for_queries(A, B, queries, spec.energy, spec.floor, **common)
+            return lev.design_leverage_for_queries(A, B, _queries(queries), spec, options, progress)
         if energies is not None:
-            return lev.design_leverage_curve(A, B, energies, spec.floor, **common)
-        if candidates is not None:
-            from bhtcli.commands.candidates import design_candidates
-            return design_candidates(A, B, candidates, spec.energy, model="leverage",
-                                     floor=spec.floor, names=names, top=top, **common)
-        return lev.design_leverage(A, B, spec.energy, spec.floor, **common)
-    softmax = dict(common, dtype=spec.dtype, **spec.readout_options())
+            return lev.design_leverage_curve(A, B, energies, spec, options, progress)
+        if candidates is None:
+            return lev.design_leverage(A, B, spec, options, progress)
     if queries is not None or energies is not None:
         from bhtcli.commands import budgets
-        kw = dict(softmax, max_starts=max_starts)
         if queries is not None:
-            return budgets.design_for_queries(A, B, queries, spec.energy, **kw)
-        return budgets.design_curve(A, B, energies, **kw)
+            return budgets.design_for_queries(A, B, _queries(queries), spec, options, progress)
+        return budgets.design_curve(A, B, energies, spec, options, progress)
     if candidates is not None:
-        from bhtcli.commands.candidates import design_candidates
-        return design_candidates(A, B, candidates, spec.energy, names=names, top=top, **softmax)
-    search = dict(method=method, **({} if max_starts is None else {"max_starts": max_starts}),
-                  **({} if search_space is None else {"search_space": search_space}))
+        from bhtcli.commands.candidates import DEFAULT_TOP, design_candidates
+        from bhtcli.io.validation import check_top
+        return design_candidates(A, B, candidates, spec, options, names=names,
+                                 top=DEFAULT_TOP if top is None else check_top(top),
+                                 progress=progress)
     if subspace is not None:
         from bhtcli.commands.subspace import design_in_subspace
-        return design_in_subspace(A, B, subspace, spec.energy, **softmax, **search)
+        return design_in_subspace(A, B, subspace, spec, options, progress)
     from bhtcli.commands.design import design as design_softmax
-    return design_softmax(A, B, spec.energy, **softmax, **search)
+    return design_softmax(A, B, spec, options, progress)
+
+
+def _queries(queries) -> int:
+    from bhtcli.io.validation import check_queries
+    return check_queries(queries)
 
 
 def _models_of(A, B):
@@ -263,7 +260,7 @@ def _check_design_paths(spec, *, energies, queries, candidates, subspace, names,
 
 def bound(A, B=None, energy=None, *, model="softmax", floor=None, error: float = 0.05, link_a=None,
           link_b=None, bias_a=None, bias_b=None):
-    """Closed-form certificate, no optimisation (docs/maths.md §4; leverage: §7).
+    """Closed-form certificate, no optimisation (docs/maths.md §4; leverage: §6.2).
 
     Parameters are those of :func:`design`. Returns a
     :class:`bhtcli.results.BoundResult` or, for leverage models, a
@@ -277,13 +274,15 @@ def bound(A, B=None, energy=None, *, model="softmax", floor=None, error: float =
         check_kway_options(model=getattr(model, "family", model),
                            readout_plain=_plain(link_a, link_b, bias_a, bias_b), floor=floor)
         return bound_kway(models, energy, error=error)
+    from bhtcli.io.validation import check_error
     spec = model_spec(model, energy, floor, link_a=link_a, link_b=link_b, bias_a=bias_a,
                       bias_b=bias_b, inputs=(A, B))
+    error = check_error(error)
     if spec.leverage:
         from bhtcli.commands.leverage_design import bound_leverage
-        return bound_leverage(A, B, spec.energy, spec.floor, error=error)
+        return bound_leverage(A, B, spec, error)
     from bhtcli.commands.bound import bound as bound_softmax
-    return bound_softmax(A, B, spec.energy, error=error, **spec.readout_options())
+    return bound_softmax(A, B, spec, error)
 
 
 def sample(A, query, count: int, *, seed: int = 0, model="softmax", link_a=None, bias_a=None):
@@ -314,7 +313,7 @@ def sample(A, query, count: int, *, seed: int = 0, model="softmax", link_a=None,
 
 def decide(A, B=None, query=None, answers=None, *, model="softmax", error: float = 0.05,
            link_a=None, link_b=None, bias_a=None, bias_b=None, stdin=None, prior=None):
-    """Which model produced `answers` (Wald's SPRT in the order observed, docs/maths.md §8).
+    """Which model produced `answers` (Wald's SPRT in the order observed, docs/maths.md §3.6).
 
     Parameters
     ----------
@@ -349,9 +348,10 @@ def decide(A, B=None, query=None, answers=None, *, model="softmax", error: float
             return decide_kway(A, query, answers, error=error, prior=prior, stdin=stdin)
         A, B = A
     from bhtcli.commands.decide import decide as decide_answers
+    from bhtcli.io.validation import check_error
     spec = model_spec(model, link_a=link_a, link_b=link_b, bias_a=bias_a, bias_b=bias_b,
                       need_energy=False, inputs=(A, B))
-    return decide_answers(A, B, query, answers, error=error, stdin=stdin, model=spec)
+    return decide_answers(A, B, query, answers, spec, check_error(error), stdin=stdin)
 
 
 def simulate(A, B=None, energy=None, *, model="softmax", floor=None, query=None,
@@ -399,11 +399,67 @@ def simulate(A, B=None, energy=None, *, model="softmax", floor=None, query=None,
                                  progress=progress)
         A, B = models
     from bhtcli.commands.simulate import simulate as simulate_strategies
+    from bhtcli.models.spec import DesignOptions
     spec = model_spec(model, energy, floor, link_a=link_a, link_b=link_b, bias_a=bias_a,
                       bias_b=bias_b, dtype=dtype, inputs=(A, B))
-    return simulate_strategies(A, B, query=query, error=error, trials=trials, seed=seed,
-                               policy=policy, starts=starts, progress=progress, model=spec,
-                               predicted_points=predicted_points)
+    options = DesignOptions.build(error, starts, seed)
+    return simulate_strategies(A, B, spec, options, query=query, trials=trials, policy=policy,
+                               predicted_points=predicted_points, progress=progress)
+
+
+def rank(A, B, H=None, energy=None, *, model="softmax", floor=None, error: float = 0.05, names=None,
+         top: int = 10, out=None, link_a=None, link_b=None, bias_a=None, bias_b=None,
+         dtype="float64", block_rows: int | None = None, progress=None, force: bool = False):
+    """Score every candidate query (a row of H) and write all of them to `out`.
+
+    Parameters
+    ----------
+    A, B : array_like or path
+        The two n x d models.
+    H : array_like or path
+        m x d candidate queries x, one per row (leverage models: m x n weight vectors s),
+        any matrix format; streamed in blocks of rows.
+    energy : float, optional
+        Budget: rows with ||x|| > energy are not eligible (leverage: the box
+        floor <= s_i^2 <= energy, with `floor`). Without it every row is eligible.
+    model, floor, error, link_a, link_b, bias_a, bias_b, dtype
+        As for :func:`design`.
+    names : path or list of str, optional
+        One name per candidate (e.g. the prompts).
+    top : int
+        How many of the best eligible candidates get full counts (default 10).
+    out : path, optional
+        FILE.jsonl or FILE.csv: one record per candidate, in the order of H (written
+        atomically). It must not be one of the inputs unless `force`.
+    block_rows : int, optional
+        Candidates per block (default: about 2e6 / n).
+
+    Returns
+    -------
+    bhtcli.results.RankResult
+
+    K models: ``rank([M1, M2, M3], H, energy=...)`` scores each row by its bottleneck, the
+    closest pair at that query (docs/kway.md); each top row carries that pair.
+    """
+    from bhtcli.commands.candidates import rank as rank_candidates
+    from bhtcli.io.validation import check_error, check_top
+    if isinstance(A, (list, tuple)):
+        from bhtcli.commands.kway import check_kway_options
+        from bhtcli.commands.kway_candidates import rank_kway
+        if H is not None and energy is None and isinstance(H, (int, float)):
+            H, energy = None, H                 # rank([M1, M2, M3], H, E)
+        if H is not None:
+            raise InputError("with K models give the candidates as the second argument: "
+                             "rank([M1, M2, M3], H, energy=...)")
+        check_kway_options(model=getattr(model, "family", model),
+                           readout_plain=_plain(link_a, link_b, bias_a, bias_b), floor=floor)
+        return rank_kway(A, B, energy, error=error, names=names, top=top, out=out, dtype=dtype,
+                         progress=progress, force=force)
+    spec = model_spec(model, energy, floor, link_a=link_a, link_b=link_b, bias_a=bias_a,
+                      bias_b=bias_b, dtype=dtype, need_energy=False, inputs=(A, B))
+    return rank_candidates(A, B, H, spec, error=check_error(error), names=names,
+                           top=check_top(top), out=out, block_rows=block_rows,
+                           progress=progress, force=force)
 
 
 def sweep(manifest, out, scheduler: str | None = None, workers: int | None = None, *,

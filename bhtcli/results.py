@@ -150,6 +150,7 @@ class DecideResult(Result):
     energy: float | None = None    # decide has no budget: the query is given
     fixed_error: float | None = None   # both errors of the best fixed-n test on these answers
                                    # (computed as design's predicted count: <= alpha at predicted)
+    seconds: float | None = None   # wall time of the command
 
 
 @dataclass(frozen=True)

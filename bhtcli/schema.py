@@ -114,16 +114,16 @@ CERTIFICATE = {
     "certificate.bhattacharyya_max_bound": ("number or null", "[softmax] Upper bound on sup D over the ball."),
     "certificate.score_spread_bound": ("number or null", "[softmax] Bound on the spread of log-weight differences over the ball (null: none is finite)."),
     "certificate.kl_max_bound": ("number or null", "[softmax] Upper bound on sup KL (either direction) over the ball."),
-    "certificate.ceiling_method": ("string or null", "[softmax] The ceiling that binds: per_row or range (docs/maths.md §12)."),
+    "certificate.ceiling_method": ("string or null", "[softmax] The ceiling that binds: per_row or range (docs/maths.md §4.4)."),
     "certificate.ceilings": ("object or null", "[softmax] The H^2 ceiling of each bound (null: it does not apply)."),
-    "certificate.ceilings.per_row": ("number or null", "H^2 ceiling of the per-row variance bound (null: it does not apply, or, for large pairs, it was not computed because a lower bound on it exceeds the range ceiling; the note says which; docs/maths.md §15)."),
+    "certificate.ceilings.per_row": ("number or null", "H^2 ceiling of the per-row variance bound (null: it does not apply, or, for large pairs, it was not computed because a lower bound on it exceeds the range ceiling; the note says which; docs/maths.md §4.11)."),
     "certificate.ceilings.range": ("number or null", "H^2 ceiling of the range bound E^2 diam^2/32."),
     "certificate.row_diameter": ("number", "[softmax] Diameter of the rows of A - B (an upper bound when not exact)."),
     "certificate.row_diameter_exact": ("boolean", "[softmax] Whether row_diameter is exact."),
     "certificate.design_over_bound": ("number or null", "[softmax] The design's H^2 over the bound on sup H^2 (1: the design is optimal; null in bound: no design)."),
     "certificate.note": ("string or null", "[softmax] Why there is no certificate, or how it was obtained (links)."),
     "certificate.tv_max_bound": ("number", "[leverage] Upper bound on the total variation over the box (Theorem 4.2)."),
-    "certificate.tv_method": ("string or null", "[leverage] Which bound gives tv_max_bound: spectral or thm42 (docs/maths.md §7)."),
+    "certificate.tv_method": ("string or null", "[leverage] Which bound gives tv_max_bound: spectral or thm42 (docs/maths.md §6.2)."),
     "certificate.lambda_min_larger": ("number", "[leverage] The larger of lambda_min(A^T A) and lambda_min(B^T B)."),
     "certificate.sum_op_norm_diff": ("number", "[leverage] sum_i ||b_i b_i^T - a_i a_i^T||_op."),
 }
@@ -221,6 +221,7 @@ DECIDE = {
     "expected_more": ("integer or null", "When undecided: about how many more answers, rounded up (Wald, if the favoured model is true)."),
     "kl_ab": ("number", "KL(P_A || P_B) at the query."),
     "kl_ba": ("number", "KL(P_B || P_A) at the query."),
+    "seconds": ("number", "Seconds in all."),
 }
 
 SEQUENTIAL = {
@@ -377,7 +378,7 @@ ERROR = {
 # --- K models (docs/kway.md): the keys the K-way results add to their commands' objects ---
 KWAY_SAMPLES = {
     "lower": ("integer or null", "Answers any test needs to tell the closest pair apart (the pair bound at the bottleneck)."),
-    "predicted": ("integer or null", "Answers the maximum-likelihood test needs for every error <= alpha (saddlepoint marginals, Gaussian copula; docs/maths.md §18)."),
+    "predicted": ("integer or null", "Answers the maximum-likelihood test needs for every error <= alpha (saddlepoint marginals, Gaussian copula; docs/maths.md §7.2)."),
     "upper": ("integer or null", "Answers for which the union of Chernoff bounds sum_j exp(-n D_kj) <= alpha for every model k."),
     "method": ("string", "How `predicted` was computed: saddlepoint-copula, or none."),
 }

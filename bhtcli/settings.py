@@ -7,3 +7,6 @@ FORMATS = ".npy, .npz, .safetensors, .gguf, .csv, .txt or .json"    # matrix inp
 OUT_SUFFIXES = (".npy", ".csv", ".txt", ".json")              # matrix outputs
 OUT_FORMATS = ".npy, .csv, .txt or .json"
 QUANTIZE_TYPES = ("q8_0", "q5_1", "q5_0", "q4_1", "q4_0", "f16", "bf16", "int8-row")   # bht quantize --to
+SEARCH_SPACES = ("full", "sketch", "auto")   # where a softmax design climbs (bhtcli.search.entry)
+DEFAULT_SEARCH_SPACE = "auto"
+DEFAULT_MAX_STARTS = 128              # the full search's adaptive rounds stop here at the latest

@@ -10,7 +10,7 @@ import time
 import numpy as np
 
 from bhtcli.cli.plot import plot_fixed
-from bhtcli.commands.simulate import simulate
+from bhtcli.api import simulate
 
 
 def pairs():

@@ -4,7 +4,7 @@ A student softmax-regression model A (n = 50 answers, d = 16) takes K full-batch
 steps of size lr on m = 200 points labelled by a teacher A* (soft targets softmax(A* q)),
 which moves it to B = A + dA (`bhtcli.commands.shift`). For each (lr, K) and budget E the table gives
 the designed query's H^2 and predicted count (`bhtcli.commands.design`) beside the paper's
-small-perturbation estimate (docs/maths.md §5.2): nu = sup_{||x|| <= E} Var_{softmax(Ax)}(dA x),
+small-perturbation estimate (docs/maths.md §10.2): nu = sup_{||x|| <= E} Var_{softmax(Ax)}(dA x),
 H^2 ~ nu/8, predicted count 4 z^2 / nu (`bhtcli.analysis.perturbation`).
 
 Run:  .venv/bin/python examples/shift_detection.py [--write-inputs]

@@ -9,7 +9,11 @@ from hypothesis import strategies as st
 from scipy.special import softmax
 
 from bhtcli import design
-from bhtcli.commands.candidates import design_candidates, rank
+from bhtcli.api import rank
+
+
+def design_candidates(A, B, H, energy=None, **options):
+    return design(A, B, energy, candidates=H, **options)
 from bhtcli.errors import InputError
 from conftest import disk_points
 

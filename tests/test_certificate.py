@@ -300,7 +300,7 @@ def test_diameter_of_a_float32_pair_streams_the_same_value():
     assert brute <= row_diameter(lazy).value <= brute * (1 + 1e-12)
 
 
-# --- the heavy-row split (docs/maths.md §19.3) ---------------------------------------------------
+# --- the heavy-row split (docs/maths.md §4.9) ---------------------------------------------------
 def heavy_pair(n, d, seed, heavy=1, size=0.5, bias=False):
     """A - B small on every row but `heavy` rows, where it is large: the split's case."""
     rng = np.random.default_rng(seed)

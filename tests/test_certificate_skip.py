@@ -1,4 +1,4 @@
-"""The fast certificate: skipping the per-row Gram when it cannot bind (docs/maths.md §15),
+"""The fast certificate: skipping the per-row Gram when it cannot bind (docs/maths.md §4.11),
 and the sub-blocked streamed passes, which must give the same bits as whole blocks."""
 import math
 

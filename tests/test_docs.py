@@ -136,3 +136,29 @@ def test_schema_declares_every_field_of_the_result_classes():
     curve = SCHEMA["design --energy E1,E2,..."][1]
     assert {k for k in curve if "." not in k and "[]" not in k} == {
         "model", "n", "d", "target_error", "floor", "energies", "designs", "seconds"}
+
+
+def test_every_cited_maths_section_exists():
+    """Code and docs cite docs/maths.md by section ("docs/maths.md §4.9", "maths.md §2 and §5"):
+    every number so cited is a heading of docs/maths.md, so a renumbering cannot leave a
+    citation pointing at the wrong derivation."""
+    import re
+    import subprocess
+    from pathlib import Path
+    root = Path(ROOT)
+    maths = (root / "docs" / "maths.md").read_text()
+    headings = set(re.findall(r"^##+ (\d+(?:\.\d+)?)\.? ", maths, flags=re.M))
+    files = subprocess.run(["git", "ls-files", "*.py", "*.md"], cwd=root, capture_output=True,
+                           text=True, check=True).stdout.split()
+    cited = re.compile(r"maths(?:\.md)?\]?\(?[\w./]*\)?,? *((?:§[\d.]+(?:[–-][\d.]+)?(?:,? (?:and )?)?)+)")
+    bad = []
+    for name in files:
+        if name == "CHANGELOG.md" or name.startswith("docs/drafts/"):
+            continue   # history cites the old numbers on purpose
+        text = (root / name).read_text(errors="replace")
+        for m in cited.finditer(text):
+            for num in re.findall(r"§?(\d+(?:\.\d+)?)", m.group(1)):
+                if num.rstrip(".") not in headings:
+                    bad.append(f"{name}: {m.group(0)}")
+    internal = [m for m in re.findall(r"§(\d+(?:\.\d+)?)", maths) if m not in headings]
+    assert not bad and not internal, (bad, internal)

@@ -8,9 +8,17 @@ import pytest
 
 from bhtcli.cli.main import main
 from bhtcli.models.leverage import LeverageModel, LeveragePair
-from bhtcli.commands.leverage_design import (bound_leverage, design_leverage, thm42_quantities, tv_bound)
-from bhtcli.commands.simulate import simulate
+from bhtcli.commands.leverage_design import thm42_quantities, tv_bound
 from test_samples import monte_carlo_count
+from bhtcli.api import bound, design, simulate
+
+
+def design_leverage(A, B, C, floor, **options):
+    return design(A, B, C, model="leverage", floor=floor, **options)
+
+
+def bound_leverage(A, B, C, floor, **options):
+    return bound(A, B, C, model="leverage", floor=floor, **options)
 
 
 def explicit_leverage(A, s):

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from bhtcli import design
-from bhtcli.commands.bound import bound
+from bhtcli.api import bound
 from bhtcli.errors import InputError
 from bhtcli.models.links import Link, log_taylor, _taylor_psi, parse_link, taylor_difference
 from bhtcli.models.readout import Readout, make_readout
@@ -283,7 +283,7 @@ def test_sampled_answers_follow_the_link():
 
 
 def test_decide_uses_the_links():
-    from bhtcli.commands.decide import decide
+    from bhtcli.api import decide
     A = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
     x = np.array([1.0, -0.5])
     answers = [0, 2, 2, 1, 0]
@@ -336,7 +336,7 @@ def test_cli_links_in_json_and_every_command(tmp_path):
 
 
 def test_simulate_with_links_matches_the_prediction():
-    from bhtcli.commands.simulate import simulate
+    from bhtcli.api import simulate
     A = np.load("examples/A.npy")
     r = simulate(A, A, 1.0, link_b="taylor:2", trials=2000, policy="fixed", seed=3)
     assert r.fixed is not None

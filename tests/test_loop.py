@@ -9,8 +9,7 @@ from scipy.stats import chisquare
 
 from bhtcli.models.answers import sample
 from bhtcli.cli.main import main
-from bhtcli.commands.decide import decide
-from bhtcli.commands.simulate import simulate
+from bhtcli.api import decide, simulate
 
 LN3 = math.log(3.0)
 

@@ -163,7 +163,7 @@ def test_spread_rule_and_routing():
 def test_the_former_plain_form_was_less_accurate_and_the_new_one_is_not():
     """Where the old optimiser used three plain softmaxes (D >= 4.5e-5 (1 + max|delta|)),
     its error grows with the size of the log-sum-exps (max|c| + log n), not max|delta|
-    (docs/maths.md §17): ~1e-9 relative at logits ~3000; the fused form keeps ~1e-16."""
+    (docs/maths.md §2.5): ~1e-9 relative at logits ~3000; the fused form keeps ~1e-16."""
     c, delta = case(2, 40, 3, 1.0, 0.05, shift=3000.0)
     rD = mp_reference(c, delta)[0]
     oD = old_weights(c, delta)[0]

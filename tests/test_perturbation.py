@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 from scipy.special import softmax
 
-from bhtcli.commands.design import design
+from bhtcli.api import design
 from conftest import disk_points
 from bhtcli.analysis.perturbation import VarianceObjective, small_perturbation_estimate
 

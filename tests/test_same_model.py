@@ -1,5 +1,5 @@
-"""The same-model rule decides on what the softmax sees (docs/maths.md §1.3, §19.2), and every
-printed ceiling is >= every printed H^2 of the same report (§19.1).
+"""The same-model rule decides on what the softmax sees (docs/maths.md §1.2, §1.3), and every
+printed ceiling is >= every printed H^2 of the same report (§4.10).
 
 References are independent of bht: exact rational arithmetic (fractions) for whether a query
 separates the stored models at all, 60-digit mpmath for H^2 at a query.

@@ -8,14 +8,22 @@ from hypothesis import strategies as st
 
 from bhtcli import design
 from bhtcli.cli.main import main
-from bhtcli.commands.budgets import design_curve, design_for_queries
 from bhtcli.commands.report import report_for_query
+from bhtcli.models.spec import ModelSpec
 from bhtcli.errors import NotReachable
 from bhtcli.maths.counts import query_counts
 from bhtcli.maths.divergences import Tilt
 from bhtcli.models.softmax import SoftmaxPair
 from bhtcli.search.ladder import rung_energies
 from conftest import disk_points, grid_max_h2
+
+
+def design_curve(A, B, energies, **options):
+    return design(A, B, energies, **options)
+
+
+def design_for_queries(A, B, queries, energy_max, **options):
+    return design(A, B, energy_max, queries=queries, **options)
 
 
 def saturated_pair():
@@ -76,10 +84,10 @@ def test_zero_h2_note_does_not_claim_indistinguishable_when_the_ceiling_is_posit
     x = np.array([1.0, 0.0, 0.0])
     # find a direction where both models are one-hot on the same row: H^2 = 0 exactly
     rng = np.random.default_rng(0)
-    while (np.argmax(A @ x) != np.argmax(B @ x)) or report_for_query(A, B, x, 1.0).hellinger_squared:
+    while (np.argmax(A @ x) != np.argmax(B @ x)) or report_for_query(A, B, x, ModelSpec.build(energy=1.0)).hellinger_squared:
         x = rng.standard_normal(3)
         x /= np.linalg.norm(x)
-    r = report_for_query(A, B, x, 1.0)
+    r = report_for_query(A, B, x, ModelSpec.build(energy=1.0))
     assert r.hellinger_squared == 0.0
     assert "float64 resolves" not in r.note and "not evidence" in r.note
 
@@ -200,10 +208,9 @@ def test_leverage_queries_budget_is_the_box_upper_bound():
     rng = np.random.default_rng(0)
     A = rng.standard_normal((12, 3))
     B = A + 0.4 * rng.standard_normal((12, 3))
-    from bhtcli.commands.leverage_design import design_leverage, design_leverage_for_queries
-    top = design_leverage(A, B, 16.0, 1.0)
+    top = design(A, B, 16.0, model="leverage", floor=1.0)
     N = int(2 * top.samples["predicted"])
-    r = design_leverage_for_queries(A, B, N, 16.0, 1.0)
+    r = design(A, B, 16.0, queries=N, model="leverage", floor=1.0)
     assert r.samples["predicted"] <= N and 1.0 <= r.energy <= 16.0
     assert r.energy_search["energy_max"] == 16.0
 

@@ -1,5 +1,5 @@
 """The softcap readout p_i ∝ exp(C tanh(s_i / C)) through every command, against numpy
-formulas written here (docs/maths.md §18)."""
+formulas written here (docs/maths.md §7.2)."""
 import importlib
 import json
 

@@ -19,12 +19,11 @@ from hypothesis import strategies as st
 
 from bhtcli.api import design as api_design
 from bhtcli.api import sweep
-from bhtcli.commands.bound import bound
+from bhtcli.api import bound
 from bhtcli.cli.main import main
-from bhtcli.commands.design import design
+from bhtcli.api import design
 from bhtcli.errors import InputError
 from bhtcli.sweep.journal import Journal
-from bhtcli.commands.leverage_design import bound_leverage, design_leverage
 from bhtcli.sweep.manifest import read_manifest
 from bhtcli.sweep.task import MatrixCache, run_task
 
@@ -88,8 +87,8 @@ def direct(folder, row):
     A, B = str(folder / row["a"]), str(folder / row["b"])
     if row["model"] == "leverage":
         kw = dict(error=row["target_error"], seed=row["seed"])
-        return (design_leverage(A, B, row["energy"], row["floor"], starts=row["starts"], **kw),
-                bound_leverage(A, B, row["energy"], row["floor"], error=row["target_error"]))
+        return (design(A, B, row["energy"], model="leverage", floor=row["floor"], starts=row["starts"], **kw),
+                bound(A, B, row["energy"], model="leverage", floor=row["floor"], error=row["target_error"]))
     return (design(A, B, row["energy"], error=row["target_error"], starts=row["starts"], seed=row["seed"]),
             bound(A, B, row["energy"], error=row["target_error"]))
 
@@ -498,7 +497,6 @@ def test_a_killed_worker_task_is_retried(tmp_path):
 
 
 def test_queries_column_runs_the_smallest_budget_search(tmp_path):
-    from bhtcli.commands.budgets import design_for_queries
     write_zoo(tmp_path)
     write_csv(tmp_path / "m.csv", ["a", "b", "energy", "queries"],
               [("m0.npy", "m1.npy", 4, 200), ("m0.npy", "m1.npy", 4, 0), ("m0.npy", "m1.npy", 4, "")])
@@ -506,8 +504,8 @@ def test_queries_column_runs_the_smallest_budget_search(tmp_path):
     assert tasks[1].problem and "queries must be a whole number >= 1" in tasks[1].problem
     assert tasks[2].values["queries"] is None and tasks[0].key != tasks[2].key
     row = run_task(tasks[0], api_design, MatrixCache())["row"]
-    expected = design_for_queries(np.load(tmp_path / "m0.npy"), np.load(tmp_path / "m1.npy"), 200,
-                                  4.0, starts=tasks[0].values["starts"])
+    expected = design(np.load(tmp_path / "m0.npy"), np.load(tmp_path / "m1.npy"), 4.0, queries=200,
+                      starts=tasks[0].values["starts"])
     assert row["status"] == "ok", row["failure"]
     assert row["energy_found"] == expected.energy <= 4.0
     assert row["samples.predicted"] == expected.samples["predicted"] <= 200

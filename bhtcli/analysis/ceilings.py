@@ -1,4 +1,4 @@
-"""The variance ceilings of the certificate (docs/maths.md §12): bounds V on the variance of
+"""The variance ceilings of the certificate (docs/maths.md §4.4): bounds V on the variance of
 the log-likelihood ratio over every query in the ball."""
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ CEILING_ROWS = 8192
 
 # The per-row ceiling's d x d Gram (2 n d^2 flops) and eigendecomposition are skipped when a
 # cheap lower bound on their result (one O(n d) pass) already exceeds the range ceiling, so
-# that they could not bind (docs/maths.md §15), for pairs with n d^2 at least this (below it
+# that they could not bind (docs/maths.md §4.11), for pairs with n d^2 at least this (below it
 # they cost little and the per-row value is reported as well). math.inf: never skip.
 PER_ROW_SKIP_MIN_WORK = float(1 << 30)
 
@@ -25,7 +25,7 @@ PER_ROW_SKIP_MIN_WORK = float(1 << 30)
 # Outward rounding of every variance ceiling (relative), on top of the margins that make each
 # one a rigorous bound: it covers the few ulps by which a float64 evaluation of H^2 at a query
 # can exceed the exact value, so that a design at the supremum prints below its ceiling
-# (docs/maths.md §19.1; the report raises the ceiling to the design when even this is not enough).
+# (docs/maths.md §4.10; the report raises the ceiling to the design when even this is not enough).
 CEILING_GUARD = 64 * EPS
 
 
@@ -162,8 +162,8 @@ def per_row_variance(A, B, energy: float, readout: Readout | None = None, stats=
     One streamed pass over A and B (plus :func:`pair_stats` when not given), a d x d
     accumulator and one d x d eigendecomposition; rounding can only increase the result
     (float64 throughout, margins from the standard error bounds: docs/maths.md). The skip
-    test costs one streamed pass without the d x d work (docs/maths.md §15).
-    heavy_rows: how many rows may get their own direction-dependent bound (docs/maths.md §19.3;
+    test costs one streamed pass without the d x d work (docs/maths.md §4.11).
+    heavy_rows: how many rows may get their own direction-dependent bound (docs/maths.md §4.9;
     default HEAVY_ROWS, 0: none); the smallest of the variants is returned.
     """
     readout = Readout() if readout is None else readout
@@ -201,7 +201,7 @@ def per_row_variance(A, B, energy: float, readout: Readout | None = None, stats=
         low = per_row_floor(A, B, E, stats, at, bt, e, osc_a, osc_b, mean_err, rows, heavy_rows)
         if low > above:
             return None, (f"per-row ceiling not computed: it is at least {h2_from_variance(low):.3g}, above the "
-                          f"range ceiling {h2_from_variance(above):.3g}, so it cannot bind (docs/maths.md §15)")
+                          f"range ceiling {h2_from_variance(above):.3g}, so it cannot bind (docs/maths.md §4.11)")
     S = np.zeros((d, d))
     sv, sh = np.zeros(d), np.zeros(d)
     c0 = se = w = 0.0
@@ -238,7 +238,7 @@ def per_row_variance(A, B, energy: float, readout: Readout | None = None, stats=
     e_err = 4 * EPS * (float(np.max(np.abs(alpha))) + float(np.max(np.abs(beta)))) * (1 + gam)
     sums = (S, sv, sh, c0, se, w)
     best = _quad_bound(sums, E, d, gam, trace_abs)
-    # the heavy-row split (docs/maths.md §19.3): the k rows of largest cap_i |h_i|^2 leave the
+    # the heavy-row split (docs/maths.md §4.9): the k rows of largest cap_i |h_i|^2 leave the
     # Gram and get their own direction-dependent bound; any k gives a valid V, the smallest is kept
     for k in sorted({1, heavy_rows}) if heavy_rows else ():
         rows_k = heavy.top(k)
@@ -250,14 +250,14 @@ def per_row_variance(A, B, energy: float, readout: Readout | None = None, stats=
     return root * root * (1 + 4 * EPS), None
 
 
-HEAVY_ROWS = 4     # rows taken out of the per-row Gram for their own bound (docs/maths.md §19.3)
+HEAVY_ROWS = 4     # rows taken out of the per-row Gram for their own bound (docs/maths.md §4.9)
 HEAVY_SPLIT_MAX_D = 512    # the split's variants (k = 1 and HEAVY_ROWS) only up to this d (an eigh each)
 
 
 def _quad_bound(sums, E: float, d: int, gam: float, trace_abs: float, m=None, mu0=None) -> float:
     """sup_{|x| <= E} sum_i cap_i ((h_i - m) x + e_i - mu0)^2 (plus its rounding margins) from
     the accumulated sums (S, sv, sh, c0, se, w) = sum_i cap_i (h h^T, e h, h, e^2, e, 1); m, mu0
-    default to the cap-weighted means (docs/maths.md §12.3, §12.4)."""
+    default to the cap-weighted means (docs/maths.md §4.7, §4.8)."""
     S, sv, sh, c0, se, w = sums
     # centre at the cap-weighted mean (m, mu0) = (sh, se) / w: sum_i cap_i ((h_i - m) x +
     # e_i - mu0)^2 is still >= Var_pi(delta), and never larger than about the uniform mean
@@ -300,7 +300,7 @@ class _HeavyRows:
 
 def _split_bound(sums, heavy, E: float, n: int, d: int, gam: float, trace_abs: float,
                  mean_err: float, bias_abs: float, h_err: float) -> float:
-    """V_R + sum over the heavy rows of f_i* (docs/maths.md §19.3): the bulk's quadratic bound
+    """V_R + sum over the heavy rows of f_i* (docs/maths.md §4.9): the bulk's quadratic bound
     with the heavy rows' terms removed, centred at the bulk's cap-weighted means, plus for each
     heavy row sup_x kappa(g_i x + c_i) ((h_i - m) x + e_i - mu0)^2, a one-dimensional problem."""
     S, sv, sh, c0, se, w = sums
@@ -333,7 +333,7 @@ HEAVY_GRID = 1 << 14        # intervals of s in [-E, E] for a heavy row's one-di
 def _heavy_row_bound(h, ac, bc, na, nb, e, at_i, bt_i, m, mu0, E, n, d, log_n1, mean_err,
                      bias_abs, gam, h_err) -> float:
     """An upper bound on sup_{|x| <= E, |t| <= 1/2} pi_{t,i}(x) ((h - m) x + e - mu0)^2 for one
-    row (docs/maths.md §19.3): with g = (ac + bc) / 2, s = g x / |g| and u = h - m = p g/|g| + q w
+    row (docs/maths.md §4.9): with g = (ac + bc) / 2, s = g x / |g| and u = h - m = p g/|g| + q w
     (w a unit vector orthogonal to g), it is at most
         max_{|s| <= E} kappa(|g| s + c) (|p s + e'| + q sqrt(E^2 - s^2))^2,
     c = |h| E / 2 + max(at, bt) plus rounding; bounded on a grid of intervals of s, each by
@@ -349,7 +349,7 @@ def _heavy_row_bound(h, ac, bc, na, nb, e, at_i, bt_i, m, mu0, E, n, d, log_n1, 
     else:
         p, q = 0.0, un
     # rounding: g against the exact midpoint row, |h| against the exact difference, the
-    # biases, norms and the decomposition (p, q) of u (docs/maths.md §19.3)
+    # biases, norms and the decomposition (p, q) of u (docs/maths.md §4.9)
     err_g = 4 * EPS * (na + nb) + 2 * mean_err + 8 * (d + 4) * EPS * G
     c = (0.5 * E * (float(np.linalg.norm(h)) + h_err) + max(at_i, bt_i) + E * err_g
          + 8 * EPS * (abs(at_i) + abs(bt_i) + 1.0) + 2 * gam * (bias_abs + 1.0))
@@ -367,7 +367,7 @@ def _heavy_row_bound(h, ac, bc, na, nb, e, at_i, bt_i, m, mu0, E, n, d, log_n1, 
 
 def per_row_floor(A, B, E: float, stats: PairStats, at, bt, e, osc_a: float, osc_b: float,
                   mean_err: float, rows: int = CEILING_ROWS, heavy_rows: int = 0) -> float:
-    """A lower bound on the value :func:`per_row_variance` computes (docs/maths.md §15):
+    """A lower bound on the value :func:`per_row_variance` computes (docs/maths.md §4.11):
     (E^2 / d) min_m sum_i c_i ||h_i - m||^2 + min_mu sum_i c_i (e_i - mu)^2, with caps c_i
     below the exact kappa(rho_i) (rho deflated by more than its rounding), minus the rounding
     of these sums. One streamed pass, O(n d), no d x d work.
@@ -375,7 +375,7 @@ def per_row_floor(A, B, E: float, stats: PairStats, at, bt, e, osc_a: float, osc
     at, bt, e: the centred biases and their difference (as per_row_variance computes them);
     osc_a, osc_b: the links' oscillations (0 for exp); mean_err: the bound on the rounding of
     the mean rows. heavy_rows > 0: also a lower bound on the heavy-row split's variants with up
-    to that many rows out of the Gram (docs/maths.md §19.3): the most those rows can contribute
+    to that many rows out of the Gram (docs/maths.md §4.9): the most those rows can contribute
     to the averaged quadratic is subtracted.
     """
     n, d = A.shape

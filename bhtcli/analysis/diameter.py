@@ -147,7 +147,7 @@ def _far_from_screened(G: "DifferenceRows", gi: np.ndarray, i: int, raw: float, 
     """far_from(i) of _pruned_diameter for float32 A and B, the same (distance, row) bit for
     bit: float32 distances from row i screen the rows, and only those whose float32 value is
     within twice its rounding bound of the largest are recomputed in float64 (as before).
-    Rounding (docs/maths.md §15): with r >= max_j ||g_j||, each float32 difference is within
+    Rounding (docs/maths.md §4.11): with r >= max_j ||g_j||, each float32 difference is within
     e = 8 u32 r of the exact one (u32 = 2^-24), the float32 sum of squares adds gamma32_d of
     it, so |dist32_j - D_j| <= gamma32_d (2r + e)^2 + 4 r e + e^2, and the float64 value is within
     (d + 4) eps64 (2r)^2 of D_j; a row beaten by that much twice over cannot be the maximum.

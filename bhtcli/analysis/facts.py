@@ -1,5 +1,5 @@
 """What design and bound establish about a pair before any optimisation: the paper's eps, the
-row diameter, whether the models are the same (docs/maths.md §1.3), and the variance ceiling
+row diameter, whether the models are the same (docs/maths.md §1.2), and the variance ceiling
 behind the certificate (ceilings.py), for one budget or, through PairBase, for many."""
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ class PairBase:
 def pair_base(A: np.ndarray, B: np.ndarray, pair_G: np.ndarray,
               readout: Readout | None = None) -> PairBase:
     """Row statistics (one streamed pass over A and B), the row diameter and the same-model
-    rule (docs/maths.md §1.3, §4.2). pair_G: A - B (centred or not)."""
+    rule (docs/maths.md §1.2, §4.2). pair_G: A - B (centred or not)."""
     readout = Readout() if readout is None else readout
     stats = pair_stats(A, B)
     if np.asarray(pair_G[:1]).dtype != np.float64:    # a float32 search's G is rounded
@@ -61,7 +61,7 @@ def pair_base(A: np.ndarray, B: np.ndarray, pair_G: np.ndarray,
     if readout.exp_links:
         same, exact, rounding = _same_softmax(A, B, readout, diam.value, bias_range, stats)
         return PairBase(stats, diam, bias_range, same, exact, rounding)
-    tiny = 32.0 * EPS * max(stats.norm_a, stats.norm_b, bias_scale)    # docs/maths.md §1.3
+    tiny = 32.0 * EPS * max(stats.norm_a, stats.norm_b, bias_scale)    # docs/maths.md §1.2
     return PairBase(stats, diam, bias_range, _same_model(A, B, readout, diam.value, bias_range, tiny))
 
 
@@ -69,7 +69,7 @@ def analyse_pair(A: np.ndarray, B: np.ndarray, pair_G: np.ndarray, energy: float
                  readout: Readout | None = None, base: PairBase | None = None) -> PairFacts:
     """The same-model rule, the spread bound and the variance ceiling behind the certificate
     (also checks that the budget keeps the logits in float64's useful range; docs/maths.md
-    §1.3, §4.3, §12). pair_G: A - B (centred or not). `base` (:func:`pair_base`) reuses the
+    §1.2, §4.3, §4.4). pair_G: A - B (centred or not). `base` (:func:`pair_base`) reuses the
     budget-independent part; then one streamed pass over A and B (the per-row ceiling's
     accumulator) is all a further budget costs."""
     readout = Readout() if readout is None else readout
@@ -107,7 +107,7 @@ def analyse_pair(A: np.ndarray, B: np.ndarray, pair_G: np.ndarray, energy: float
             note = ("certificate for softcap links: log-weights are the scores plus psi = C tanh(s/C) - s "
                     f"(oscillation over the ball {wobble:.3g})"
                     + ("; both capped, so the range bound uses |phi| < C and 0 < phi' <= 1 "
-                       "(docs/maths.md §18)" if capped < math.inf else "")
+                       "(docs/maths.md §7.2)" if capped < math.inf else "")
                     + "; valid but looser than for exp links")
         spread = min(spread, capped)
     ceiling = variance_ceiling(A, B, energy, spread, readout, stats)
@@ -116,13 +116,13 @@ def analyse_pair(A: np.ndarray, B: np.ndarray, pair_G: np.ndarray, energy: float
 
 def _same_softmax(A, B, readout: Readout, diam: float, bias_range: float,
                   stats: PairStats) -> tuple[str | None, bool, float]:
-    """(reason, exact) for exp links (docs/maths.md §1.3): the models are the same when every
+    """(reason, exact) for exp links (docs/maths.md §1.2): the models are the same when every
     row of A - B is the same vector and the biases differ by a constant. Decided on what the
     softmax sees: the tolerance scales with the rows *minus a reference row* (a column that is
     constant, however large, is invisible to the softmax and does not widen it), and an exact
     test (error-free differences) says whether the equality holds exactly or up to rounding.
     (None, True, 0) when they differ; the third item bounds the rounding errors of the computed
-    rows of A - B (docs/maths.md §19.2)."""
+    rows of A - B (docs/maths.md §1.3)."""
     if diam > 64.0 * EPS * max(stats.norm_a, stats.norm_b, abs_max(readout.bias_a),
                                 abs_max(readout.bias_b)):
         return None, True, 0.0                      # not even within the raw scale's rounding
@@ -221,7 +221,7 @@ def _augmented_blocks(A, B, bias_a, bias_b, rows: int = 8192):
         yield out[0], out[1]
 
 
-# --- the variance ceiling (docs/maths.md §12) -------------------------
+# --- the variance ceiling (docs/maths.md §4.4) -------------------------
 #
 # Every ceiling here bounds V >= sup over ||x|| <= E and |t| <= 1/2 of Var_{pi_t}(delta),
 # pi_t = softmax(c + t delta) (c, delta the midpoint log-weights and their difference). Then
@@ -244,7 +244,7 @@ def certificate_record(facts: PairFacts, error: float, h2: float | None = None, 
     H^2 and D over the ball and what follows for any strategy, where it comes from, and, with
     the H^2 of a design, the design's share of the ceiling.
 
-    One guarded rounding for a report (docs/maths.md §19.1): `div` (the divergences at the
+    One guarded rounding for a report (docs/maths.md §4.10): `div` (the divergences at the
     design) and `other_h2` (further printed H^2, the search's local maxima). The ceiling V is
     a rigorous bound on the exact supremum, but a printed H^2 is a float64 evaluation that can
     sit a few ulps above its exact value; when one (or a printed KL) is above the ceiling, the
@@ -266,7 +266,7 @@ def certificate_record(facts: PairFacts, error: float, h2: float | None = None, 
             candidates = {m: (None if v is None else max(v, h2_floor, -math.expm1(-floor / 8.0)))
                           for m, v in candidates.items()}
             note = join_notes(note, "the design is within float64 rounding of the ceiling: the "
-                              "ceiling printed is raised to the design's value (docs/maths.md §19.1)")
+                              "ceiling printed is raised to the design's value (docs/maths.md §4.10)")
     cert = certificate_from_variance(variance, error, facts.distinguishable)
     bound = cert.hellinger_squared_max_bound
     if h2_floor is not None:

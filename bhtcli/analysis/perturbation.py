@@ -1,4 +1,4 @@
-"""The paper's small-perturbation estimate (docs/maths.md §5.2, Theorems 3.5/3.6) made concrete.
+"""The paper's small-perturbation estimate (docs/maths.md §10.2, Theorems 3.5/3.6) made concrete.
 
 For B = A + M (the paper's eps absorbed into M = B - A) and a query x, write p = softmax(Ax)
 and delta = Mx. To second order in M,

@@ -3,24 +3,23 @@ from __future__ import annotations
 
 from bhtcli.analysis.diameter import centred_difference
 from bhtcli.analysis.facts import analyse_pair, certificate_record
+from bhtcli.models.spec import ModelSpec
 from bhtcli.results import BoundResult
 
 
-def bound(A, B, energy: float, error: float = 0.05, *, link_a="exp", link_b="exp",
-          bias_a=None, bias_b=None) -> BoundResult:
-    """Closed-form bounds for two models (docs/maths.md §4, §5.1 and §12).
+def bound(A, B, spec: ModelSpec, error: float = 0.05) -> BoundResult:
+    """Closed-form bounds for two models (docs/maths.md §4, §10.1 and §4.4).
 
     Parameters
     ----------
     A, B : array_like or path
         The two n x d models (paths are read with :func:`bhtcli.load_matrix`).
-    energy : float
-        The budget E on ||x||_2.
+    spec : ModelSpec
+        The softmax-family settings with the budget E on ||x||_2. With a poly link no
+        certificate exists (fields None, `certificate.note` says why); taylor links get a valid
+        but loose one.
     error : float
-        Target error alpha for both error types, 0 < alpha < 0.5.
-    link_a, link_b, bias_a, bias_b
-        As for :func:`bhtcli.commands.design`. With a poly link no certificate exists (fields None,
-        `certificate.note` says why); taylor links get a valid but loose one.
+        Target error alpha for both error types, 0 < alpha < 0.5 (checked by the caller).
 
     Returns
     -------
@@ -29,13 +28,11 @@ def bound(A, B, energy: float, error: float = 0.05, *, link_a="exp", link_b="exp
     import time
 
     from bhtcli.io.load import load_pair
-    from bhtcli.io.validation import check_energy, check_error
-    from bhtcli.models.readout import make_readout
 
     t0 = time.perf_counter()
-    energy, error = check_energy(energy), check_error(error)
+    energy = spec.energy
     A, B = load_pair(A, B, dtype=None)  # as stored: every use converts row blocks
-    readout = make_readout(A.shape[0], link_a, link_b, bias_a, bias_b)
+    readout = spec.readout(A.shape[0])
     facts = analyse_pair(A, B, centred_difference(A, B), energy, readout)
     eps = facts.eps_2inf
     paper = (1.0 / (eps * energy) ** 2

@@ -14,44 +14,35 @@ from bhtcli.commands.design import solver_record
 from bhtcli.commands.report import ReportContext, report, same_model_report
 from bhtcli.errors import NotReachable, parameter_name
 from bhtcli.io.load import load_pair
-from bhtcli.io.validation import (check_dtype, check_energies, check_energy, check_error, check_queries,
-                                  check_seed, check_starts)
 from bhtcli.maths.counts import query_counts
 from bhtcli.maths.divergences import Tilt, divergences_from_tilt
-from bhtcli.models.readout import make_readout
 from bhtcli.models.softmax import SoftmaxPair, logits_at
+from bhtcli.models.spec import DesignOptions, ModelSpec
 from bhtcli.results import BudgetCurveResult, DesignResult
 from bhtcli.search.entry import maximize
 from bhtcli.search.kkt import kkt_state
-from bhtcli.search.ladder import DEFAULT_MAX_STARTS, warm_climb
+from bhtcli.search.ladder import warm_climb
 from bhtcli.search.result import solver_dict
 
 
-def _setup(A, B, error, starts, seed, dtype, max_starts, link_a, link_b, bias_a, bias_b):
-    error, seed, dtype = check_error(error), check_seed(seed), check_dtype(dtype)
-    if starts is not None:
-        starts = check_starts(starts)
+def _setup(A, B, spec: ModelSpec, options: DesignOptions):
     # as `design`: a number of starts (or a budget of them) asks for the full search alone
-    method = "auto" if starts is None and max_starts is None else "full"
-    max_starts = check_starts(DEFAULT_MAX_STARTS if max_starts is None else max_starts,
-                              parameter_name("max_starts"))
+    method = "auto" if options.fixed_starts is None else "full"
     A, B = load_pair(A, B, dtype=None)  # as stored: every use converts row blocks
-    readout = make_readout(A.shape[0], link_a, link_b, bias_a, bias_b)
-    pair = SoftmaxPair(A, B, readout=readout, dtype=dtype)
-    return A, B, pair, error, starts, seed, max_starts, method
+    pair = SoftmaxPair(A, B, readout=spec.readout(A.shape[0]), dtype=spec.dtype)
+    return A, B, pair, options.error, options.starts, options.seed, options.rounds, method
 
 
-def design_curve(A, B, energies, error: float = 0.05, starts: int | None = None, seed: int = 0,
-                 progress=None, *, link_a="exp", link_b="exp", bias_a=None, bias_b=None,
-                 dtype: str = "float64", max_starts: int | None = None) -> BudgetCurveResult:
+def design_curve(A, B, energies, spec: ModelSpec, options: DesignOptions = DesignOptions(),
+                 progress=None) -> BudgetCurveResult:
     """One design per budget (increasing). Every budget runs the search that `design` runs
     there (the same answer, the budget grid's rungs shared), then climbs again from its
     neighbours' best points (the smaller budget's as they are, the larger one's scaled into
     the ball): the designed H^2 is at least `design`'s at every budget and non-decreasing
-    along the list (the balls nest). Parameters as :func:`design`."""
-    energies = check_energies(energies)
-    A, B, pair, error, starts, seed, max_starts, method = _setup(
-        A, B, error, starts, seed, dtype, max_starts, link_a, link_b, bias_a, bias_b)
+    along the list (the balls nest). `energies`: increasing budgets (checked by
+    :func:`bhtcli.io.validation.energies_of`); `spec` (its energy unused) and `options` as for
+    :func:`bhtcli.commands.design.design`."""
+    A, B, pair, error, starts, seed, max_starts, method = _setup(A, B, spec, options)
     t0 = time.perf_counter()
     base = pair_base(A, B, pair.G, pair.readout)       # the diameter once for every budget
     facts = [analyse_pair(A, B, pair.G, e, pair.readout, base) for e in energies]
@@ -106,11 +97,9 @@ def _improve(pair, r, energy, points, seed) -> None:
 QUERIES_TOLERANCE = 0.005     # relative width of the final bracket of --queries
 
 
-def design_for_queries(A, B, queries: int, energy_max: float, error: float = 0.05,
-                       starts: int | None = None, seed: int = 0, progress=None, *,
-                       link_a="exp", link_b="exp", bias_a=None, bias_b=None,
-                       dtype: str = "float64", max_starts: int | None = None) -> DesignResult:
-    """The smallest budget E <= energy_max whose designed query needs at most `queries`
+def design_for_queries(A, B, queries: int, spec: ModelSpec,
+                       options: DesignOptions = DesignOptions(), progress=None) -> DesignResult:
+    """The smallest budget E <= energy_max = spec.energy whose designed query needs at most `queries`
     queries (samples.predicted), to 0.5% relative, and the design there.
 
     Every trial budget runs the search that `design` runs there, so the answer is a statement
@@ -122,17 +111,15 @@ def design_for_queries(A, B, queries: int, energy_max: float, error: float = 0.0
     every budget tried, with its H^2 and predicted count; the rung at the budget found is the
     design reported).
 
+    `queries`: a whole number >= 1 (checked by :func:`bhtcli.io.validation.check_queries`).
+
     Raises
     ------
-    InputError
-        Invalid options (queries must be a whole number >= 1).
     NotReachable
         Even energy_max needs more than `queries` queries (the message gives the count).
     """
-    queries = check_queries(queries)
-    energy_max = check_energy(energy_max)
-    A, B, pair, error, starts, seed, max_starts, method = _setup(
-        A, B, error, starts, seed, dtype, max_starts, link_a, link_b, bias_a, bias_b)
+    energy_max = spec.energy
+    A, B, pair, error, starts, seed, max_starts, method = _setup(A, B, spec, options)
     t0 = time.perf_counter()
     base = pair_base(A, B, pair.G, pair.readout)
     facts_max = analyse_pair(A, B, pair.G, energy_max, pair.readout, base)

@@ -11,7 +11,7 @@ report and
 
 the optimum taken over the ball of radius E (or, without --energy, the largest eligible
 candidate norm), searched from the usual starts plus the best candidates themselves, so the
-fraction is at most 1 (docs/maths.md §11).
+fraction is at most 1 (docs/maths.md §9).
 
 H is streamed in blocks of rows: a block of k candidates costs one product of the stacked
 2n x d model matrix with a d x k block, and k is chosen so that the n x k score blocks stay
@@ -32,8 +32,8 @@ import numpy as np
 
 from bhtcli.errors import InputError, parameter_name
 from bhtcli.io.load import atomic_file, check_output_path, load_pair, read_array
-from bhtcli.io.validation import (MAX_ENTRY, check_dtype, check_error, check_seed, check_starts,
-                                  check_top)
+from bhtcli.io.validation import MAX_ENTRY
+from bhtcli.models.spec import DesignOptions, ModelSpec
 from bhtcli.maths.counts import lower_count, query_counts, upper_count
 from bhtcli.maths.divergences import Tilt
 from bhtcli.results import RankResult, json_safe
@@ -234,17 +234,11 @@ class _Ranked:
     box_source: str = "energy"
 
 
-def _rank(A, B, H, energy, *, model, floor, error, names, top, link_a, link_b, bias_a, bias_b,
-          dtype, rows, progress, h_option=None) -> _Ranked:
+def _rank(A, B, H, spec: ModelSpec, *, error, names, top, rows, progress, h_option=None) -> _Ranked:
     t0 = time.perf_counter()
-    error, top, dtype = check_error(error), check_top(top), check_dtype(dtype)
-    if model not in ("softmax", "leverage"):
-        raise InputError(f"{parameter_name('model')} must be softmax or leverage, got {model!r}")
+    model, energy, floor, dtype = spec.family, spec.energy, spec.floor, spec.dtype
     if model == "leverage":
         from bhtcli.models.leverage import LeveragePair
-        from bhtcli.models.spec import ModelSpec
-        spec = ModelSpec.build("leverage", energy, floor, link_a=link_a, link_b=link_b,
-                               bias_a=bias_a, bias_b=bias_b, dtype=dtype, need_energy=False)
         box = None if spec.energy is None else spec.box
         A, B = load_pair(A, B)
         n, d = A.shape
@@ -265,19 +259,13 @@ def _rank(A, B, H, energy, *, model, floor, error, names, top, link_a, link_b, b
             box_source = "energy"
         energy, floor = box
     else:
-        from bhtcli.io.validation import check_energy
-        from bhtcli.models.readout import make_readout
         from bhtcli.models.softmax import SoftmaxPair
-        if floor is not None:
-            raise InputError(f"{parameter_name('floor')} applies to {parameter_name('model')} leverage only; softmax queries are bounded "
-                             f"by {parameter_name('energy')} on ||x||_2")
-        energy = None if energy is None else check_energy(energy)
         A, B = load_pair(A, B, dtype=None)
         n, d = A.shape
         H, label = open_candidates(H, d, f"a query x, one entry per column of A, d = {d}",
                                    h_option)
         names = None if names is None else load_names(names, H.shape[0])
-        readout = make_readout(n, link_a, link_b, bias_a, bias_b)
+        readout = spec.readout(n)
         norms, eligible, why, _ = survey(H, label, MAX_BLOCK_ROWS, energy=energy)
         if not eligible.any():
             raise InputError(_none_eligible(label, model, why, norms, energy))
@@ -325,10 +313,9 @@ def _entry(i, scores, names, counts) -> dict:
 
 
 # ---------------------------------------------------------------- rank
-def rank(A, B, H=None, energy=None, *, model: str = "softmax", floor=None, error: float = 0.05,
-         names=None, top: int = DEFAULT_TOP, out=None, link_a="exp", link_b="exp", bias_a=None,
-         bias_b=None, dtype: str = "float64", block_rows: int | None = None,
-         progress=None, force: bool = False) -> RankResult:
+def rank(A, B, H, spec: ModelSpec = ModelSpec(), *, error: float = 0.05, names=None,
+         top: int = DEFAULT_TOP, out=None, block_rows: int | None = None, progress=None,
+         force: bool = False) -> RankResult:
     """Score every candidate query (a row of H) and write all of them to `out`.
 
     Parameters
@@ -338,23 +325,19 @@ def rank(A, B, H=None, energy=None, *, model: str = "softmax", floor=None, error
     H : array_like or path
         m x d candidate queries x, one per row (leverage models: m x n weight vectors s),
         any matrix format; streamed in blocks of rows.
-    energy : float, optional
-        Budget: rows with ||x|| > energy are not eligible (leverage: the box
-        floor <= s_i^2 <= energy, with `floor`). Without it every row is eligible.
-    model : {"softmax", "leverage"}
-    floor : float, optional
-        Leverage models: the lower end of the box.
+    spec : ModelSpec
+        The model family and its settings (``ModelSpec.build(..., need_energy=False)``). Its
+        energy, optional, is the budget: rows with ||x|| > energy are not eligible (leverage:
+        the box floor <= s_i^2 <= energy). Without it every row is eligible.
     error : float
-        Target error alpha of the counts (default 0.05).
+        Target error alpha of the counts, checked by the caller (default 0.05).
     names : path, optional
         A text file with one name per candidate (e.g. the prompts).
     top : int
         How many of the best eligible candidates get full counts (default 10).
     out : path, optional
         FILE.jsonl or FILE.csv: one record per candidate, in the order of H (written atomically).
-        It must not be one of the inputs (A, B, H, `names`, `bias_a`, `bias_b`) unless `force`.
-    link_a, link_b, bias_a, bias_b, dtype
-        As for :func:`bhtcli.commands.design.design`.
+        It must not be one of the inputs (A, B, H, `names`, the biases) unless `force`.
     block_rows : int, optional
         Candidates per block (default: about 2e6 / n).
     progress : callable, optional
@@ -369,27 +352,11 @@ def rank(A, B, H=None, energy=None, *, model: str = "softmax", floor=None, error
     InputError
         Bad matrices, names or options; no eligible candidate; an unknown output format.
 
-    K models: ``rank([M1, M2, M3], H, energy=...)`` scores each row by its bottleneck (the
-    closest pair at that query; commands/kway_candidates.py); the top rows carry that pair.
     """
-    if isinstance(A, (list, tuple)):
-        from bhtcli.commands.kway import check_kway_options
-        from bhtcli.commands.kway_candidates import rank_kway
-        if H is not None and energy is None and isinstance(H, (int, float)):
-            H, energy = None, H                 # rank([M1, M2, M3], H, E)
-        if H is not None:
-            raise InputError("with K models give the candidates as the second argument: "
-                             "rank([M1, M2, M3], H, energy=...)")
-        check_kway_options(model=model, readout_plain=all(v in (None, "exp") for v in
-                                                          (link_a, link_b, bias_a, bias_b)),
-                           floor=floor)
-        return rank_kway(A, B, energy, error=error, names=names, top=top, out=out, dtype=dtype,
-                         progress=progress, force=force)
     if out is not None:
-        _check_out(out, (A, B, H, names, bias_a, bias_b), force)
-    r = _rank(A, B, H, energy, model=model, floor=floor, error=error, names=names, top=top,
-              link_a=link_a, link_b=link_b, bias_a=bias_a, bias_b=bias_b, dtype=dtype,
-              rows=block_rows, progress=progress)
+        _check_out(out, (A, B, H, names, spec.bias_a, spec.bias_b), force)
+    r = _rank(A, B, H, spec, error=error, names=names, top=top, rows=block_rows,
+              progress=progress)
     if out is not None:
         write_scores(out, r.scores, r.names, {e["index"]: e for e in r.top}, r.error,
                      option=parameter_name("out"))
@@ -459,14 +426,13 @@ def _cell(v):
 
 
 # ---------------------------------------------------------------- design --candidates
-def design_candidates(A, B, H, energy=None, *, model: str = "softmax", floor=None,
-                      error: float = 0.05, names=None, top: int = DEFAULT_TOP, starts=None,
-                      seed: int = 0, link_a="exp", link_b="exp", bias_a=None, bias_b=None,
-                      dtype: str = "float64", block_rows: int | None = None, progress=None):
+def design_candidates(A, B, H, spec: ModelSpec = ModelSpec(),
+                      options: DesignOptions = DesignOptions(), *, names=None,
+                      top: int = DEFAULT_TOP, block_rows: int | None = None, progress=None):
     """The best of the candidate queries (rows of H), its design report and the reachable fraction.
 
-    Parameters are those of :func:`rank` plus `starts` and `seed` of the search for the
-    optimum (the usual design, over the ball of radius `energy`, or the largest eligible
+    Parameters are those of :func:`rank`, with the target error, starts and seed of the search
+    for the optimum in `options` (the usual design, over the ball of radius `energy`, or the largest eligible
     candidate norm without it; leverage: the box, or the candidates' range of s_i^2).
 
     Returns
@@ -477,10 +443,9 @@ def design_candidates(A, B, H, energy=None, *, model: str = "softmax", floor=Non
         top, radius, floor, radius_from, reachable_fraction, optimum}: `radius` is the E of
         the comparison (leverage: the box's upper end, `floor` its lower end).
     """
-    seed = check_seed(seed)
-    r = _rank(A, B, H, energy, model=model, floor=floor, error=error, names=names, top=top,
-              link_a=link_a, link_b=link_b, bias_a=bias_a, bias_b=bias_b, dtype=dtype,
-              rows=block_rows, progress=progress, h_option=parameter_name("candidates"))
+    starts, seed = options.starts, options.seed
+    r = _rank(A, B, H, spec, error=options.error, names=names, top=top, rows=block_rows,
+              progress=progress, h_option=parameter_name("candidates"))
     best = int(r.top_rows[0])
     x = np.asarray(r.H[best], dtype=np.float64)
     if r.model == "leverage":
@@ -511,7 +476,6 @@ def _softmax_reports(r: _Ranked, x, starts, seed, progress):
     from bhtcli.search.entry import maximize
     from bhtcli.search.kkt import kkt_state
     from bhtcli.search.result import solver_dict
-    starts = None if starts is None else check_starts(starts)
     eligible_norms = r.scores.norms[r.scores.eligible]
     if r.energy is not None:
         radius, source = r.energy, "energy"
@@ -551,10 +515,11 @@ def _softmax_reports(r: _Ranked, x, starts, seed, progress):
 def _leverage_reports(r: _Ranked, s, starts, seed, progress):
     from bhtcli.commands.leverage_design import design_leverage, leverage_report_for_query
     C, c, source = r.energy, r.floor, r.box_source
-    report = leverage_report_for_query(r.A, r.B, s, C, c, error=r.error)
+    report = leverage_report_for_query(r.A, r.B, s, ModelSpec.build("leverage", C, c), r.error)
     if progress:
         progress(f"designing the optimum over the box {c:g} <= s_i^2 <= {C:g} for comparison")
-    opt = design_leverage(r.A, r.B, C, c, error=r.error, starts=starts, seed=seed)
+    opt = design_leverage(r.A, r.B, ModelSpec.build("leverage", C, c),
+                          DesignOptions(r.error, starts, seed))
     optimum = {"hellinger_squared": opt.hellinger_squared, "predicted": opt.samples["predicted"],
                "lower": opt.samples["lower"], "upper": opt.samples["upper"],
                "query_norm": opt.query_norm, "on_boundary": opt.on_boundary,

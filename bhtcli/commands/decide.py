@@ -1,8 +1,9 @@
 """`decide`: Wald's SPRT on observed answers, plus the verdict and the exact errors of the best
-fixed-n test on that many answers, the test whose count design predicts (docs/maths.md §3, §8)."""
+fixed-n test on that many answers, the test whose count design predicts (docs/maths.md §3, §3.6)."""
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 from scipy.special import expit
@@ -13,11 +14,10 @@ from bhtcli.results import DecideResult
 from bhtcli.maths.counts import fixed_test
 from bhtcli.maths.divergences import divergences_from_tilt
 from bhtcli.io.load import load_pair
-from bhtcli.io.validation import check_error
 
 
-def decide(A, B, query, answers, error: float = 0.05, stdin=None, model: str = "softmax", *,
-           link_a="exp", link_b="exp", bias_a=None, bias_b=None) -> DecideResult:
+def decide(A, B, query, answers, spec: ModelSpec = ModelSpec(), error: float = 0.05,
+           stdin=None) -> DecideResult:
     """Decide which model produced `answers` (0-based indices, in the order observed).
 
     Parameters
@@ -27,14 +27,12 @@ def decide(A, B, query, answers, error: float = 0.05, stdin=None, model: str = "
         The query the answers respond to: x (length d) for softmax, s (length n) for leverage.
     answers : array_like of int, or path, or "-"
         The observed answers.
+    spec : ModelSpec
+        The model family and, for softmax models, the links and biases (no budget needed).
     error : float
-        Target error alpha for Wald's thresholds +-ln((1 - alpha)/alpha).
-    link_a, link_b, bias_a, bias_b
-        Softmax-family models only: as for :func:`bhtcli.commands.design`.
+        Target error alpha for Wald's thresholds +-ln((1 - alpha)/alpha) (checked by the caller).
     """
-    spec = ModelSpec.build(model, link_a=link_a, link_b=link_b, bias_a=bias_a, bias_b=bias_b,
-                           need_energy=False)
-    error = check_error(error)
+    t0 = time.perf_counter()
     A, B = load_pair(A, B)
     readout = None if spec.leverage else spec.readout(A.shape[0])
     law = answer_law(A, B, query, spec.family, readout)
@@ -64,7 +62,7 @@ def decide(A, B, query, answers, error: float = 0.05, stdin=None, model: str = "
     return DecideResult(decision, used, len(obs), a, total, at, float(expit(total)), fixed.verdict,
                         math.exp(-len(obs) * div.bhattacharyya_distance), favoured, expected,
                         error, div.kl_ab, div.kl_ba, spec.family, A.shape[0], A.shape[1],
-                        fixed_error=fixed.error)
+                        fixed_error=fixed.error, seconds=time.perf_counter() - t0)
 
 
 def read_answers_array(values, n: int) -> np.ndarray:

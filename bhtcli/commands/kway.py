@@ -1,5 +1,5 @@
 """Which of K models answers: the K-way design (a query or a schedule) and bound
-(docs/kway.md; the maths in docs/maths.md §20)."""
+(docs/kway.md; the maths in docs/maths.md §8)."""
 from __future__ import annotations
 
 import math
@@ -75,7 +75,7 @@ def pair_facts(mats, names, energy: float) -> list:
 
 def kway_certificate(facts: list, pairs: list, error: float, bottleneck_d: float | None) -> dict:
     """No query (and no schedule) reaches a bottleneck above min over pairs of each pair's
-    ceiling: min_p D_p(x) <= D_q(x) <= sup D_q for every pair q (docs/maths.md §20.4)."""
+    ceiling: min_p D_p(x) <= D_q(x) <= sup D_q for every pair q (docs/maths.md §8.4)."""
     bounds = []
     for f in facts:
         v = f.ceiling.variance if f.ceiling else None
@@ -221,7 +221,7 @@ def design_kway(models, energy: float, error: float = 0.05, starts: int | None =
 
 
 def bound_kway(models, energy: float, error: float = 0.05) -> KwayBoundResult:
-    """Each pair's closed-form ceiling (docs/maths.md §12) and the bottleneck's: no query and
+    """Each pair's closed-form ceiling (docs/maths.md §4.4) and the bottleneck's: no query and
     no schedule separates the closest pair better than the smallest ceiling."""
     energy, error = check_energy(energy), check_error(error)
     mats, names = load_models(models)

@@ -1,5 +1,5 @@
 """Closing the loop among K models: decide from observed answers (maximum likelihood and the
-matrix SPRT) and simulate both (docs/kway.md, docs/maths.md §20.5)."""
+matrix SPRT) and simulate both (docs/kway.md, docs/maths.md §8.5)."""
 from __future__ import annotations
 
 import math

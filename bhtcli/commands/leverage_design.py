@@ -6,7 +6,7 @@ starts: uniform weights, the two "bang-bang" corners that up-weight the rows whe
 P_B is larger at uniform weights, and seeded random corners and interior points (optima of
 such box problems often sit at corners).
 
-Certificate (docs/maths.md §7): with delta = max(lambda_min(A^T A), lambda_min(B^T B))
+Certificate (docs/maths.md §6.2): with delta = max(lambda_min(A^T A), lambda_min(B^T B))
 and eps = sum_i ||b_i b_i^T - a_i a_i^T||_op, every admissible s has
     TV(P_A(s), P_B(s)) <= tau = (C/c) (eps/delta) (d + 2) / (2 d),
 and the same argument with spectral constants (spectral_tv_bound) gives a tau that is never
@@ -29,14 +29,13 @@ from bhtcli.maths.divergences import divergences_from_tilt
 from bhtcli.errors import InputError, parameter_name
 from bhtcli.io.load import load_pair
 from bhtcli.models.leverage import LeveragePair
-from bhtcli.models.spec import check_box
+from bhtcli.models.spec import DesignOptions, ModelSpec
 from bhtcli.maths.counts import ceil_count, query_counts
-from bhtcli.io.validation import check_error, check_seed, check_starts
 
 
 def thm42_quantities(A: np.ndarray, B: np.ndarray):
     """(delta, eps): max of lambda_min(A^T A), lambda_min(B^T B); sum_i ||b b^T - a a^T||_op
-    (docs/maths.md §7)."""
+    (docs/maths.md §6.2)."""
     lam = max(float(np.linalg.eigvalsh(A.T @ A)[0]), float(np.linalg.eigvalsh(B.T @ B)[0]))
     na, nb = np.einsum("ij,ij->i", A, A), np.einsum("ij,ij->i", B, B)
     ab = np.einsum("ij,ij->i", A, B)
@@ -53,8 +52,8 @@ def tv_bound(ceiling: float, floor: float, delta: float, eps: float, d: int) -> 
 
 
 def spectral_tv_bound(A: np.ndarray, B: np.ndarray, C: float, c: float) -> float:
-    """Theorem 4.2's argument with spectral constants (docs/maths.md §7 and
-    §12.5): with P_i = (rho_i u_i u_i^T + v_i v_i^T / rho_i) / 2 (u = b - a, v = b + a,
+    """Theorem 4.2's argument with spectral constants (docs/maths.md §6.2 and
+    §6.3): with P_i = (rho_i u_i u_i^T + v_i v_i^T / rho_i) / 2 (u = b - a, v = b + a,
     rho = |v|/|u|), so that -P_i <= b_i b_i^T - a_i a_i^T <= P_i, S = sum_i P_i and G = A^T A,
         TV <= (C/c) (tr(G^-1 S) / d + lambda_max(G^-1/2 S G^-1/2)) / 2,
     and the same with B^T B; the smaller of the two (1 when both Gram matrices are singular).
@@ -98,7 +97,7 @@ def lower_from_tv(tau: float, alpha: float) -> int | None:
 
 
 def same_leverage_model(pair: LeveragePair, lo: float, hi: float, seed: int = 0) -> bool:
-    """Equal probabilities at uniform and four random weight vectors (docs/maths.md §1.4)."""
+    """Equal probabilities at uniform and four random weight vectors (docs/maths.md §6.1)."""
     if pair.a.rank != pair.b.rank:
         return False
     rng = np.random.default_rng(seed + 31337)
@@ -112,17 +111,20 @@ def same_leverage_model(pair: LeveragePair, lo: float, hi: float, seed: int = 0)
     return True
 
 
-def design_leverage(A, B, energy, floor, error: float = 0.05, starts: int | None = None,
-                    seed: int = 0, progress=None) -> DesignResult:
-    """The best leverage query s (floor <= s_i^2 <= energy) and the same report as `design`.
+def design_leverage(A, B, spec: ModelSpec, options: DesignOptions = DesignOptions(),
+                    progress=None) -> DesignResult:
+    """The best leverage query s (c <= s_i^2 <= C, the box of the leverage `spec`) and the same
+    report as `design`.
 
-    starts defaults to 6 (3 when n d^2 > 1e7, with at most 150 evaluations per start instead
-    of 400, so that n = 20,000, d = 64 fits in about a minute on two cores).
+    options.starts defaults to 6 (3 when n d^2 > 1e7, with at most 150 evaluations per start
+    instead of 400, so that n = 20,000, d = 64 fits in about a minute on two cores).
     """
-    ceiling, floor = check_box(energy, floor)
+    return _design_in_box(A, B, *spec.box, options.error, options.starts, options.seed, progress)
+
+
+def _design_in_box(A, B, ceiling, floor, error, starts, seed, progress=None) -> DesignResult:
     A, B = load_pair(A, B)
     starts = default_starts(*A.shape) if starts is None else starts
-    error, starts, seed = check_error(error), check_starts(starts), check_seed(seed)
     t0 = time.perf_counter()
     n, d = A.shape
     pair = LeveragePair(A, B)
@@ -175,10 +177,9 @@ def check_leverage_query(s, ceiling: float, floor: float, n: int) -> np.ndarray:
     return np.clip(-np.log(s2), -math.log(ceiling), -math.log(floor))
 
 
-def leverage_report_for_query(A, B, s, energy, floor, error: float = 0.05) -> DesignResult:
-    """`design`'s report for a given leverage query s (no optimisation)."""
-    ceiling, floor = check_box(energy, floor)
-    error = check_error(error)
+def leverage_report_for_query(A, B, s, spec: ModelSpec, error: float = 0.05) -> DesignResult:
+    """`design`'s report for a given leverage query s in the box of `spec` (no optimisation)."""
+    ceiling, floor = spec.box
     A, B = load_pair(A, B)
     t0 = time.perf_counter()
     from bhtcli.io.load import load_query
@@ -229,11 +230,11 @@ def _report(pair, theta, base, cert, lo, hi, note, warnings, solver, floor, t0):
                         certificate=cert, solver=solver, floor=floor, warnings=warnings)
 
 
-def bound_leverage(A, B, energy, floor, error: float = 0.05) -> LeverageBoundResult:
-    """Theorem 4.2 quantities and the explicit-constant lower bound (no optimisation)."""
+def bound_leverage(A, B, spec: ModelSpec, error: float = 0.05) -> LeverageBoundResult:
+    """Theorem 4.2 quantities and the explicit-constant lower bound in the box of `spec` (no
+    optimisation)."""
     t0 = time.perf_counter()
-    ceiling, floor = check_box(energy, floor)
-    error = check_error(error)
+    ceiling, floor = spec.box
     A, B = load_pair(A, B)
     pair = LeveragePair(A, B)
     tau, method, delta, eps = leverage_tv(A, B, ceiling, floor)
@@ -250,41 +251,41 @@ def bound_leverage(A, B, energy, floor, error: float = 0.05) -> LeverageBoundRes
                                certificate=cert, seconds=time.perf_counter() - t0)
 
 
-def design_leverage_curve(A, B, energies, floor, error: float = 0.05, starts: int | None = None,
-                          seed: int = 0, progress=None):
-    """One leverage design per upper bound C in `energies` (increasing), floor fixed.
+def design_leverage_curve(A, B, energies, spec: ModelSpec, options: DesignOptions = DesignOptions(),
+                          progress=None):
+    """One leverage design per upper bound C in `energies` (increasing, each >= the floor of
+    `spec`), floor fixed.
 
     The boxes nest as C grows, so a design is never reported worse than the previous one's
     query (which is feasible in the larger box)."""
-    from bhtcli.io.validation import check_energies
-    energies = check_energies(energies)
+    floor, error = spec.floor, options.error
     designs = []
     for C in energies:
-        r = design_leverage(A, B, C, floor, error=error, starts=starts, seed=seed, progress=progress)
+        r = _design_in_box(A, B, C, floor, error, options.starts, options.seed, progress)
         if designs and r.hellinger_squared < designs[-1].hellinger_squared:
             prev = designs[-1]
-            r = leverage_report_for_query(A, B, np.asarray(prev.query), C, floor, error=error)
+            r = leverage_report_for_query(A, B, np.asarray(prev.query),
+                                          replace(spec, energy=C), error=error)
             r = replace(r, note="the query of the smaller box: it does better here than this box's own search")
         designs.append(r)
     return BudgetCurveResult(designs)
 
 
-def design_leverage_for_queries(A, B, queries: int, energy_max, floor, error: float = 0.05,
-                                starts: int | None = None, seed: int = 0, progress=None):
-    """The smallest upper bound C <= energy_max (floor fixed) whose designed leverage query
+def design_leverage_for_queries(A, B, queries: int, spec: ModelSpec,
+                                options: DesignOptions = DesignOptions(), progress=None):
+    """The smallest upper bound C <= energy_max = spec.energy (floor fixed) whose designed leverage query
     needs at most `queries` queries, to 0.5% relative, by bisection; the design there with
     ``energy_search`` (see :func:`bhtcli.commands.design.design_for_queries`)."""
     from bhtcli.commands.budgets import QUERIES_TOLERANCE
     from bhtcli.errors import NotReachable
-    from bhtcli.io.validation import check_queries
-    queries = check_queries(queries)
-    C_max, c = check_box(energy_max, floor)
+    C_max, c = spec.box
+    error, starts, seed = options.error, options.starts, options.seed
     tried = []
 
     def run(C):
         if progress:
             progress(f"{parameter_name('queries')} {queries}: trying C = {C:.6g}")
-        r = design_leverage(A, B, C, c, error=error, starts=starts, seed=seed)
+        r = _design_in_box(A, B, C, c, error, starts, seed)
         tried.append({"energy": C, "hellinger_squared": r.hellinger_squared,
                       "predicted": r.samples["predicted"]})
         return r

@@ -10,11 +10,10 @@ import numpy as np
 from bhtcli.analysis.facts import PairFacts, analyse_pair, certificate_record
 from bhtcli.errors import parameter_name
 from bhtcli.io.load import load_pair
-from bhtcli.io.validation import check_energy, check_error
 from bhtcli.maths.counts import query_counts
 from bhtcli.maths.divergences import Tilt, divergences_from_tilt
-from bhtcli.models.readout import make_readout
 from bhtcli.models.softmax import SoftmaxPair, logits_at, pass_seconds
+from bhtcli.models.spec import ModelSpec
 from bhtcli.results import DesignResult
 from bhtcli.search.kkt import kkt_state
 from bhtcli.search.result import solver_dict
@@ -25,15 +24,15 @@ KKT_WARN = 1e-3      # a relative KKT residual above this is reported as a warni
 
 KKT_WARN_FLOAT32 = 1e-2  # ... or above this after a float32 search: at ill-conditioned (swap)
                          # maxima its climb ends near 1e-3 with D resolved to ~1e-7 relative
-                         # (docs/maths.md §14)
+                         # (docs/maths.md §5.3)
 
 
-def report_for_query(A, B, x, energy: float, error: float = 0.05, *, link_a="exp", link_b="exp",
-                     bias_a=None, bias_b=None) -> DesignResult:
-    """The report `design` gives, for a query chosen by the caller (no optimisation)."""
-    energy, error = check_energy(energy), check_error(error)
+def report_for_query(A, B, x, spec: ModelSpec, error: float = 0.05) -> DesignResult:
+    """The report `design` gives, for a query chosen by the caller (no optimisation); `spec`
+    as for :func:`bhtcli.commands.design.design` (its dtype unused: the report is float64)."""
+    energy = spec.energy
     A, B = load_pair(A, B, dtype=None)  # as stored: every use converts row blocks
-    readout = make_readout(A.shape[0], link_a, link_b, bias_a, bias_b)
+    readout = spec.readout(A.shape[0])
     t0 = time.perf_counter()
     pair = SoftmaxPair(A, B, readout=readout)
     facts = analyse_pair(A, B, pair.G, energy, readout)
@@ -126,7 +125,7 @@ def same_model_report(ctx: ReportContext, solver):
 def certificate_dict(ctx: ReportContext, div=None, other_h2=()):
     """The certificate of a report (analysis.facts.certificate_record). `div`: the divergences
     at the design (None: no design), `other_h2`: further H^2 values the report prints (the
-    search's local maxima); one guarded rounding covers them all (docs/maths.md §19.1)."""
+    search's local maxima); one guarded rounding covers them all (docs/maths.md §4.10)."""
     return certificate_record(ctx.facts, ctx.error, None if div is None else div.hellinger_squared,
                               div=div, other_h2=other_h2)
 

@@ -1,5 +1,5 @@
 """`shift`: gradient steps of softmax regression move A to B = A + dA; how many queries see it?
-(docs/maths.md §9)
+(docs/maths.md §11)
 
 Softmax regression (Li et al. 2023, arXiv 2304.13276: in-context learning acts like such a
 weight shift) fits A to data (q_j, y_j), j = 1..m, by the loss
@@ -206,7 +206,7 @@ def shift(A, data, lr: float, steps: int = 1, *, out: str | None = None, energy:
         extension: .npy, .csv, .txt or .json. An input (A or the data set) is refused.
     energy : float, optional
         If given, also report how many queries with ||x|| <= energy detect the update:
-        ``design(A, B, energy)`` and the small-perturbation estimate of docs/maths.md §5.2
+        ``design(A, B, energy)`` and the small-perturbation estimate of docs/maths.md §10.2
         (:func:`bhtcli.analysis.perturbation.small_perturbation_estimate`).
     error : float
         Target error alpha of those counts.
@@ -284,10 +284,11 @@ def detect_update(A, B, energy: float, error: float = 0.05, seed: int = 0, progr
     1 for small updates, and how far the second-order estimate is off for large ones.
     """
     from bhtcli.commands.design import design
+    from bhtcli.models.spec import DesignOptions, ModelSpec
     from bhtcli.analysis.perturbation import small_perturbation_estimate
     if progress:
         progress("designing the query that best detects the update")
-    r = design(A, B, energy, error=error, seed=seed)
+    r = design(A, B, ModelSpec.build(energy=energy), DesignOptions.build(error, seed=seed))
     if progress:
         progress("small-perturbation estimate (nu = sup Var)")
     if r.distinguishable:

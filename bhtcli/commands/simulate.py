@@ -1,5 +1,5 @@
 """`simulate`: how many queries it really takes, for a fixed n, Wald's SPRT and Chernoff's
-adaptive rule, by Monte Carlo vectorised over trials (docs/maths.md §8).
+adaptive rule, by Monte Carlo vectorised over trials (docs/maths.md §3.6).
 
 - fixed: for each n, T trials under A and T under B give the log-likelihood-ratio sums S_n
   (paths of answers drawn by inverse CDF, cumulative sums, read at the n of a grid); the
@@ -26,9 +26,8 @@ from bhtcli.errors import InputError, parameter_name
 from bhtcli.io.load import load_pair, load_query
 from bhtcli.search.entry import maximize
 from bhtcli.maths.counts import LATTICE_MAX_N, LatticeTest, Saddlepoint
-from bhtcli.models.spec import ModelSpec
+from bhtcli.models.spec import DesignOptions, ModelSpec
 from bhtcli.models.softmax import SoftmaxPair
-from bhtcli.io.validation import check_error, check_seed, check_starts
 
 POLICIES = ("fixed", "sprt", "adaptive")
 MAX_SEQUENTIAL_STEPS = 10_000_000
@@ -223,29 +222,25 @@ def _sequential_stats(out):
             "undecided": int(una + unb)}
 
 
-def simulate(A, B, energy: float | None = None, query=None, error: float = 0.05, trials: int = 10_000,
-             seed: int = 0, policy: str = "all", starts: int | None = None, progress=None,
-             model: str = "softmax", floor: float | None = None,
-             predicted_points: int = 0, *, link_a="exp", link_b="exp", bias_a=None, bias_b=None,
-             dtype: str = "float64") -> SimulateResult:
+def simulate(A, B, spec: ModelSpec, options: DesignOptions = DesignOptions(), *, query=None,
+             trials: int = 10_000, policy: str = "all", predicted_points: int = 0,
+             progress=None) -> SimulateResult:
     """Monte Carlo of the fixed, SPRT and adaptive strategies (see the module docstring).
 
-    Without `query` the query is designed first (same engine and defaults as `design`).
-    model="leverage" uses the box floor <= s_i^2 <= energy and a query s of length n.
-    predicted_points > 0 adds the predicted error curve at that many n to `curve` (for plots).
-    link_a, link_b, bias_a, bias_b, dtype: softmax-family models, as for :func:`bhtcli.commands.design`.
+    `spec`: the model family with its budget (leverage: the box c <= s_i^2 <= C and a query s
+    of length n); `options`: the target error, and the starts and seed of the designed query.
+    Without `query` the query is designed first (the search `design` runs); the adaptive
+    rule's two KL queries use the same search. predicted_points > 0 adds the predicted error
+    curve at that many n to `curve` (for plots).
     """
-    spec = ModelSpec.build(model, energy, floor, link_a=link_a, link_b=link_b, bias_a=bias_a,
-                           bias_b=bias_b, dtype=dtype)
     A, B = load_pair(A, B)
-    model, energy, floor, dtype = spec.family, spec.energy, spec.floor, spec.dtype
+    model, energy, floor = spec.family, spec.energy, spec.floor
+    error, starts, seed = options.error, options.starts, options.seed
     if spec.leverage:
         from bhtcli.search.box import default_starts
         starts = default_starts(*A.shape) if starts is None else starts
     else:
         readout = spec.readout(A.shape[0])
-        starts = 32 if starts is None else starts
-    error, starts, seed = check_error(error), check_starts(starts), check_seed(seed)
     trials, chosen = _check_trials(trials), _check_policy(policy)
     t0 = time.perf_counter()
     n, d = A.shape
@@ -260,8 +255,7 @@ def simulate(A, B, energy: float | None = None, query=None, error: float = 0.05,
     if model == "leverage":
         r, law, x, queries_for_kl = _leverage_setup(A, B, energy, floor, query, error, starts, seed, say)
     else:
-        r, law, x, queries_for_kl = _softmax_setup(A, B, energy, query, error, starts, seed, say,
-                                                   readout, dtype)
+        r, law, x, queries_for_kl = _softmax_setup(A, B, spec, options, query, say, readout)
     floor_out = floor if model == "leverage" else None
     if not r.distinguishable or r.samples["predicted"] is None:
         note = (r.note or "H^2 = 0 at this query") + ": no number of queries tells them apart, so nothing is simulated"
@@ -310,7 +304,7 @@ def _check_simulable(r) -> None:
 
 
 def _fixed_phase(law, error, r, trials, rng, predicted_points):
-    """The fixed-n experiment and its error curve (docs/maths.md §8)."""
+    """The fixed-n experiment and its error curve (docs/maths.md §3.6)."""
     fixed, grid, errs, ses = simulate_fixed(law, error, r.samples, trials, rng)
     curve = {"n": grid.tolist(), "error": errs.tolist(), "standard_error": ses.tolist()}
     if predicted_points:
@@ -341,25 +335,26 @@ def _adaptive_phase(law_a, law_b, x_a, x_b, error, trials, rng, sprt):
     return adaptive
 
 
-def _softmax_setup(A, B, energy, query, error, starts, seed, say, readout, dtype):
-    settings = dict(link_a=readout.link_a, link_b=readout.link_b, bias_a=readout.bias_a,
-                    bias_b=readout.bias_b)
+def _softmax_setup(A, B, spec, options, query, say, readout):
+    energy, starts, seed, dtype = spec.energy, options.starts, options.seed, spec.dtype
     if query is None:
         say("designing the query")
-        r = design(A, B, energy, error=error, starts=starts, seed=seed, dtype=dtype, **settings)
+        r = design(A, B, spec, options)
         x = np.array(r.query)
     else:
         x = load_query(query, A.shape[1])
         if np.linalg.norm(x) > energy * (1 + 1e-9):
             raise InputError(f"the query has norm {np.linalg.norm(x):.6g} > {parameter_name('energy')} {energy:g}; "
                              "give the budget it was designed for")
-        r = report_for_query(A, B, x, energy, error, **settings)
+        r = report_for_query(A, B, x, spec, options.error)
 
     def queries_for_kl():
         kl = dict(objective="kl", dtype=dtype)
-        x_a = maximize(SoftmaxPair(A, B, readout=readout, **kl), energy, "auto", starts=starts, seed=seed).x
-        x_b = maximize(SoftmaxPair(B, A, readout=readout.swapped(), **kl), energy, "auto", starts=starts,
-                       seed=seed).x
+        method = "auto" if options.fixed_starts is None else "full"
+        x_a = maximize(SoftmaxPair(A, B, readout=readout, **kl), energy, method, starts=starts,
+                       seed=seed, max_starts=options.max_starts).x
+        x_b = maximize(SoftmaxPair(B, A, readout=readout.swapped(), **kl), energy, method,
+                       starts=starts, seed=seed, max_starts=options.max_starts).x
         return x_a, x_b, AnswerLaw.at(A, B, x_a, readout), AnswerLaw.at(A, B, x_b, readout)
 
     return r, AnswerLaw.at(A, B, x, readout), x, queries_for_kl
@@ -371,9 +366,10 @@ def _leverage_setup(A, B, ceiling, floor, query, error, starts, seed, say):
     from bhtcli.commands.leverage_design import design_leverage, leverage_report_for_query
     if query is None:
         say("designing the query")
-        r = design_leverage(A, B, ceiling, floor, error=error, starts=starts, seed=seed)
+        r = design_leverage(A, B, ModelSpec.build("leverage", ceiling, floor),
+                            DesignOptions(error, starts, seed))
     else:
-        r = leverage_report_for_query(A, B, query, ceiling, floor, error)
+        r = leverage_report_for_query(A, B, query, ModelSpec.build("leverage", ceiling, floor), error)
     s = np.array(r.query)
     lo, hi = -math.log(ceiling), -math.log(floor)
 

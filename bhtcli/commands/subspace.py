@@ -5,7 +5,7 @@ scores are A x = (A Q) z: the search over the subspace is the search over the fu
 radius E for the projected pair (A Q, B Q), an n x r pair. The usual designer runs on it
 unchanged (links and biases act on the scores, so they carry over), and its answer z is
 mapped back to x = Q z. The certificate it reports is that of the projected pair: a bound
-over the queries of the subspace, not over the whole ball (docs/maths.md §11).
+over the queries of the subspace, not over the whole ball (docs/maths.md §9).
 """
 from __future__ import annotations
 
@@ -71,17 +71,17 @@ def project_pair(A: np.ndarray, B: np.ndarray, Q: np.ndarray, rows: int = 8192):
     return AQ, BQ
 
 
-def design_in_subspace(A, B, V, energy, **options):
+def design_in_subspace(A, B, V, spec, options=None, progress=None):
     """`design` restricted to x = V z (V orthonormalised), same report plus `subspace_rank`.
 
-    `options` are those of :func:`bhtcli.commands.design.design`.
+    `spec`, `options` and `progress` are those of :func:`bhtcli.commands.design.design`.
     """
     from bhtcli.commands.design import design
     A, B = load_pair(A, B, dtype=None)
     d = A.shape[1]
     Q = orthonormal_basis(V, d)
     AQ, BQ = project_pair(A, B, Q)
-    result = design(AQ, BQ, energy, **options)
+    result = design(AQ, BQ, spec, *(() if options is None else (options,)), progress=progress)
     z = np.asarray(result.query, dtype=np.float64)
     note = result.note
     if not result.distinguishable:

@@ -40,7 +40,7 @@ def certificate_from_spread(spread: float, alpha: float, distinguishable: bool) 
 def certificate_from_variance(variance: float | None, alpha: float,
                               distinguishable: bool) -> Certificate:
     """The bounds from V >= sup over the ball and |t| <= 1/2 of Var_{pi_t}(delta):
-    D <= V/8 and KL <= V/2 (docs/maths.md §12). None: no certificate. Not distinguishable:
+    D <= V/8 and KL <= V/2 (docs/maths.md §4.4). None: no certificate. Not distinguishable:
     no counts, and the ceiling is 0 unless a positive V is given (models equal only up to
     rounding: the ceiling on what exact arithmetic gives stays reported)."""
     if not distinguishable:

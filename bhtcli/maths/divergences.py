@@ -18,7 +18,7 @@ Every sum has terms of one sign, so relative accuracy is a few eps for models th
 (n, k) blocks (k queries side by side, reduced over axis 0).
 
 The optimiser's objective uses :func:`bhattacharyya_weights`, the same quantities from two
-exps and one expm1 per entry over row blocks that stay in cache (docs/maths.md §17).
+exps and one expm1 per entry over row blocks that stay in cache (docs/maths.md §2.5).
 """
 from __future__ import annotations
 
@@ -104,7 +104,7 @@ def softplus(x):
 BLOCK_ENTRIES = 32768
 # Columns whose logit difference spans more than this (max delta - min delta) use the log-space
 # Tilt form: below it no exp can overflow and an entry whose midpoint weight underflows carries
-# under either model a mass below e^(-700) (docs/maths.md §17).
+# under either model a mass below e^(-700) (docs/maths.md §2.5).
 FUSED_SPREAD = 40.0
 
 
@@ -145,7 +145,7 @@ def bhattacharyya_weights(c: np.ndarray, delta: np.ndarray, block: int = BLOCK_E
 
     Same quantities as ``Tilt.from_logits(c, delta).gradient_weights()`` (to a few eps
     relative), from two exps and one expm1 per entry, over row blocks of about `block`
-    entries (docs/maths.md §17): with pi = softmax(c), dbar = delta - E_pi delta and
+    entries (docs/maths.md §2.5): with pi = softmax(c), dbar = delta - E_pi delta and
     u = expm1(dbar/2) (1 + u = exp(dbar/2) is computed by its own exp),
 
         D = log1p(E_pi[u^2/(1+u)] + E_pi[u] E_pi[-u/(1+u)]) / 2,

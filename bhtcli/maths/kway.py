@@ -1,4 +1,4 @@
-"""How many answers name the true one of K models with every error <= alpha (docs/maths.md §20).
+"""How many answers name the true one of K models with every error <= alpha (docs/maths.md §8).
 
 The answers come from a *schedule*: queries x_1 .. x_m used in proportions w_1 .. w_m (one
 query repeated is the schedule m = 1). For N answers, N_l = w_l N of them to query l, the
@@ -214,7 +214,7 @@ def union_upper(Dm: np.ndarray, alpha: float) -> int | None:
 
 
 def kway_counts(law: KwayLaw, alpha: float) -> dict:
-    """{lower, predicted, upper, method} of docs/maths.md §20 for the law's schedule."""
+    """{lower, predicted, upper, method} of docs/maths.md §8 for the law's schedule."""
     Dm = law.distance_matrix()
     off = Dm[~np.eye(law.K, dtype=bool)]
     if not (off > 0).all():

@@ -5,7 +5,7 @@ R = M_1 and Delta_k = M_k - M_1 (each block row-centred: softmax ignores a commo
 logits). One product S X gives the scores of every model at every column of X, and the pair
 (i, j) is read off as the midpoint c_ij = r + (delta_i + delta_j)/2 and the difference
 delta_ij = delta_i - delta_j (delta_1 = 0), computed from the difference blocks: nearly equal
-models keep their difference (docs/maths.md §2, and §20 for the K-way objective).
+models keep their difference (docs/maths.md §2, and §8 for the K-way objective).
 
 Objectives (anything :class:`bhtcli.search.ascent.BatchedAscent` climbs: evaluate(X) ->
 (f, w_r, w_delta), pullback(w_r, w_delta), value(X)):

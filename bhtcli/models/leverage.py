@@ -1,4 +1,4 @@
-"""Leverage-score models (docs/maths.md §1.4): p_i(s) = sigma_i(S^-1 A) / rank.
+"""Leverage-score models (docs/maths.md §6.1): p_i(s) = sigma_i(S^-1 A) / rank.
 
 With weights w_i = 1/s_i^2 and M = A^T W A: p_i = w_i a_i^T M^-1 a_i / r. Write
 Y = W^(1/2) A L^-T (M = L L^T, or the left singular vectors of W^(1/2) A when A is

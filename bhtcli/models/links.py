@@ -1,5 +1,5 @@
 """Link functions: how a model turns its scores s = A x (+ bias) into answer probabilities
-(docs/maths.md §1.2).
+(docs/maths.md §7.1).
 
     exp        p_i ∝ exp(s_i)                        softmax (the default)
     poly:K     p_i ∝ s_i^K            (K even >= 2)  polynomial attention
@@ -10,7 +10,7 @@ Every link is handled through its log-weight phi(s) = log f(s) (so p = softmax(p
 psi(s) = phi(s) - s, the part by which it differs from exp. An even K keeps every weight >= 0;
 taylor:K is even > 0 everywhere (its minimum is positive), poly:K is 0 at s = 0. softcap:C has
 phi(s) = C tanh(s / C): bounded by C, 1-Lipschitz, and psi = C tanh(s/C) - s is decreasing
-(docs/maths.md §18).
+(docs/maths.md §7.2).
 
 Degenerate case (poly only): when every weight of a model is 0 (e.g. x = 0 and no bias) the
 model answers uniformly. Weights below e^-1400 times the largest one are exactly 0 in float64
@@ -230,7 +230,7 @@ def taylor_difference(sa: np.ndarray, sb: np.ndarray, ds: np.ndarray, K: int) ->
 def softcap_spread(la: Link, lb: Link, energy: float, radius_a: float, radius_b: float,
                    eps_2inf: float, diameter: float, bias_range: float, bias_gap: float) -> float:
     """An upper bound L on max_ij (delta_i - delta_j) over the ball that holds when both links
-    are softcap (docs/maths.md §18.2); infinite otherwise.
+    are softcap (docs/maths.md §7.3); infinite otherwise.
 
     radius_a, radius_b: bounds on the scores |s| of each model (E ||A||_{2->inf} + max|bias|);
     eps_2inf = max_i ||a_i - b_i||; diameter: of the rows of A - B; bias_range, bias_gap: range

@@ -1,5 +1,5 @@
 """From the two models' scores to the (c, delta) form every divergence is computed from
-(docs/maths.md §1.2).
+(docs/maths.md §7.1).
 
 Model A answers i with probability proportional to f_A(s_i), s = A x + bias_a (likewise B).
 With u = phi_A(s_A), v = phi_B(s_B) (phi = log f, see links.py) the divergences need only

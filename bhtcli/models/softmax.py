@@ -123,7 +123,7 @@ class SoftmaxPair:
         Chernoff's adaptive rule; plain log-space form, not the nearly-equal-models one).
 
         grad = C^T w_m + G^T w_D (see :meth:`pullback`). D and the weights come from the
-        cancellation-free fused form (divergences.bhattacharyya_weights, docs/maths.md §17):
+        cancellation-free fused form (divergences.bhattacharyya_weights, docs/maths.md §2.5):
         two exps and one expm1 per entry, over row blocks that stay in cache.
         """
         c, delta, jac = self.readout.forward(*self.product(X))

@@ -5,9 +5,9 @@ from the same settings -- model family, energy, floor, links, biases, dtype -- s
 below exist in one place:
 
 - softmax family (``model="softmax"``): the budget is ||x||_2 <= energy (finite, > 0); a link
-  and an optional bias per model (docs/maths.md §1.2); the search's dtype float64 or float32;
+  and an optional bias per model (docs/maths.md §7.1); the search's dtype float64 or float32;
   no floor;
-- leverage (``model="leverage"``): the box floor <= s_i^2 <= energy (docs/maths.md §1.4) with
+- leverage (``model="leverage"``): the box floor <= s_i^2 <= energy (docs/maths.md §6.1) with
   0 < floor <= energy; no links, no biases, float64 only.
 
 Messages name parameters by their library names ("floor", "link_a"); the CLI shows its flags
@@ -43,6 +43,8 @@ class ModelSpec:
         softmax family only: length-n biases, loaded against the models by :meth:`readout`.
     dtype : {"float64", "float32"}
         Precision of the search's products (softmax family only).
+    energies : tuple of float or None
+        A budget curve: the increasing budgets (`energy` is the largest); None for one budget.
     """
 
     family: str = "softmax"
@@ -53,11 +55,12 @@ class ModelSpec:
     bias_a: object = None
     bias_b: object = None
     dtype: str = "float64"
+    energies: tuple | None = None
 
     @classmethod
     def build(cls, model="softmax", energy=None, floor=None, *, link_a="exp", link_b="exp",
               bias_a=None, bias_b=None, dtype="float64", need_energy: bool = True,
-              inputs=None) -> "ModelSpec":
+              inputs=None, budget_list: bool = False) -> "ModelSpec":
         """Check the settings together and return the spec.
 
         Parameters
@@ -65,7 +68,8 @@ class ModelSpec:
         model : {"softmax", "leverage"} or ModelSpec
             The model family (a ModelSpec is returned as it is).
         energy, floor : float
-            The budget (see the class docstring); `floor` only with leverage.
+            The budget (see the class docstring); `floor` only with leverage. `energy` may be
+            an increasing list of budgets (or "0.5,1,2,4"): a budget curve, kept in `energies`.
         link_a, link_b : str, Link or None
             "exp" (default), "poly:K" or "taylor:K" with K even, "softcap:C"; None: the link
             the model's checkpoint declares (softcap:C for a `final_logit_softcapping`, see
@@ -77,6 +81,8 @@ class ModelSpec:
         inputs : sequence, optional
             The models (A, B) or (A,) as given (paths or arrays): where a link left as None
             is looked up.
+        budget_list : bool
+            True where a list of budgets is accepted (design); elsewhere a list is refused.
 
         Raises
         ------
@@ -92,6 +98,14 @@ class ModelSpec:
         if family not in FAMILIES:
             raise InputError(f"{parameter_name('model')} must be one of {', '.join(FAMILIES)}, "
                              f"got {model!r}")
+        energies, listed = None, _is_budget_list(energy)
+        if listed and not budget_list:
+            raise InputError(f"{parameter_name('energy')} takes one budget here, got {energy!r}; a list "
+                             "of budgets (a budget curve) is for design")
+        if listed:
+            from bhtcli.io.validation import energies_of
+            values = energies_of(energy, parameter_name("energy"))     # each checked once, here
+            energy, energies = values[-1], (tuple(values) if len(values) > 1 else None)
         settings = dict(link_a=link_a, link_b=link_b, bias_a=bias_a, bias_b=bias_b)
         if family == "leverage":
             given = [name for name, v in settings.items() if not _is_default(v)]
@@ -104,15 +118,17 @@ class ModelSpec:
             if energy is None and floor is None and not need_energy:
                 return cls("leverage")
             C, c = check_box(energy, floor)
-            return cls("leverage", C, c)
+            if energies:
+                check_box(energies[0], floor)         # the smallest box holds the floor too
+            return cls("leverage", C, c, energies=energies)
         if floor is not None:
             raise InputError(f"{parameter_name('floor')} applies to {parameter_name('model')} leverage "
                              f"only; softmax queries are bounded by {parameter_name('energy')} on ||x||_2")
-        if energy is not None or need_energy:
+        if not listed and (energy is not None or need_energy):
             energy = check_energy(energy, parameter_name("energy"))
         return cls("softmax", energy, None,
                    parse_link(link_a, parameter_name("link_a")), parse_link(link_b, parameter_name("link_b")),
-                   bias_a, bias_b, check_dtype(dtype, parameter_name("dtype")))
+                   bias_a, bias_b, check_dtype(dtype, parameter_name("dtype")), energies)
 
     @property
     def leverage(self) -> bool:
@@ -151,6 +167,13 @@ def _checkpoint_links(link_a, link_b, inputs):
     return out
 
 
+def _is_budget_list(energy) -> bool:
+    """A list of budgets ([0.5, 1], an array, "0.5,1"), rather than one number."""
+    if isinstance(energy, str):
+        return "," in energy
+    return isinstance(energy, (list, tuple)) or getattr(energy, "ndim", 0) == 1
+
+
 def _is_default(value) -> bool:
     if value is None:
         return True
@@ -175,3 +198,74 @@ def check_box(energy, floor) -> tuple[float, float]:
     if not (math.isfinite(C) and C >= c):
         raise InputError(f"{e} must be a finite number >= {f} ({c:g}), got {energy!r}")
     return C, c
+
+
+@dataclass(frozen=True)
+class DesignOptions:
+    """How a design searches and what it targets, checked once (by :meth:`build`) for every
+    command that designs: design at one budget or many, `queries`, candidates, a subspace,
+    simulate's designed query, sweep tasks.
+
+    Attributes
+    ----------
+    error : float
+        Target alpha for both error probabilities, 0 < alpha < 0.5.
+    starts : int or None
+        Exactly this many starting points (None: the default search; leverage: 6, or 3 when
+        n d^2 > 1e7).
+    seed : int
+        Seed of the random starting points.
+    max_starts : int or None
+        Budget of the full search's adaptive rounds (None: the default, 128).
+    method : {"lbfgs", "ccp"}
+        softmax: batched projected L-BFGS, or the cvxpy cross-check.
+    search_space : {"auto", "full", "sketch"}
+        softmax: where the search climbs ("auto": the default pipeline).
+    """
+
+    error: float = 0.05
+    starts: int | None = None
+    seed: int = 0
+    max_starts: int | None = None
+    method: str = "lbfgs"
+    search_space: str = "auto"
+
+    @classmethod
+    def build(cls, error=0.05, starts=None, seed=0, max_starts=None, method="lbfgs",
+              search_space=None) -> "DesignOptions":
+        """Check the settings together and return them.
+
+        Raises
+        ------
+        InputError
+            A value out of range, an unknown method or search space, or a sketched search
+            given a number of starts (the sketch picks its own from its screens).
+        """
+        from bhtcli.io.validation import check_error, check_seed, check_starts
+        from bhtcli.settings import DEFAULT_SEARCH_SPACE, DESIGN_METHODS, SEARCH_SPACES
+        p = parameter_name
+        if method not in DESIGN_METHODS:
+            raise InputError(f"{p('method')} must be one of {', '.join(DESIGN_METHODS)}, got {method!r}")
+        space = DEFAULT_SEARCH_SPACE if search_space is None else search_space
+        if space not in SEARCH_SPACES:
+            raise InputError(f"{p('search_space')} must be one of {', '.join(SEARCH_SPACES)}, "
+                             f"got {search_space!r}")
+        if space == "sketch" and (starts is not None or max_starts is not None):
+            raise InputError(f"{p('search_space')} sketch picks its starts from its screens; "
+                             f"{p('starts')} and {p('max_starts')} set those of the full search: "
+                             "give one or the other")
+        return cls(check_error(error), None if starts is None else check_starts(starts),
+                   check_seed(seed), None if max_starts is None else check_starts(max_starts, p("max_starts")),
+                   method, space)
+
+    @property
+    def rounds(self) -> int:
+        """The adaptive rounds' budget of starts."""
+        from bhtcli.settings import DEFAULT_MAX_STARTS
+        return DEFAULT_MAX_STARTS if self.max_starts is None else self.max_starts
+
+    @property
+    def fixed_starts(self) -> int | None:
+        """A number of starts the caller fixed (starts, else max_starts), or None: a fixed
+        number asks for the full multistart search, so the size rule steps back."""
+        return self.starts if self.max_starts is None else (self.starts or self.max_starts)

@@ -4,7 +4,7 @@ All starts climb together (see BatchedAscent): every iteration is one forward pr
 for accepted columns, one backward product K^T W over a d x k block, so k starts cost far less
 than k separate runs. `climb` explores from every start to a loose tolerance, polishes the best
 distinct local maxima and scans the ray through the winner (the maximiser can be inside the
-ball, docs/maths.md §6).
+ball, docs/maths.md §5).
 """
 from __future__ import annotations
 

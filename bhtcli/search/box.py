@@ -1,5 +1,5 @@
 """The leverage-score search: the best theta = -log s^2 over the box [lo, hi]^n by L-BFGS-B
-from a few starts (docs/maths.md §7). Each evaluation is O(n d^2), so the defaults shrink for
+from a few starts (docs/maths.md §6.2). Each evaluation is O(n d^2), so the defaults shrink for
 large n d^2."""
 from __future__ import annotations
 

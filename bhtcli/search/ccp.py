@@ -1,4 +1,4 @@
-"""Convex-concave procedure (docs/maths.md §6) with cvxpy: a slow, independent cross-check.
+"""Convex-concave procedure (docs/maths.md §5) with cvxpy: a slow, independent cross-check.
 
 Maximising D = 1/2 lse(Ax) + 1/2 lse(Bx) - lse(Cx) (C = (A+B)/2) is minimising
 lse(Cx) - [1/2 lse(Ax) + 1/2 lse(Bx)]. Linearising the bracket at x_k (a convex function,

@@ -2,7 +2,7 @@
 ball, and the schedule (queries in proportions) that maximises min_{i<j} sum_l w_l D_ij(x_l).
 
 Both are climbed by :class:`bhtcli.search.ascent.BatchedAscent` on the objectives of
-bhtcli/models/kway.py (docs/maths.md §20):
+bhtcli/models/kway.py (docs/maths.md §8):
 
 - the bottleneck is non-smooth (a minimum of P = K(K-1)/2 smooth functions); the search
   climbs the power-mean soft minimum (sum_p D_p^-s)^(-1/s) from every start at s = 4, then

@@ -1,6 +1,6 @@
 """Budget continuation and adaptive multistart: the global search behind `design` (docs/search.md).
 
-1. **Ladder.** Budgets nest (docs/maths.md §13): every point of
+1. **Ladder.** Budgets nest (docs/maths.md §5.1): every point of
    the ball of radius E' < E lies in the ball of radius E. The search climbs a ladder of
    budgets E/4^k, ..., E/4, E (and, for a list of budgets, every one of them), starting at the
    smallest rung from the small-budget answer (the top right singular vectors of the
@@ -29,7 +29,7 @@ from bhtcli.search.kkt import kkt_state
 from bhtcli.search.result import SearchResult
 from bhtcli.search.starts import DEFAULT_STARTS, row_norms, spectral_directions, starting_points
 
-DEFAULT_MAX_STARTS = 128    # adaptive rounds stop here at the latest (4 x the first round)
+from bhtcli.settings import DEFAULT_MAX_STARTS  # noqa: E402 (adaptive rounds stop here at the latest)
 BEST_HITS = 3               # the best maximum reached from this many starts: evidence enough
 MAX_GRID_RUNGS = 5          # grid points climbed below the smallest requested budget, at most
 RUNG_RATIO = 4.0            # ratio of consecutive rungs below the smallest requested budget

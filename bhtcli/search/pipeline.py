@@ -6,7 +6,7 @@ against, sweep tasks -- runs this one function, so they all get the same answer 
 pair, budget and seed. It
 
 1. screens every row for a single-row maximum against the bulk and pre-scores two-row swaps
-   with the bulk counted, at several mixes (sketch.py, docs/maths.md §16): the screened starts;
+   with the bulk counted, at several mixes (sketch.py, docs/maths.md §5.2): the screened starts;
 2. climbs them by successive halving, in a sketched subspace where that is cheaper than
    climbing in full d (the basis has fewer than d / SUBSPACE_MIN_RATIO columns: sketch.py),
    else in full d;

@@ -1,10 +1,10 @@
 """The sketched-subspace search: screened starts halved in an n x r problem, lifted to full d.
 
 At a KKT point of D on the ball, x* = (C^T w_c + G^T w_g) / mu: the maximiser lies in the
-span of the rows (c_i, g_i) that carry weight there (docs/maths.md §14). The search
+span of the rows (c_i, g_i) that carry weight there (docs/maths.md §5.3). The search
 
 1. screens every row for a single-row maximum against the bulk of the others (closed form,
-   no product; docs/maths.md §16) and pre-scores two-row swaps with the bulk counted;
+   no product; docs/maths.md §5.2) and pre-scores two-row swaps with the bulk counted;
 2. builds an orthonormal basis Q (d x r, r ~ 70-100) of the screened rows' (c_i, g_i), the
    swap directions, a few spectral directions of A - B and the rows of largest ||c_i||,
    ||g_i||; one wide product gives K Q (2n x r);
@@ -12,7 +12,7 @@ span of the rows (c_i, g_i) that carry weight there (docs/maths.md §14). The se
    best 4 to the exploration tolerance (successive halving);
 4. lifts the survivors: values and gradient weights from K Q (x = Q y), the full gradient from
    one backward pass; while the full KKT residual is large, adds the Lagrangian gradients and
-   the heaviest rows to Q and climbs again (§14); polishes in full d only where the basis
+   the heaviest rows to Q and climbs again (docs/maths.md §5.3); polishes in full d only where the basis
    cannot grow or in float64; scans the ray through the winner in the subspace.
 
 `solver.passes` counts full passes over A and B (the wide products K Q and the backward
@@ -32,8 +32,7 @@ from bhtcli.search.kkt import kkt_residuals, lagrangian_gradient
 from bhtcli.search.result import SearchResult
 from bhtcli.search.starts import row_norms, spectral_directions, swap_directions
 
-SEARCH_SPACES = ("full", "sketch", "auto")
-DEFAULT_SEARCH_SPACE = "auto"
+from bhtcli.settings import DEFAULT_SEARCH_SPACE, SEARCH_SPACES  # noqa: F401 (re-exported)
 SKETCH_MIN_SIZE = 5_000_000   # n * d from which search_space="auto" uses the sketch ...
 SKETCH_MIN_D = 256            # ... when d is also at least this (below, the basis is most of R^d)
 SKETCH_SPECTRAL = 8           # spectral directions of A - B in the first basis
@@ -118,7 +117,7 @@ def single_row_screen(pair: SoftmaxPair, energy: float, count: int,
 
     A common kind of maximum puts a large share of the softmax mass on one row i and spends
     the rest of the budget on separating that row: x = E (cos t c_i/|c_i| + sin t u_i) with
-    u_i the unit part of g_i orthogonal to c_i (docs/maths.md §16). With the other n - 1
+    u_i the unit part of g_i orthogonal to c_i (docs/maths.md §5.2). With the other n - 1
     rows modelled as a bulk at logit 0 (the scores are centred), D at such x depends only on
     |c_i|, g_i.c_i and |g_i| -- numbers one read of K gives for every row -- so all rows are
     ranked at `angles` angles in O(n * angles) with no product. Returns (rows, X): the best
@@ -164,7 +163,7 @@ def single_row_screen(pair: SoftmaxPair, energy: float, count: int,
 def row_against_bulk(w, delta):
     """D between two laws on {row i, bulk}: row i with log-weight w + delta/2 (A) or
     w - delta/2 (B) against a bulk of log-weight 0 under both, w = z_i - log(n - 1)
-    (docs/maths.md §16)."""
+    (docs/maths.md §5.2)."""
     return 0.5 * (np.logaddexp(0.0, w + 0.5 * delta) + np.logaddexp(0.0, w - 0.5 * delta)) \
         - np.logaddexp(0.0, w)
 

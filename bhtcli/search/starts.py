@@ -1,6 +1,6 @@
 """Starting points of the full search for the query x (||x|| <= E) that maximises D(x).
 
-The landscape is multimodal and the maximiser can be inside the ball (docs/maths.md §6), so
+The landscape is multimodal and the maximiser can be inside the ball (docs/maths.md §5), so
 the starts mix: the top right singular vectors of the row-centred A - B (the small-budget
 answer) with both signs at radius E and E/2; a quarter screened from row-based directions (one
 dominant row, x ~ c_i +- t g_i, or two, x ~ g_i - g_j; one forward pass scores them); two-row
@@ -121,7 +121,7 @@ def swap_directions(pair: SoftmaxPair, energy: float, keep: int, bulk: bool = Fa
     to rows i, j and the SWAP_ROWS rows of largest ||c||; the best 4 * keep are scored
     exactly (one product per block) and the best `keep` returned. With `bulk`, the pre-score
     also counts the other rows, as a bulk at logit 0 (the scores are centred) holding their
-    mass; at vocabulary scale that mass is what a swap competes with (docs/maths.md §16).
+    mass; at vocabulary scale that mass is what a swap competes with (docs/maths.md §5.2).
     With exact=False the best `keep` by the pre-score are returned without the exact scoring
     (the sketched search ranks them itself, in its subspace, for no pass over A and B).
     """
