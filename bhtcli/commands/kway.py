@@ -12,7 +12,7 @@ from bhtcli.analysis.diameter import DifferenceRows
 from bhtcli.analysis.facts import analyse_pair
 from bhtcli.errors import InputError, parameter_name
 from bhtcli.io.load import load_matrix
-from bhtcli.io.validation import check_dtype, check_energy, check_error, check_seed, check_starts
+from bhtcli.io.validation import check_dtype, check_energy, check_error
 from bhtcli.maths.certificate import certificate_from_variance
 from bhtcli.maths.counts import query_counts
 from bhtcli.maths.divergences import Tilt, divergences_from_tilt
@@ -166,14 +166,10 @@ def design_kway(models, energy: float, error: float = 0.05, starts: int | None =
     -------
     KwayDesignResult
     """
-    energy, error = check_energy(energy), check_error(error)
-    starts = None if starts is None else check_starts(starts)
-    seed, dtype = check_seed(seed), check_dtype(dtype)
-    from bhtcli.commands.design import check_search_space
-    search_space = check_search_space(search_space)
-    if search_space == "sketch" and starts is not None:
-        raise InputError(f"{parameter_name('search_space')} sketch picks its starts from its "
-                         f"screens; {parameter_name('starts')} asks for the full search")
+    from bhtcli.models.spec import DesignOptions
+    energy, dtype = check_energy(energy), check_dtype(dtype)
+    opts = DesignOptions.build(error, starts, seed, search_space=search_space)
+    error, starts, seed, search_space = opts.error, opts.starts, opts.seed, opts.search_space
     mats, names = load_models(models)
     t0 = time.perf_counter()
     if progress:

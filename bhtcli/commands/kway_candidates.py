@@ -17,7 +17,7 @@ from bhtcli.commands.candidates import (DEFAULT_TOP, MAX_BLOCK_ROWS, best_rows, 
 from bhtcli.commands.kway import (at_query, kway_certificate, load_models, pair_facts,
                                   search_bottleneck)
 from bhtcli.errors import InputError, parameter_name
-from bhtcli.io.validation import check_dtype, check_energy, check_error, check_seed, check_starts
+from bhtcli.io.validation import check_dtype, check_energy, check_error
 from bhtcli.models.kway import KModels
 from bhtcli.results import KwayDesignResult, RankResult
 from bhtcli.search.kkt import kkt_residuals
@@ -167,11 +167,11 @@ def design_kway_candidates(models, H, energy=None, *, error: float = 0.05, names
     `energy` bounds the eligible rows (||h|| <= energy) and is the radius of the optimum;
     without it the radius is the largest eligible norm."""
     t0 = time.perf_counter()
-    error, seed, dtype = check_error(error), check_seed(seed), check_dtype(dtype)
-    starts = None if starts is None else check_starts(starts)
-    from bhtcli.commands.design import check_search_space
     from bhtcli.io.validation import check_top
-    top, search_space = check_top(top), check_search_space(search_space)
+    from bhtcli.models.spec import DesignOptions
+    opts = DesignOptions.build(error, starts, seed, search_space=search_space)
+    error, starts, seed, search_space = opts.error, opts.starts, opts.seed, opts.search_space
+    top, dtype = check_top(top), check_dtype(dtype)
     energy = None if energy is None else check_energy(energy)
     (mats, model_names, km, H, label, row_names, norms, eligible, why, D, Dall, top_rows,
      entries) = ranked(models, H, energy, error=error, names=names, top=top, dtype=dtype,

@@ -2,7 +2,7 @@
 
 The pair's sketched search (sketch.py) rests on one fact: at a KKT point the maximiser is a
 combination of the rows that carry the softmaxes' weight, and at vocabulary scale those are
-one or two rows against the bulk (docs/maths.md §14, §16). The bottleneck's KKT point is a
+one or two rows against the bulk (docs/maths.md §5.3, §5.2). The bottleneck's KKT point is a
 convex combination of the binding pairs' gradients (docs/maths.md, "The sketched K-way
 search"), so the same holds for it, with the rows of every binding pair. The search
 
