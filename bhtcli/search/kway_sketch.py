@@ -37,8 +37,8 @@ from bhtcli.models.softmax import block_product
 from bhtcli.search.ascent import BatchedAscent, distinct, project
 from bhtcli.search.kkt import kkt_residuals, lagrangian_gradient
 from bhtcli.search.result import SearchResult
-from bhtcli.search.sketch import (SKETCH_MAX_RANK, SKETCH_MIN_D, SKETCH_MIN_SIZE, _orth,
-                                  single_row_screen)
+from bhtcli.search.sketch import (SKETCH_MAX_RANK, SKETCH_MIN_D, SKETCH_MIN_SIZE,
+                                  orthonormal_extension, single_row_screen)
 from bhtcli.search.starts import swap_directions
 
 SPECTRAL = 4          # top singular directions of each pair's difference in the basis
@@ -89,7 +89,7 @@ class Subspace:
     def grow(self, new: np.ndarray) -> np.ndarray:
         """Add the part of the columns `new` outside span(Q) (up to SKETCH_MAX_RANK); returns
         the columns added (d x m, possibly m = 0)."""
-        grow = _orth(self.Q, new)[:, :max(0, SKETCH_MAX_RANK - self.Q.shape[1])]
+        grow = orthonormal_extension(self.Q, new)[:, :max(0, SKETCH_MAX_RANK - self.Q.shape[1])]
         if grow.shape[1]:
             SQ = np.concatenate([self.reduced.S, self._product(grow)], axis=1)
             self.Q = np.concatenate([self.Q, grow], axis=1)
@@ -194,7 +194,7 @@ def sketch_bottleneck(models: KModels, energy: float, *, seed: int = 0, directio
     if carried is not None and np.size(carried):
         carried = project(np.asarray(carried, dtype=np.float64), energy)
         basis, X0 = np.concatenate([basis, carried], axis=1), np.concatenate([carried, X0], axis=1)
-    space = Subspace(models, _orth(np.zeros((models.d, 0)), basis))
+    space = Subspace(models, orthonormal_extension(np.zeros((models.d, 0)), basis))
     if progress:
         progress(f"sketched subspace of rank {space.Q.shape[1]} from the screens of "
                  f"{len(models.pairs)} pairs; {X0.shape[1]} starts")
