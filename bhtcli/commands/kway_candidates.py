@@ -1,6 +1,6 @@
 """K models and given candidate queries: the best real query for naming the true model
-(docs/kway.md, "Candidate queries"): `rank` and `design --candidates`. Every row of H is scored by its bottleneck min_{i<j}
-D_ij(h) (one product of the K stacked models per block of rows), the best rows get their
+(docs/kway.md, "Candidate queries"): `rank` and `design --candidates`. Every row of H is
+scored by its bottleneck min_{i<j} D_ij(h) (one product of the K stacked models per block of rows), the best rows get their
 counts, and the best one gets the K-way design's full report, next to the designed optimum
 over the ball (the bottleneck search, with the best candidates among its starts)."""
 from __future__ import annotations
@@ -191,7 +191,8 @@ def design_kway_candidates(models, H, energy=None, *, error: float = 0.05, names
     Dbest = pairs[worst]["bhattacharyya_distance"]
     if progress:
         progress(f"designing the optimum over the ball of radius {radius:g} for comparison")
-    carried = np.stack([np.asarray(H[i], dtype=np.float64) for i in top_rows[:EXTRA_STARTS]], axis=1)
+    carried = np.stack([np.asarray(H[i], dtype=np.float64) for i in top_rows[:EXTRA_STARTS]],
+                       axis=1)
     found, _, _ = search_bottleneck(km, radius, search_space=search_space, starts=starts,
                                     seed=seed, progress=progress, carried=carried)
     opt_pairs, opt_worst, opt_samples = at_query(mats, km.pairs, found.x, error)
