@@ -1,8 +1,9 @@
 """K models and given candidate queries: the best real query for naming the true model
 (docs/kway.md, "Candidate queries"): `rank` and `design --candidates`. Every row of H is
-scored by its bottleneck min_{i<j} D_ij(h) (one product of the K stacked models per block of rows), the best rows get their
-counts, and the best one gets the K-way design's full report, next to the designed optimum
-over the ball (the bottleneck search, with the best candidates among its starts)."""
+scored by its bottleneck min_{i<j} D_ij(h) (one product of the K stacked models per block of
+rows), the best rows get their counts, and the best one gets the K-way design's full report,
+next to the designed optimum over the ball (the bottleneck search, with the best candidates
+among its starts)."""
 from __future__ import annotations
 
 import math
