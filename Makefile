@@ -39,8 +39,9 @@ reach: $(STAMP)
 	examples/reachable_audit/setup.sh
 	$(BIN)/python examples/reachable_audit/audit.py
 
-# Which prompt makes a re-encoded SmolLM2-135M detectable (examples/llm_audit; ~12 min; not part
-# of `make test`). A smaller run: make llm-audit LLM_AUDIT_ARGS=--quick
+# Which prompt makes a re-encoded SmolLM2-135M detectable, and which of three builds answers
+# (examples/llm_audit; 18-19 min measured at a load average of 10 on 2 cores, about 11
+# estimated at 4; not part of `make test`). A smaller run: make llm-audit LLM_AUDIT_ARGS=--quick
 LLM_AUDIT_ARGS ?=
 llm-audit: $(STAMP)
 	examples/llm_audit/setup.sh

@@ -175,6 +175,29 @@ def _sequence(weights, length: int) -> np.ndarray:
     return out
 
 
+DRAW_FRACTION = 16       # fewer answers than n / this: draw them, not a t x n table of counts
+DRAW_CELLS = 4_000_000   # answers drawn at a time (trials x answers)
+
+
+def _answer_sums(lp: np.ndarray, k: int, c: int, t: int, rng) -> np.ndarray:
+    """t x K: the sums of lp[:, a] over c answers a drawn from model k's law (lp: K x n
+    log-probabilities), for t trials. Few answers among many categories (a vocabulary) are
+    drawn one by one by inverse CDF, t x c of them; otherwise their counts come from one
+    multinomial table (t x n), whose cost does not grow with c."""
+    K, n = lp.shape
+    p = np.exp(lp[k])
+    if c * DRAW_FRACTION >= n:
+        return rng.multinomial(c, p / p.sum(), size=t) @ lp.T
+    cdf = np.cumsum(p)
+    out = np.zeros((t, K))
+    rows = max(1, DRAW_CELLS // c)
+    for s in range(0, t, rows):
+        u = rng.uniform(size=(min(rows, t - s), c)) * cdf[-1]
+        a = np.minimum(np.searchsorted(cdf, u, side="right"), n - 1)
+        out[s:s + u.shape[0]] = lp.T[a].sum(axis=1)
+    return out
+
+
 def ml_errors_mc(logp, counts, trials: int, rng, chunk: int = 2000) -> np.ndarray:
     """Monte Carlo P_k(the maximum-likelihood test does not name k) with counts[l] answers to
     query l (ties split evenly), per model k."""
@@ -187,7 +210,7 @@ def ml_errors_mc(logp, counts, trials: int, rng, chunk: int = 2000) -> np.ndarra
             L = np.zeros((t, K))
             for lp, c in zip(logp, counts):
                 if c:
-                    L += rng.multinomial(c, np.exp(lp[k]) / np.exp(lp[k]).sum(), size=t) @ lp.T
+                    L += _answer_sums(lp, k, int(c), t, rng)
             top = L.max(axis=1, keepdims=True)
             ties = L >= top - 1e-9 * np.maximum(1.0, np.abs(top))
             wrong += float(np.sum(1.0 - ties[:, k] / ties.sum(axis=1)))

@@ -17,10 +17,14 @@ softmax(B_blk x) are the two next-token laws. Steps:
 4. The head-only design bhtcli.design(W_A, W_B, energy = median ||h_A|| of the prompts).
 5. bhtcli.simulate (fixed n, --trials per model) at the best natural and the best searched
    prompt, with the query given: empirical n against predicted.
-6. out/audit.json, out/h2_vs_passes.png and the table printed on stdout.
+6. K = 3 (kway_audit.py): model C re-encodes every quantized tensor as --third (default
+   Q5_0); the natural prompts of largest H^2(A, B) and a prompt search scored by their
+   bottleneck min_ij D_ij, the best schedule of the scored prompts, K-way counts and bht's
+   K-way Monte Carlo, the head-only K-way design.
+7. out/audit.json, out/h2_vs_passes.png and the tables printed on stdout.
 
 Usage: .venv/bin/python examples/llm_audit/audit.py [--quick] [--prompts 1000] [--budget 2000]
-(``make llm-audit`` runs setup.sh and this).
+[--kway-budget 400] (``make llm-audit`` runs setup.sh and this).
 """
 from __future__ import annotations
 
@@ -78,20 +82,24 @@ def _hidden(which: str, prompts):
 
 
 class Pair:
-    """Models A and B, the tokenizer and bht's scoring of prompts in the block form.
+    """Models A and B (and C, re-encoded as `third`), the tokenizer and bht's scoring of
+    prompts in the block form.
 
     With jobs = 2, A and B run their forward passes at the same time in two forked worker
-    processes (one BLAS thread each; the weights are shared copy-on-write).
+    processes (one BLAS thread each; the weights are shared copy-on-write); C runs in two
+    halves, one per process.
     """
 
-    def __init__(self, reencode_as: str, top: int, jobs: int = 2):
+    def __init__(self, reencode_as: str, top: int, jobs: int = 2, third: str | None = None,
+                 path=None):
         t0 = time.perf_counter()
-        w = load_gguf(gguf_path())
+        w = load_gguf(path or gguf_path())
         self.cfg = Config.from_meta(w.meta)
         self.tok = Tokenizer(w.meta["tokenizer.ggml.tokens"], w.meta["tokenizer.ggml.merges"])
         self.A = Llama(w.tensors, self.cfg)
         wb = reencode(w, reencode_as)
         self.B = Llama(wb.tensors, self.cfg)
+        self.C = Llama(reencode(w, third).tensors, self.cfg) if third else None
         self.types = sorted(set(w.types.values()))
         self.head_identical = bool(np.array_equal(self.A.head, self.B.head))
         self.Ablk, self.Bblk = block_pair(self.A.head, self.B.head)
@@ -103,21 +111,34 @@ class Pair:
         if jobs > 1:
             import multiprocessing
             from concurrent.futures import ProcessPoolExecutor
-            _MODELS.update(A=self.A, B=self.B)
+            _MODELS.update(A=self.A, B=self.B, C=self.C)
             self.pool = ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("fork"))
         say(f"weights loaded and re-encoded in {time.perf_counter() - t0:.0f} s")
+
+    def hidden_of(self, which: str, prompts) -> list:
+        """Hidden states of the models named in `which` ("AB", "C", "ABC") at the prompts, one
+        (m x d) array per model. With the pool, A and B run side by side and C in two halves."""
+        t0 = time.perf_counter()
+        models = {"A": self.A, "B": self.B, "C": self.C}
+        if self.pool is None:
+            out = [models[k].hidden(prompts) for k in which]
+        else:
+            jobs = []
+            for k in which:
+                if k == "C" or len(which) == 1:
+                    h = (len(prompts) + 1) // 2
+                    jobs.append([self.pool.submit(_hidden, k, part)
+                                 for part in (prompts[:h], prompts[h:]) if part])
+                else:
+                    jobs.append([self.pool.submit(_hidden, k, prompts)])
+            out = [np.concatenate([f.result() for f in fs]) for fs in jobs]
+        self.seconds["forward"] += time.perf_counter() - t0
+        return out
 
     def states(self, prompts) -> np.ndarray:
         """Rows [h_A(p); h_B(p)] (float32), one forward pass of each model per prompt."""
         self.passes += len(prompts)
-        t0 = time.perf_counter()
-        if self.pool is None:
-            H = np.hstack([self.A.hidden(prompts), self.B.hidden(prompts)])
-        else:
-            a, b = self.pool.submit(_hidden, "A", prompts), self.pool.submit(_hidden, "B", prompts)
-            H = np.hstack([a.result(), b.result()])
-        self.seconds["forward"] += time.perf_counter() - t0
-        return H
+        return np.hstack(self.hidden_of("AB", prompts))
 
     def rank(self, H, **kw):
         import bhtcli
@@ -199,6 +220,36 @@ def record(pair: Pair, ids, entry: dict) -> dict:
             "lower": entry["lower"], "upper": entry["upper"], "norm_h_a": None}
 
 
+def print_kway(k: dict) -> None:
+    """The K = 3 table: each pair's D, the bottleneck and the answers that name the true model."""
+    names = [p["pair"] for p in k["best_natural"]["pairs"]]
+    print(f"\nK = 3 (A, B, C): naming the true model, every error <= 0.05\n"
+          f"| prompt | {' | '.join('D ' + n for n in names)} | bottleneck | lower | predicted | upper "
+          f"| empirical n [95% interval] |\n|---|{'---:|' * (len(names) + 5)}")
+
+    def row(name, r):
+        emp = "–" if r.get("empirical") is None else \
+            f"{r['empirical']:,} [{r['interval'][0] or '?'}–{r['interval'][1] or '?'}]"
+        return (f"| {name} | {' | '.join(format(p['bhattacharyya_distance'], '.3g') for p in r['pairs'])} | "
+                f"{r['bottleneck_pair']} | {r['lower']} | {r['predicted']} | {r['upper']} | {emp} |")
+    print(row(f"best natural: {k['best_natural']['text']!r}", k["best_natural"]))
+    print(row(f"best searched: {k['best_searched']['text']!r}", k["best_searched"]))
+    s = k["schedule"]
+    mix = " + ".join(f"{p['weight']:.0%} {p['text']!r}" for p in s["prompts"])
+    print(row(f"schedule: {mix}", s))
+    g = s["gain_predicted"]
+    print(f"schedule against the best single prompt: exponent ratio {s['gain_exponent']:.4g} "
+          f"(schedule / single), predicted answers ratio {'–' if g is None else f'{g:.3g}'} "
+          "(single / schedule)")
+    h = k["head_only"]
+    print(f"head-only design at ||h|| <= {h['energy']:.4g}: " + (
+        f"bottleneck D {h['bottleneck_d']:.3g}" if h["distinguishable"] else
+        "not distinguishable (" + "; ".join(
+            f"{p['pair']}: " + ("identical heads" if p["identical_heads"] else
+                               f"H^2 {p['hellinger_squared']:.4g}, predicted {p['predicted']}")
+            for p in h["pairs"]) + ")"))
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true",
@@ -210,6 +261,12 @@ def main(argv=None) -> None:
     parser.add_argument("--per-round", type=int, default=100, help="prompts scored per round (default 100)")
     parser.add_argument("--trials", type=int, default=None, help="Monte Carlo trials per model (default 1000)")
     parser.add_argument("--reencode", default="Q8_0", help="model B's re-encoding: Q8_0 (default), Q5_0, ...")
+    parser.add_argument("--third", default="Q5_0",
+                        help="model C's re-encoding for the K = 3 audit (A, B, C): Q5_0 (default); none skips it")
+    parser.add_argument("--kway-budget", type=int, default=None,
+                        help="prompts the K = 3 search may score, each one forward pass of A, B and C (default 400)")
+    parser.add_argument("--kway-natural", type=int, default=None,
+                        help="natural prompts of largest H^2(A, B) that also go through C (default 200)")
     parser.add_argument("--jobs", type=int, default=2, choices=(1, 2),
                         help="processes for the forward passes: 2 runs A and B side by side (default)")
     parser.add_argument("--seed", type=int, default=0)
@@ -218,12 +275,15 @@ def main(argv=None) -> None:
     prompts_n = args.prompts or (200 if args.quick else 1000)
     budget = args.budget if args.budget is not None else (300 if args.quick else 2000)
     trials = args.trials or (400 if args.quick else 1000)
+    third = None if args.third.lower() == "none" else args.third
+    kway_budget = args.kway_budget if args.kway_budget is not None else (100 if args.quick else 400)
+    kway_natural = args.kway_natural or (50 if args.quick else 200)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     t_all = time.perf_counter()
     times = {}
 
-    pair = Pair(args.reencode, top=max(args.beam, 10), jobs=args.jobs)
+    pair = Pair(args.reencode, top=max(args.beam, 10), jobs=args.jobs, third=third)
     print(f"model A: {gguf_path().name} (tensor types {', '.join(pair.types)}); model B: every "
           f"quantized tensor re-encoded as {args.reencode}; tied head identical in A and B: "
           f"{pair.head_identical}")
@@ -251,7 +311,11 @@ def main(argv=None) -> None:
         sys.exit("bht's block-form H^2 disagrees with the direct computation")
     import csv
     with open(out / "natural_scores.csv", encoding="utf-8") as fh:
-        allh = np.array([float(row["hellinger_squared"]) for row in csv.DictReader(fh)])
+        rows = list(csv.DictReader(fh))
+    allh = np.array([float(row["hellinger_squared"]) for row in rows])
+    alld = np.array([float(row["bhattacharyya_distance"]) for row in rows])
+    if [int(row["index"]) for row in rows] != list(range(len(ids))):
+        sys.exit("natural_scores.csv is not in the order of the prompts")
     normsA = np.linalg.norm(H[:, :pair.cfg.dim].astype(np.float64), axis=1)
     for e in r.top:
         pair.hA[tuple(ids[e["index"]])] = H[e["index"], :pair.cfg.dim]
@@ -293,6 +357,19 @@ def main(argv=None) -> None:
     sim_s = simulate_at(pair, Hs[0], trials, args.seed)
     times["simulate"] = time.perf_counter() - t0
 
+    kway = None
+    if third:
+        from kway_audit import run_kway
+        t0 = time.perf_counter()
+        kway = run_kway(pair, ids, [H[:, :pair.cfg.dim], H[:, pair.cfg.dim:]],
+                        [b for _, b in res.beam], budget=kway_budget, beam=args.beam,
+                        per_round=args.per_round, trials=trials, seed=args.seed, pool=pool,
+                        energy=E, natural_d_ab=alld, natural_top=kway_natural,
+                        check_ids=checked["token_ids"], out_dir=out, progress=say)
+        kway["models"] = {"A": gguf_path().name, "B": f"re-encoded as {args.reencode}",
+                          "C": f"re-encoded as {third}"}
+        times["kway"] = time.perf_counter() - t0
+
     best_natural = record(pair, ids[bi], best_n)
     best_natural.update(norm_h_a=float(normsA[bi]), empirical=sim_n and sim_n["empirical"],
                         interval=sim_n and sim_n["interval"])
@@ -316,9 +393,11 @@ def main(argv=None) -> None:
                    "history": [[int(p), float(h)] for p, h in res.history]},
         "designed": designed,
         "simulate": {"trials": trials, "policy": "fixed", "seed": args.seed},
+        "kway": kway,
         "forward_passes": pair.passes,
         "seconds": {k: round(v, 1) for k, v in (times | pair.seconds).items()} | {"total": round(wall, 1)},
-        "options": {"prompts": prompts_n, "budget": budget, "quick": args.quick},
+        "options": {"prompts": prompts_n, "budget": budget, "quick": args.quick,
+                    "third": third, "kway_budget": kway_budget, "kway_natural": kway_natural},
     }
     tmp = out / "audit.json.tmp"
     tmp.write_text(json.dumps(result, indent=1, allow_nan=False) + "\n", encoding="utf-8")
@@ -334,6 +413,8 @@ def main(argv=None) -> None:
     print(row(f"best searched: {best_searched['text']!r}", best_searched))
     print(f"| head-only design, ‖h‖ ≤ {E:.1f} | {designed['hellinger_squared']:.3g} | "
           f"{designed['predicted'] if designed['predicted'] is not None else '–'} | – |")
+    if kway:
+        print_kway(kway)
     say(f"done in {wall:.0f} s; wrote {out / 'audit.json'} and {out / 'h2_vs_passes.png'}")
 
 
