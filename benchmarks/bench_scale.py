@@ -4,6 +4,8 @@ Run:  .venv/bin/python benchmarks/bench_scale.py                 (30k x 384 and 
       .venv/bin/python benchmarks/bench_scale.py --sizes 50000x1024 --dtypes float32
       .venv/bin/python benchmarks/bench_scale.py --sizes 150000x4096 --dtypes float32
       .venv/bin/python benchmarks/bench_scale.py --sizes 150000x4096 --dtypes float64   (alone)
+      .venv/bin/python benchmarks/bench_scale.py --sizes 50000x1024 --dtypes float32 --paths
+                       (one design, a 4-budget curve and --queries, in pass-times, in one run)
 
 For each size the two matrices are written to disk under a temporary folder (deleted after)
 as float32 ``.safetensors`` files (``--format npy`` for .npy), the way a checkpoint holds an
@@ -45,6 +47,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 BHT = ROOT / ".venv" / "bin" / "bht"
+# the console script of this checkout's venv, else this interpreter running the package
+BHT_CMD = [str(BHT)] if BHT.exists() else [sys.executable, "-m", "bhtcli"]
 ROWS = 8192
 
 # Runs `bht ...` (argv[1:]), samples RssAnon of the child, prints JSON on the last line.
@@ -117,21 +121,56 @@ def _open_sink(path: Path, n: int, d: int, fmt: str):
 
 
 def supports_dtype() -> bool:
-    helptext = subprocess.run([str(BHT), "design", "--help"], capture_output=True, text=True).stdout
+    helptext = subprocess.run([*BHT_CMD, "design", "--help"], capture_output=True, text=True).stdout
     return "--dtype" in helptext
 
 
 def run_design(a: str, b: str, energy: float, dtype: str | None, starts: int | None,
                extra=()) -> dict:
-    cmd = [str(BHT), "design", a, b, "--energy", str(energy), "--json", *extra]
+    cmd = [*BHT_CMD, "design", a, b, "--energy", str(energy), "--json", *extra]
     if dtype:
         cmd += ["--dtype", dtype]
     if starts:
         cmd += ["--starts", str(starts)]
     proc = subprocess.run([sys.executable, "-c", WRAPPER, *cmd], capture_output=True, text=True)
     info = json.loads(proc.stdout.strip().splitlines()[-1])
-    info["command"] = "bht " + " ".join(cmd[1:])
+    info["command"] = "bht " + " ".join(cmd[len(BHT_CMD):])
     return info
+
+
+def paths_table(a: str, b: str, label: str, energy: float, dtype: str | None) -> None:
+    """One design at `energy`, the 4-budget curve E/4, E/2, 3E/4, E and `--queries N` (N: 1.3x
+    the single design's predicted count, so that the budget found is below E), each a whole
+    `bht design` process; wall time in pass-times and its ratio to the single design's."""
+    runs = [("design", energy, ()),
+            ("curve", ",".join(f"{energy * k / 4:g}" for k in (1, 2, 3, 4)), ()),
+            ("queries", energy, None)]
+    base = None
+    for name, e, extra in runs:
+        if extra is None:
+            extra = ("--queries", str(int(1.3 * base["samples"]["predicted"])))
+        info = run_design(a, b, e, dtype, None, extra)
+        print(info["command"], file=sys.stderr)
+        if info["code"] != 0:
+            print(f"| {label} | {name} | failed (exit {info['code']}) | | | | | | |", flush=True)
+            print(info["stderr"], file=sys.stderr)
+            return
+        r = json.loads(info["stdout"])
+        designs = r.get("designs", [r])
+        tp = designs[0]["solver"]["pass_seconds"]
+        cost = info["wall"] / tp
+        if base is None:
+            base, base_cost = r, cost
+        passes = designs[-1]["solver"]["passes"]
+        # the searches' own share (a --queries result reports its last trial's search only)
+        search = sum(d["solver"]["search_seconds"] or 0.0 for d in designs) / tp
+        search_text = "" if name == "queries" else f"{search:.0f}"
+        h2 = ", ".join(f"{d['hellinger_squared']:.4g}" for d in designs)
+        if name == "queries":
+            search = r["energy_search"]
+            h2 += f" at E = {r['energy']:.6g} ({len(search['rungs'])} trials, {r['samples']['predicted']:,} queries)"
+        print(f"| {label} | {name} | {info['wall']:.1f} | {tp:.3f} | {cost:.0f} | {cost / base_cost:.2f}x "
+              f"| {search_text} | {passes} | {h2} |", flush=True)
 
 
 HEADER = ("| n x d | dtype | run | wall s | passes | pass-time s | wall / pass-time | H² "
@@ -153,6 +192,9 @@ def main(argv=None) -> None:
                         help="starts of the quality reference run (0: no reference)")
     parser.add_argument("--format", choices=("safetensors", "npy"), default="safetensors")
     parser.add_argument("--tmp", default=None, help="folder for the matrices (default: system temp)")
+    parser.add_argument("--paths", action="store_true",
+                        help="instead: one design, a 4-budget curve (E/4 .. E) and --queries, "
+                             "each in pass-times and against the single design")
     args = parser.parse_args(argv)
     searches = args.search or [""]
     dtype_ok = supports_dtype()
@@ -160,8 +202,13 @@ def main(argv=None) -> None:
         print("note: this bht has no --dtype option; every run computes in float64 "
               "(the float32 rows are skipped)", file=sys.stderr)
     print(f"load average: {os.getloadavg()}", file=sys.stderr)
-    print(HEADER.format(ref=args.reference_starts or "no"))
-    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    if args.paths:
+        print("| n x d, dtype | run | wall s | pass-time s | wall / pass-time | against one design "
+              "| search pass-times | passes (last budget) | H² |")
+        print("|---|---|---:|---:|---:|---:|---:|---:|---|")
+    else:
+        print(HEADER.format(ref=args.reference_starts or "no"))
+        print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for size in args.sizes.split(","):
         n, d = (int(v) for v in size.lower().split("x"))
         folder = Path(tempfile.mkdtemp(prefix="bht-scale-", dir=args.tmp))
@@ -174,6 +221,9 @@ def main(argv=None) -> None:
                 if dtype == "float32" and not dtype_ok:
                     continue
                 dt = dtype if dtype_ok else None
+                if args.paths:
+                    paths_table(a, b, f"{n:,} x {d:,}, {dtype}", args.energy, dt)
+                    continue
                 ref_h2 = None
                 if args.reference_starts:
                     ref = run_design(a, b, args.energy, dt, args.reference_starts)

@@ -191,6 +191,38 @@ def test_single_row_screen_finds_the_planted_row():
     assert pair.value(X[:, :1])[0] > pair.value(E * np.concatenate([V, -V], axis=1)).max()
 
 
+def test_swap_screen_anchored_on_the_single_row_screen_finds_the_better_swap():
+    """A checkpoint-like 3,000 x 48 pair (N(0, 9/d) entries, B = A + 10% noise, seed 0, E = 5)
+    whose best known maximum is a swap between rows 739 and 2862: row 739 is only the 9th by
+    midpoint norm and the 27th by ||a - b|| (not among the screen's norm anchors) but the 4th
+    of the single-row screen. Climbed from the 16 swap candidates, the screen anchored on the
+    single-row screen's rows reaches D = 0.142826 (H^2 0.133096); anchored on the norms
+    alone it stops at D = 0.127289 (H^2 0.119521, where the old default ended; a 256-start
+    full search reaches H^2 0.127854). The default search reaches the better one."""
+    from bhtcli.search.ascent import BatchedAscent
+    from bhtcli.search.entry import maximize
+    from bhtcli.search.starts import swap_directions
+    rng = np.random.default_rng(0)
+    n, d, E = 3000, 48, 5.0
+    s = 3.0 / np.sqrt(d)
+    A = s * rng.standard_normal((n, d))
+    B = A + 0.1 * s * rng.standard_normal((n, d))
+    pair = SoftmaxPair(A, B)
+    rows, _ = sketch.single_row_screen(pair, E, sketch.SKETCH_CANDIDATES, ranked=sketch.SWAP_ANCHORS)
+    assert 739 in rows[:sketch.SWAP_ANCHORS]
+    best = {}
+    for name, anchors in (("screened", rows[:sketch.SWAP_ANCHORS]), ("norms", None)):
+        W = swap_directions(pair, E, sketch.SKETCH_SWAPS, bulk=True, exact=False, anchors=anchors)
+        assert W.shape == (d, sketch.SKETCH_SWAPS)
+        run = BatchedAscent(pair, E * W, E)
+        run.run(500, gtol=1e-5)
+        best[name] = float(run.f.max())
+    assert best["screened"] == pytest.approx(0.142826459650, rel=1e-6)
+    assert best["norms"] < 0.1273
+    r = maximize(SoftmaxPair(A, B), E)
+    assert -np.expm1(-r.value) == pytest.approx(0.13309550125680, rel=1e-6)
+
+
 def _edge_pairs():
     rng = np.random.default_rng(0)
     from bhtcli.models.readout import Readout

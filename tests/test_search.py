@@ -196,10 +196,13 @@ def test_energy_list_json_is_one_object_and_plot_is_written(capsys, pair_files, 
 
 def test_solver_evidence_fields(pair_files):
     a, b, _, _ = pair_files
-    r = design(a, b, 1.5)
+    r = design(a, b, 1.5, search_space="full")
     v = r.solver
     assert v["evidence"]["adaptive"] and v["evidence"]["best_hits"] >= 1 and v["evidence"]["stop_reason"]
     assert v["starts"] >= 32 and v["starts"] <= v["evidence"]["max_starts"]
+    # the default: the screened starts, then the same adaptive rounds
+    v = design(a, b, 1.5).solver
+    assert v["evidence"]["adaptive"] and "screened starts' best" in v["evidence"]["stop_reason"]
     fixed = design(a, b, 1.5, starts=7).solver
     assert fixed["starts"] == 7 and not fixed["evidence"]["adaptive"] and fixed["evidence"]["rounds"] == 1
 
@@ -217,8 +220,9 @@ def test_leverage_queries_budget_is_the_box_upper_bound():
 
 def test_adaptive_rounds_find_the_maximum_that_32_starts_miss():
     """A checkpoint-like pair on which the fixed 32 starts end at a lower maximum; 2,048 starts
-    (4 seeded blocks of 512) reach H^2 = 0.28199847520817, and so do the adaptive rounds,
-    with the best maximum reached from several starts."""
+    (4 seeded blocks of 512) reach H^2 = 0.28199847520817, and so do the adaptive rounds of
+    the full search, with the best maximum reached from several starts, and the default
+    search (screened starts, then one round)."""
     rng = np.random.default_rng(19)
     n, d, E = 300, int(rng.choice([8, 12, 16])), float(rng.choice([4, 6, 8]))
     s = 3 / np.sqrt(d)
@@ -228,7 +232,8 @@ def test_adaptive_rounds_find_the_maximum_that_32_starts_miss():
     fixed = design(A, B, E, starts=32)
     assert fixed.hellinger_squared < best_of_2048 * 0.95
     assert fixed.solver["evidence"]["stop_reason"].startswith("fixed")
-    r = design(A, B, E)
+    assert design(A, B, E).hellinger_squared == pytest.approx(best_of_2048, rel=1e-9)
+    r = design(A, B, E, search_space="full")
     assert r.hellinger_squared == pytest.approx(best_of_2048, rel=1e-9)
     # evidence from the fresh starts: reached more than once, or a second round found nothing better
     assert r.solver["evidence"]["rounds"] >= 2 and r.solver["evidence"]["best_hits"] >= 2
@@ -254,12 +259,12 @@ def test_table_warns_when_the_budget_of_starts_ran_out(capsys, tmp_path):
     np.save(tmp_path / "A.npy", A)
     np.save(tmp_path / "B.npy", A + 0.1 * s * rng.standard_normal((n, d)))
     code, out, err = _run(capsys, "design", str(tmp_path / "A.npy"), str(tmp_path / "B.npy"),
-                          "--energy", str(E), "--json")
+                          "--energy", str(E), "--json", "--search-space", "full")
     assert code == 0
     v = json.loads(out)["solver"]
     assert v["evidence"]["budget_exhausted"] and v["starts"] == 128 and v["evidence"]["stop_reason"].startswith("budget")
     code, out, err = _run(capsys, "design", str(tmp_path / "A.npy"), str(tmp_path / "B.npy"),
-                          "--energy", str(E))
+                          "--energy", str(E), "--search-space", "full")
     warnings = [line for line in out.splitlines() if line.startswith("warning")]
     assert len(warnings) == 1 and "starts ran out" in warnings[0]
     assert "raise --max-starts" in " ".join(out.split())

@@ -14,7 +14,7 @@ from bhtcli.analysis.diameter import DifferenceRows, Diameter, row_diameter, row
 from bhtcli.maths.certificate import EPS
 from bhtcli.models.links import softcap_spread
 from bhtcli.models.readout import Readout
-from bhtcli.io.validation import check_logit_scale
+from bhtcli.io.validation import MAX_LOGIT, MIN_LOGIT, check_logit_scale
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,8 @@ class PairBase:
                                     # the rows the softmax sees; the ceiling is then reported)
     rounding: float = 0.0           # max_i ||e_i - e_0||: the rounding errors of the computed
                                     # rows of A - B (biases too) that diameter does not see
+    visible: float | None = None    # max_i max(||a_i - a_0||, ||b_i - b_0||) when computed: the
+                                    # size of the rows the softmax sees (exp links)
 
 
 def pair_base(A: np.ndarray, B: np.ndarray, pair_G: np.ndarray,
@@ -59,8 +61,8 @@ def pair_base(A: np.ndarray, B: np.ndarray, pair_G: np.ndarray,
     bias_range = float(dbias.max() - dbias.min())
     bias_scale = max(abs_max(readout.bias_a), abs_max(readout.bias_b))
     if readout.exp_links:
-        same, exact, rounding = _same_softmax(A, B, readout, diam.value, bias_range, stats)
-        return PairBase(stats, diam, bias_range, same, exact, rounding)
+        same, exact, rounding, visible = _same_softmax(A, B, readout, diam.value, bias_range, stats)
+        return PairBase(stats, diam, bias_range, same, exact, rounding, visible)
     tiny = 32.0 * EPS * max(stats.norm_a, stats.norm_b, bias_scale)    # docs/maths.md §1.2
     return PairBase(stats, diam, bias_range, _same_model(A, B, readout, diam.value, bias_range, tiny))
 
@@ -76,7 +78,7 @@ def analyse_pair(A: np.ndarray, B: np.ndarray, pair_G: np.ndarray, energy: float
     base = pair_base(A, B, pair_G, readout) if base is None else base
     stats, diam = base.stats, base.diameter
     norm_a, norm_b = stats.norm_a, stats.norm_b
-    check_logit_scale(energy, max(norm_a, norm_b))
+    check_logit_scale(energy, max(norm_a, norm_b), _visible_scale(A, B, energy, base, readout))
     if base.same:
         if base.same_exact:
             return PairFacts(stats.eps_2inf, diam, False, base.same, 0.0, None)
@@ -114,6 +116,24 @@ def analyse_pair(A: np.ndarray, B: np.ndarray, pair_G: np.ndarray, energy: float
     return PairFacts(stats.eps_2inf, diam, True, None, spread, note, ceiling)
 
 
+def _visible_scale(A, B, energy: float, base: PairBase, readout: Readout) -> float | None:
+    """max_i max(||a_i - a_0||, ||b_i - b_0||) for exp links when the logit-scale check needs
+    it (None otherwise): the lower limit of the check is decided on what the softmax sees, and
+    the message of the upper one says when the excess is invisible to it (docs/maths.md, "The
+    logit-scale check, on what the softmax sees"). The same-model pass computes it whenever the
+    visible rows could be below the limit while the stored ones are not (then the row diameter
+    of A - B, at most 4 times it, is below the rule's threshold); otherwise one more streamed pass,
+    only for budgets near either limit."""
+    if not readout.exp_links:
+        return None
+    if base.visible is not None:
+        return base.visible
+    raw = energy * max(base.stats.norm_a, base.stats.norm_b)
+    if raw > MAX_LOGIT or raw < MIN_LOGIT / (16 * EPS):
+        return _centred_scales_and_exact(A, B, None, None)[4]
+    return None
+
+
 def _same_softmax(A, B, readout: Readout, diam: float, bias_range: float,
                   stats: PairStats) -> tuple[str | None, bool, float]:
     """(reason, exact) for exp links (docs/maths.md §1.2): the models are the same when every
@@ -121,18 +141,19 @@ def _same_softmax(A, B, readout: Readout, diam: float, bias_range: float,
     softmax sees: the tolerance scales with the rows *minus a reference row* (a column that is
     constant, however large, is invisible to the softmax and does not widen it), and an exact
     test (error-free differences) says whether the equality holds exactly or up to rounding.
-    (None, True, 0) when they differ; the third item bounds the rounding errors of the computed
-    rows of A - B (docs/maths.md §1.3)."""
+    (None, True, 0, visible) when they differ; the third item bounds the rounding errors of the
+    computed rows of A - B (docs/maths.md §1.3); the fourth is the size of the rows the softmax
+    sees, max_i max(||a_i - a_0||, ||b_i - b_0||), when this pass ran (else None)."""
     if diam > 64.0 * EPS * max(stats.norm_a, stats.norm_b, abs_max(readout.bias_a),
                                 abs_max(readout.bias_b)):
-        return None, True, 0.0                      # not even within the raw scale's rounding
-    spread_a, spread_b, exact, rounding = _centred_scales_and_exact(A, B, readout.bias_a,
-                                                                    readout.bias_b)
+        return None, True, 0.0, None                # not even within the raw scale's rounding
+    spread_a, spread_b, exact, rounding, visible = _centred_scales_and_exact(A, B, readout.bias_a,
+                                                                             readout.bias_b)
     plain = readout.plain
     if exact:
         return ("A and B are the same softmax model: every row of A - B is the same vector "
                 "(B = A + 1 w^T" + (", biases differing by a constant" if not plain else "")
-                + "), so softmax(Ax) = softmax(Bx) for every query"), True, 0.0
+                + "), so softmax(Ax) = softmax(Bx) for every query"), True, 0.0, visible
     tiny = 32.0 * EPS * max(spread_a, spread_b)
     if diam <= tiny and bias_range <= tiny:
         return ("A and B are the same softmax model up to float64 rounding: the rows of A - B "
@@ -140,16 +161,17 @@ def _same_softmax(A, B, readout: Readout, diam: float, bias_range: float,
                 + (f" (biases by {bias_range:.3g})" if not plain else "")
                 + f", within 32 eps of the size of the rows the softmax sees ({max(spread_a, spread_b):.3g}, "
                 "each row minus the first); no query moves a logit difference by more than "
-                "float64 resolves, and the ceiling bounds what exact arithmetic would give"), False, rounding
-    return None, True, 0.0
+                "float64 resolves, and the ceiling bounds what exact arithmetic would give"), False, rounding, visible
+    return None, True, 0.0, visible
 
 
 def _centred_scales_and_exact(A, B, bias_a, bias_b, rows: int = 8192):
     """(max_i ||[a_i, alpha_i] - [a_0, alpha_0]||, the same for B, whether every row of
     [A - B, alpha - beta] equals the first exactly) in one streamed pass. Differences are
     error-free (TwoSum: a - b = s + e exactly, and (s, e) is unique for a given real value),
-    so the equality test is exact for the stored values. Fourth: max_i ||e_i - e_0||."""
-    sa = sb = rounding = 0.0
+    so the equality test is exact for the stored values. Fourth: max_i ||e_i - e_0||. Fifth:
+    max_i max(||a_i - a_0||, ||b_i - b_0||) (the rows without the biases)."""
+    sa = sb = rounding = va = vb = 0.0
     exact = True
     ref = None
     for ta, tb in _augmented_blocks(A, B, bias_a, bias_b, rows):
@@ -158,11 +180,14 @@ def _centred_scales_and_exact(A, B, bias_a, bias_b, rows: int = 8192):
         a0, b0, s0, e0 = ref
         sa = max(sa, float(np.sqrt(np.max(np.einsum("ij,ij->i", ta - a0, ta - a0)))))
         sb = max(sb, float(np.sqrt(np.max(np.einsum("ij,ij->i", tb - b0, tb - b0)))))
+        ra, rb = ta[:, :-1] - a0[:-1], tb[:, :-1] - b0[:-1]         # the rows alone
+        va = max(va, float(np.sqrt(np.max(np.einsum("ij,ij->i", ra, ra)))))
+        vb = max(vb, float(np.sqrt(np.max(np.einsum("ij,ij->i", rb, rb)))))
         s, e = _two_difference(ta, tb)
         rounding = max(rounding, float(np.sqrt(np.max(np.einsum("ij,ij->i", e - e0, e - e0)))))
         if exact:
             exact = bool(np.all(s == s0) and np.all(e == e0))
-    return sa, sb, exact, rounding
+    return sa, sb, exact, rounding, max(va, vb)
 
 
 def _two_difference(a, b):

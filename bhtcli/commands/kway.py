@@ -66,20 +66,30 @@ def pair_facts(mats, names, energy: float) -> list:
         for j in range(i + 1, K):
             facts = analyse_pair(mats[i], mats[j], DifferenceRows(mats[i], mats[j]), energy)
             if not facts.distinguishable:
-                raise InputError(f"models {i + 1} ({names[i]}) and {j + 1} ({names[j]}) are the same "
-                                 "softmax model (every row of their difference is the same vector, "
-                                 "so they answer every query alike); drop one of them")
+                # the pair rule's own reason: exactly the same, or the same up to rounding
+                # (docs/maths.md §1.3); never "the same vector" when that is not exact
+                raise InputError(f"models {i + 1} ({names[i]}) and {j + 1} ({names[j]}): "
+                                 f"{facts.reason.replace('A and B are', 'they are', 1)}; drop one of them")
             out.append(facts)
     return out
 
 
-def kway_certificate(facts: list, pairs: list, error: float, bottleneck_d: float | None) -> dict:
+def kway_certificate(facts: list, pairs: list, error: float, bottleneck_d: float | None,
+                     printed=()) -> dict:
     """No query (and no schedule) reaches a bottleneck above min over pairs of each pair's
-    ceiling: min_p D_p(x) <= D_q(x) <= sup D_q for every pair q (docs/maths.md §8.4)."""
+    ceiling: min_p D_p(x) <= D_q(x) <= sup D_q for every pair q (docs/maths.md §8.4).
+
+    printed: lists of the per-pair D printed in the same result (at the query, under a
+    schedule), in the order of `pairs`. One guarded rounding as for a pair (docs/maths.md
+    §4.10): each pair's ceiling is raised to the largest D printed for that pair, so every
+    printed ceiling is >= every printed D and design_over_bound <= 1."""
     bounds = []
-    for f in facts:
+    for p, f in enumerate(facts):
         v = f.ceiling.variance if f.ceiling else None
-        bounds.append(None if v is None or not math.isfinite(v) else v / 8.0)
+        b = None if v is None or not math.isfinite(v) else v / 8.0
+        if b is not None:
+            b = max([b] + [float(ds[p]) for ds in printed])
+        bounds.append(b)
     known = [(b, p) for b, p in zip(bounds, range(len(pairs))) if b is not None]
     if not known:
         return {"bhattacharyya_max_bound": None, "hellinger_squared_max_bound": None,
@@ -199,7 +209,10 @@ def design_kway(models, energy: float, error: float = 0.05, starts: int | None =
                  "gain_vs_single": sD / D if D > 0 else None,
                  "dual_bound": ss.dual_bound, "converged": ss.converged,
                  "rounds": ss.rounds, "candidates": ss.columns}
-    cert = kway_certificate(facts, km.pairs, error, D)
+    printed = [[q["bhattacharyya_distance"] for q in pairs]]
+    if sched is not None:
+        printed.append([Dm[i, j] for i, j in km.pairs])
+    cert = kway_certificate(facts, km.pairs, error, D, printed)
     solver = solver_dict(found.method, found.starts, found.iterations, km.passes,
                          found.local_maxima, [-math.expm1(-v) for v in found.values[:5]],
                          found.kkt_residual, found.seconds, pass_seconds=km.pass_seconds(),

@@ -217,15 +217,29 @@ MAX_LOGIT = 1e12     # beyond this float64 logits are spaced > 1e-4 apart: softm
 MIN_LOGIT = 1e-100   # below this every H^2 underflows far past float64 resolution
 
 
-def check_logit_scale(energy: float, max_row_norm: float) -> None:
-    """The largest possible logit E * max_i ||row_i|| must stay in [1e-100, 1e12]."""
+def check_logit_scale(energy: float, max_row_norm: float, visible_norm: float | None = None) -> None:
+    """The largest possible logit E * max_i ||row_i|| must stay in [1e-100, 1e12].
+
+    visible_norm (exp links): max_i ||row_i - row_0||, the size of what the softmax sees (a
+    vector common to every row, e.g. a constant column, only shifts all logits alike). The
+    lower limit is decided on it. The upper one stays on the stored rows: bht's float64
+    scores are computed from them, so their size sets the resolution; the message then says
+    when the excess is a common part the softmax ignores."""
     scale = energy * max_row_norm
+    seen = scale if visible_norm is None else energy * visible_norm
     if max_row_norm > 0 and scale > MAX_LOGIT:
+        common = ""
+        if visible_norm is not None and seen <= MAX_LOGIT:
+            common = (f"; the softmax sees only {seen:.3g} (each row minus the first): the rest is a part "
+                      "common to every row, which it ignores, so subtract it (e.g. the mean row) from both "
+                      "matrices")
         raise InputError(f"{parameter_name('energy')} {energy:g} allows logits up to {scale:.3g} (E times the largest row "
                          f"norm {max_row_norm:.3g}); float64 softmax is meaningful up to {MAX_LOGIT:g}: "
-                         f"lower {parameter_name('energy')} or rescale the matrices")
-    if max_row_norm > 0 and scale < MIN_LOGIT:
-        raise InputError(f"{parameter_name('energy')} {energy:g} allows logits of at most {scale:.3g}; below {MIN_LOGIT:g} "
+                         f"lower {parameter_name('energy')} or rescale the matrices" + common)
+    if max_row_norm > 0 and 0 < seen < MIN_LOGIT:      # 0: every row alike, both answer uniformly
+        what = ("logits of at most" if visible_norm is None else
+                "logit differences (what the softmax sees: each row minus the first) of at most")
+        raise InputError(f"{parameter_name('energy')} {energy:g} allows {what} {seen:.3g}; below {MIN_LOGIT:g} "
                          f"no query separates the models in float64: raise {parameter_name('energy')}")
 
 

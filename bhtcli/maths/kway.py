@@ -208,8 +208,17 @@ def union_upper(Dm: np.ndarray, alpha: float) -> int | None:
         hi *= 2
     N = brentq(f, lo, hi, xtol=1e-9 * hi) if f(lo) > 0 else 0.0
     n = ceil_count(N)
-    while n is not None and f(n) > 1e-12:
-        n += 1
+    if n is not None and f(n) > 1e-12:
+        # brentq stops within xtol (~1e-9 N): find the smallest integer past it by doubling
+        # then bisection, not one step at a time (N can be 1e17 when the models nearly agree)
+        step = 1
+        while f(n + step) > 1e-12:
+            step *= 2
+        lo, hi = n + step // 2, n + step          # f(lo) > tol (lo = n when step = 1), f(hi) <= tol
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (mid, hi) if f(mid) > 1e-12 else (lo, mid)
+        n = hi
     return n
 
 

@@ -104,8 +104,10 @@ def screened_pool(pair: SoftmaxPair, energy: float, seed: int, carried=None) -> 
     from bhtcli.search import sketch
     from bhtcli.search.starts import spectral_directions, swap_directions
     V = spectral_directions(pair, sketch.SKETCH_SPECTRAL, seed, power=1)
-    W = swap_directions(pair, energy, sketch.SKETCH_SWAPS, bulk=True, exact=False)
-    _, S = sketch.single_row_screen(pair, energy, sketch.SKETCH_CANDIDATES)
+    rows, S = sketch.single_row_screen(pair, energy, sketch.SKETCH_CANDIDATES,
+                                       ranked=sketch.SWAP_ANCHORS)
+    W = swap_directions(pair, energy, sketch.SKETCH_SWAPS, bulk=True, exact=False,
+                        anchors=rows[:sketch.SWAP_ANCHORS])
     rng = np.random.default_rng(seed)
     R = rng.standard_normal((pair.d, sketch.SKETCH_RANDOM))
     R *= energy / np.linalg.norm(R, axis=0)

@@ -39,6 +39,7 @@ SKETCH_SPECTRAL = 8           # spectral directions of A - B in the first basis
 SKETCH_ROWS = 4               # rows of largest ||c_i|| and of largest ||g_i|| in it
 SKETCH_SWAPS = 16             # best two-row-swap directions by the bulk-aware pre-score
 SKETCH_CANDIDATES = 24        # rows of the single-row screen (two starts each)
+SWAP_ANCHORS = 32             # the single-row screen's best rows, paired with every partner too
 SKETCH_RANDOM = 4             # random starts in the subspace
 SCREEN_ANGLES = 24            # angles per row in the single-row screen
 HALVING_FIRST = 24            # starts kept after one evaluation of all of them
@@ -115,7 +116,7 @@ def _heavy_rows(pair: SoftmaxPair, X: np.ndarray, count: int) -> np.ndarray:
 
 
 def single_row_screen(pair: SoftmaxPair, energy: float, count: int,
-                      angles: int = SCREEN_ANGLES):
+                      angles: int = SCREEN_ANGLES, ranked: int = 0):
     """Rows whose single-row maximum looks largest, and a starting point for each.
 
     A common kind of maximum puts a large share of the softmax mass on one row i and spends
@@ -125,7 +126,8 @@ def single_row_screen(pair: SoftmaxPair, energy: float, count: int,
     |c_i|, g_i.c_i and |g_i| -- numbers one read of K gives for every row -- so all rows are
     ranked at `angles` angles in O(n * angles) with no product. Returns (rows, X): the best
     `count` rows and, for each, the query at its best angle with either sign of u_i
-    (2 * count columns; the sign that the model prefers first).
+    (2 * count columns; the sign that the model prefers first). With `ranked` > count, the
+    rows returned are the best `ranked` (the points still for the best `count` only).
     """
     cn, gn = row_norms(pair)
     cg = _row_dots(pair)
@@ -151,7 +153,8 @@ def single_row_screen(pair: SoftmaxPair, energy: float, count: int,
         v = D[np.arange(n), j]
         better = v > best
         best[better], best_t[better], best_s[better] = v[better], t[j[better]], sign
-    rows = np.argsort(-best, kind="stable")[:count]
+    ranking = np.argsort(-best, kind="stable")[:max(count, ranked)]
+    rows = ranking[:count]
     f64 = np.float64
     C, G = np.asarray(pair.C[rows], f64), np.asarray(pair.G[rows], f64)
     ch = C / np.maximum(nc[rows], 1e-300)[:, None]
@@ -160,7 +163,7 @@ def single_row_screen(pair: SoftmaxPair, energy: float, count: int,
     cos, sin = np.cos(best_t[rows])[:, None], np.sin(best_t[rows])[:, None]
     first = energy * (cos * ch + best_s[rows][:, None] * sin * u)
     second = energy * (cos * ch - best_s[rows][:, None] * sin * u)
-    return rows, np.concatenate([first.T, second.T], axis=1)
+    return ranking, np.concatenate([first.T, second.T], axis=1)
 
 
 def row_against_bulk(w, delta):
@@ -212,8 +215,9 @@ def sketch_search(pair: SoftmaxPair, energy: float, *, starts=None, seed: int = 
     top = np.unique(np.concatenate([np.argsort(-cn, kind="stable")[:SKETCH_ROWS],
                                     np.argsort(-gn, kind="stable")[:SKETCH_ROWS]]))
     V = spectral_directions(pair, SKETCH_SPECTRAL, seed, power=1)
-    W = swap_directions(pair, energy, SKETCH_SWAPS, bulk=True, exact=False)
-    _, S = single_row_screen(pair, energy, SKETCH_CANDIDATES)
+    rows, S = single_row_screen(pair, energy, SKETCH_CANDIDATES, ranked=SWAP_ANCHORS)
+    W = swap_directions(pair, energy, SKETCH_SWAPS, bulk=True, exact=False,
+                        anchors=rows[:SWAP_ANCHORS])
     # phases, for the progress line: screens, subspace, climb, at most SKETCH_ROUNDS + 1 lifts,
     # the polish; the search may end earlier (then the count jumps to the end)
     phases = 4 + SKETCH_ROUNDS + 1

@@ -106,10 +106,11 @@ SWAP_TOP = 4          # rows of largest ||g_i||, and twice as many of largest ||
 SWAP_PARTNERS = 4096  # at most this many partners (by ||g_j||) for each of them
 SWAP_MIXES = (0.5, 1.0, 2.0)  # with the bulk counted: weights of the difference part against the midpoint part
 SWAP_ROWS = 192       # rows (largest ||c_i||) the cheap pre-score looks at, besides i and j
+SWAP_RESCORE = 16     # with the bulk: candidates per one kept rescored with the rows R counted
 
 
 def swap_directions(pair: SoftmaxPair, energy: float, keep: int, bulk: bool = False,
-                    exact: bool = True) -> np.ndarray:
+                    exact: bool = True, anchors=None) -> np.ndarray:
     """The best `keep` two-row-swap directions (unit columns), screened cheaply.
 
     A swap maximum puts most of P_A's mass on row i and most of P_B's on row j. For every
@@ -124,13 +125,21 @@ def swap_directions(pair: SoftmaxPair, energy: float, keep: int, bulk: bool = Fa
     mass; at vocabulary scale that mass is what a swap competes with (docs/maths.md §5.2).
     With exact=False the best `keep` by the pre-score are returned without the exact scoring
     (the sketched search ranks them itself, in its subspace, for no pass over A and B).
+
+    `anchors`: more rows to pair with every partner, besides the rows of largest norms -- the
+    screens pass the rows that the single-row screen ranks best against the bulk (a row that
+    can carry most of one model's mass alone is the likeliest to carry it in a swap; a row can
+    rank there with an unremarkable ||c_i|| or ||g_i||). With `bulk`, the candidates kept are
+    distinct pairs of rows: the best mix and orientation of each pair {i, j}, so that one
+    strong pair does not fill the list with its variants.
     """
     n, d = pair.n, pair.d
     if n < 3 or keep <= 0:
         return np.zeros((d, 0))
     cn, gn = row_norms(pair)
     by_g, by_c = np.argsort(-gn, kind="stable"), np.argsort(-cn, kind="stable")
-    top = np.unique(np.concatenate([by_g[:SWAP_TOP], by_c[:2 * SWAP_TOP]]))
+    top = np.unique(np.concatenate([by_g[:SWAP_TOP], by_c[:2 * SWAP_TOP],
+                                    np.asarray([] if anchors is None else anchors, dtype=int)]))
     partners = SWAP_PARTNERS // 2 if bulk else SWAP_PARTNERS   # three mixes: half the partners
     half = partners // 2
     J = np.arange(n) if n <= partners else \
@@ -142,8 +151,9 @@ def swap_directions(pair: SoftmaxPair, energy: float, keep: int, bulk: bool = Fa
     CR, GR = np.asarray(pair.C[R], f64), np.asarray(pair.G[R], f64)
     # Every score at x = E u is linear in (g_i, g_j, c_i, c_j): one set of products serves
     # all candidates (rows R against the partners and the top rows; partners against tops).
-    RJ = {(a, b): Ra @ Mb.T for a, Ra in (("c", CR), ("g", GR)) for b, Mb in (("c", CJ), ("g", GJ))}
-    RT = {(a, b): Ra @ Mb for a, Ra in (("c", CR), ("g", GR)) for b, Mb in (("c", CT), ("g", GT))}
+    if not bulk:       # with the bulk the rows R are counted in a second stage (below)
+        RJ = {(a, b): Ra @ Mb.T for a, Ra in (("c", CR), ("g", GR)) for b, Mb in (("c", CJ), ("g", GJ))}
+        RT = {(a, b): Ra @ Mb for a, Ra in (("c", CR), ("g", GR)) for b, Mb in (("c", CT), ("g", GT))}
     JT = {(a, b): Ma @ Mb for a, Ma in (("c", CJ), ("g", GJ)) for b, Mb in (("c", CT), ("g", GT))}
     cc_j, gg_j, gc_j = cn[J], gn[J], np.einsum("ij,ij->i", CJ, GJ)
     in_r = R[:, None] == J[None, :]
@@ -171,27 +181,43 @@ def swap_directions(pair: SoftmaxPair, energy: float, keep: int, bulk: bool = Fa
                 ok = np.isfinite(a_gi) & np.isfinite(a_ci) & np.isfinite(a_cj) & (J != i)
                 a_gi, a_gj, a_ci, a_cj = (np.where(ok, v, 0.0) for v in (a_gi, a_gj, a_ci, a_cj))
 
-                def at_rows(r):        # scores r.x of rows R (r = "c" or "g")
-                    return (RT[r, "g"][:, [t]] * a_gi + RJ[r, "g"] * a_gj
-                            + RT[r, "c"][:, [t]] * a_ci + RJ[r, "c"] * a_cj)
-                c_r = np.where(in_r | (R[:, None] == i), -np.inf, at_rows("c"))
-                g_r = np.where(in_r | (R[:, None] == i), 0.0, at_rows("g"))
                 c_i = a_gi * gc_i + a_gj * gj_ci + a_ci * cc_i + a_cj * cc_ij
                 g_i = a_gi * gg_i + a_gj * gg_ij + a_ci * gc_i + a_cj * cj_gi
                 c_j = a_gi * cj_gi + a_gj * gc_j + a_ci * cc_ij + a_cj * cc_j
                 g_j = a_gi * gg_ij + a_gj * gg_j + a_ci * gj_ci + a_cj * gc_j
-                cs, gs = [c_r, c_i, c_j], [g_r, g_i, g_j]
-                if bulk and n > len(R) + 2:
-                    cs.append(np.full_like(c_i, math.log(n - len(R) - 2)))
-                    gs.append(np.zeros_like(g_i))
+                if bulk:       # first stage: rows i, j and the other n - 2 as the bulk
+                    cs = [c_i, c_j, np.full_like(c_i, math.log(max(n - 2, 1)))]
+                    gs = [g_i, g_j, np.zeros_like(g_i)]
+                else:
+                    def at_rows(r):        # scores r.x of rows R (r = "c" or "g")
+                        return (RT[r, "g"][:, [t]] * a_gi + RJ[r, "g"] * a_gj
+                                + RT[r, "c"][:, [t]] * a_ci + RJ[r, "c"] * a_cj)
+                    c_r = np.where(in_r | (R[:, None] == i), -np.inf, at_rows("c"))
+                    g_r = np.where(in_r | (R[:, None] == i), 0.0, at_rows("g"))
+                    cs, gs = [c_r, c_i, c_j], [g_r, g_i, g_j]
                 score = _restricted_d(np.vstack(cs), np.vstack(gs))
                 score[~ok] = -np.inf
                 scores.append(score)
                 dirs.append((i, sign, a_gi, a_gj, a_ci, a_cj))
     flat = np.concatenate(scores)
     m = len(J)
-    pick = np.argsort(-flat, kind="stable")[:4 * keep if exact else keep]
-    pick = pick[np.isfinite(flat[pick])]
+    wanted = SWAP_RESCORE * keep if bulk else 4 * keep if exact else keep
+    # a pair of rows appears at most 2 x 2 x len(SWAP_MIXES) times: the best `wanted` distinct
+    # pairs are among the best 12 * wanted entries (a partial sort, then a full one of those)
+    if flat.size > 12 * wanted:
+        top_q = np.argpartition(-flat, 12 * wanted)[:12 * wanted]
+        order = top_q[np.lexsort((top_q, -flat[top_q]))]       # stable: ties by position
+    else:
+        order = np.argsort(-flat, kind="stable")
+    order = order[np.isfinite(flat[order])]
+    if bulk:
+        # one candidate per pair of rows {i, j}: its best mix and orientation
+        i_of = np.repeat([entry[0] for entry in dirs], m)[order]
+        j_of = J[order % m]
+        pairs = np.minimum(i_of, j_of) * n + np.maximum(i_of, j_of)
+        _, first = np.unique(pairs, return_index=True)
+        order = order[np.sort(first)]
+    pick = order[:wanted]
     cols = []
     for q in pick:
         i, _, a_gi, a_gj, a_ci, a_cj = dirs[q // m]
@@ -201,6 +227,23 @@ def swap_directions(pair: SoftmaxPair, energy: float, keep: int, bulk: bool = Fa
     if not cols:
         return np.zeros((d, 0))
     cand = np.stack(cols, axis=1)
+    if bulk:
+        # second stage: the best candidates again with the rows R of largest ||c|| counted
+        # (their scores from two small products), the bulk the rest; the best 4 * keep go on
+        i_of = np.array([dirs[q // m][0] for q in pick])
+        j_of = J[pick % m]
+        own = np.concatenate([i_of, j_of])
+        xc = np.einsum("ij,ji->i", np.asarray(pair.C[own], f64), np.concatenate([cand, cand], axis=1))
+        xg = np.einsum("ij,ji->i", np.asarray(pair.G[own], f64), np.concatenate([cand, cand], axis=1))
+        k = len(pick)
+        mine = (R[:, None] == i_of[None, :]) | (R[:, None] == j_of[None, :])
+        cs = [np.where(mine, -np.inf, CR @ cand), xc[:k][None], xc[k:][None]]
+        gs = [np.where(mine, 0.0, GR @ cand), xg[:k][None], xg[k:][None]]
+        if n > len(R) + 2:
+            cs.append(np.full((1, k), math.log(n - len(R) - 2)))
+            gs.append(np.zeros((1, k)))
+        second = _restricted_d(np.vstack(cs), np.vstack(gs))
+        cand = cand[:, np.argsort(-second, kind="stable")[:4 * keep if exact else keep]]
     if not exact:
         return cand / np.maximum(np.linalg.norm(cand, axis=0), 1e-300)
     scores = np.concatenate([pair.value(cand[:, s:s + 64]) for s in range(0, cand.shape[1], 64)])
