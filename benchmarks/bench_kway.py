@@ -1,10 +1,12 @@
 """Benchmark: K-way designs (docs/kway.md) -- schedule gains, predicted against Monte Carlo, and
 the cost of a K-model design against one pair design at the same size, in the same run.
 
-Run:  .venv/bin/python benchmarks/bench_kway.py                       (all three parts)
+Run:  .venv/bin/python benchmarks/bench_kway.py                       (all parts)
       .venv/bin/python benchmarks/bench_kway.py --part scale --sizes 50000x1024 --dtype float32
       .venv/bin/python benchmarks/bench_kway.py --part gain
       .venv/bin/python benchmarks/bench_kway.py --part counts
+      .venv/bin/python benchmarks/bench_kway.py --part quality
+      .venv/bin/python benchmarks/bench_kway.py --part scale --reference-starts 64
 
 gain:   d = 2, n = 6, 3 and 4 random models (N(0, 1.5^2) entries), E = 2: the best schedule's
         bottleneck exponent over the best single query's.
@@ -13,11 +15,15 @@ counts: n = 30, d = 6, random models: `samples.predicted` against the empirical 
 scale:  K = 4 models in memory (A: rows of norm ~1, each other model A + 0.01 N(0, 1/d)), the
         K-way design against the pair design of the first two, both in this process: wall
         times, passes, the measured pass-times (the pair's: one 2n x d product and back with a
-        d x 32 block; the K models': Kn x d), wall over the pair's pass-time, and the ratio.
+        d x 32 block; the K models': Kn x d), wall over the pair's pass-time, and the ratio;
+        with --reference-starts N, the full K-way search with N starts on the same models.
+quality: the sketched K-way search forced on six seeded mid-size cases (float64) against the
+        full K-way search (32 starts): bottleneck ratio, passes, seconds.
 """
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -67,8 +73,8 @@ def part_counts(trials=20000):
     print()
 
 
-def part_scale(sizes, dtype, energy):
-    print(f"K = 4 against one pair design ({dtype}, E = {energy})")
+def part_scale(sizes, dtype, energy, reference_starts):
+    print(f"K = 4 against one pair design ({dtype}, E = {energy}); load {os.getloadavg()[0]:.1f}")
     for size in sizes:
         n, d = (int(v) for v in size.split("x"))
         rng = np.random.default_rng(0)
@@ -84,14 +90,69 @@ def part_scale(sizes, dtype, energy):
         ps = pair.solver["pass_seconds"]
         print(f"{n:,} x {d:,}: pair {t_pair:.1f} s ({pair.solver['passes']} passes, "
               f"{t_pair / ps:.0f} pass-times, H^2 {pair.hellinger_squared:.4g}); "
-              f"K = 4 {t_kway:.1f} s ({kway.solver['passes']} passes of the 4 models, one = "
-              f"{kway.solver['pass_seconds'] / ps:.2f} pair passes; {t_kway / ps:.0f} pair pass-times, "
-              f"bottleneck H^2 {kway.hellinger_squared:.4g}); ratio {t_kway / t_pair:.2f}")
+              f"K = 4 [{kway.solver['search_space']}] {t_kway:.1f} s ({kway.solver['passes']} "
+              f"passes of the 4 models, one = {kway.solver['pass_seconds'] / ps:.2f} pair passes; "
+              f"{t_kway / ps:.0f} pair pass-times, of which search {kway.solver['search_seconds'] / ps:.0f}; "
+              f"bottleneck D {kway.bhattacharyya_distance:.6g}, KKT residual "
+              f"{kway.solver['kkt_residual']:.2g}); ratio {t_kway / t_pair:.2f}", flush=True)
+        if reference_starts:
+            t0 = time.perf_counter()
+            ref = api.design(models, energy=energy, dtype=dtype, starts=reference_starts)
+            t_ref = time.perf_counter() - t0
+            print(f"    full K-way search, {reference_starts} starts: {t_ref:.1f} s "
+                  f"({ref.solver['passes']} passes, {t_ref / ps:.0f} pair pass-times), bottleneck D "
+                  f"{ref.bhattacharyya_distance:.6g}; sketch / full "
+                  f"{kway.bhattacharyya_distance / ref.bhattacharyya_distance:.6f}", flush=True)
+
+
+def part_quality(dtype):
+    """The sketched K-way search forced on seeded mid-size cases against the full search."""
+    print(f"sketched against full K-way search ({dtype})")
+    print(f"{'case':>26} {'full D':>12} {'sketch D':>12} {'ratio':>9} {'passes full/sketch':>18} "
+          f"{'seconds full/sketch':>19}")
+    worst = np.inf
+    for seed, n, d, K, kind, E in QUALITY_CASES:
+        models = quality_case(seed, n, d, K, kind)
+        t0 = time.perf_counter()
+        full = api.design(models, energy=E, dtype=dtype, search_space="full")
+        t_full = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        sk = api.design(models, energy=E, dtype=dtype, search_space="sketch")
+        t_sk = time.perf_counter() - t0
+        ratio = sk.bhattacharyya_distance / full.bhattacharyya_distance
+        worst = min(worst, ratio)
+        print(f"{f'{n}x{d} K={K} {kind} E={E:g}':>26} {full.bhattacharyya_distance:>12.6g} "
+              f"{sk.bhattacharyya_distance:>12.6g} {ratio:>9.6f} "
+              f"{full.solver['passes']:>9}/{sk.solver['passes']:<8} {t_full:>9.1f}/{t_sk:<9.1f}", flush=True)
+    print(f"worst sketch / full: {worst:.6f}\n")
+
+
+QUALITY_CASES = ((1, 2000, 64, 3, "noise", 4.0), (2, 2000, 64, 4, "rows", 4.0),
+                 (3, 3000, 128, 3, "rows", 8.0), (4, 4000, 96, 4, "noise", 2.0),
+                 (5, 3000, 160, 5, "rows", 6.0), (6, 2500, 128, 3, "noise", 10.0))
+
+
+def quality_case(seed, n, d, K, kind):
+    """K seeded models: "noise" (B = A + 10% noise each), "rows" (8 changed rows each, plus
+    small noise)."""
+    rng = np.random.default_rng(seed)
+    A = 3.0 * rng.standard_normal((n, d)) / np.sqrt(d)
+    if kind == "noise":
+        return [A] + [A + 0.3 * rng.standard_normal((n, d)) / np.sqrt(d) for _ in range(K - 1)]
+    out = [A]
+    for _ in range(K - 1):
+        B = A.copy()
+        rows = rng.choice(n, 8, replace=False)
+        B[rows] += 2.0 * rng.standard_normal((8, d)) / np.sqrt(d)
+        out.append(B + 0.05 * rng.standard_normal((n, d)) / np.sqrt(d))
+    return out
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--part", choices=("all", "gain", "counts", "scale"), default="all")
+    ap.add_argument("--part", choices=("all", "gain", "counts", "quality", "scale"), default="all")
+    ap.add_argument("--reference-starts", type=int, default=0,
+                    help="scale: also run the full K-way search with this many starts")
     ap.add_argument("--sizes", default="50000x1024")
     ap.add_argument("--dtype", default="float32")
     ap.add_argument("--energy", type=float, default=10.0)
@@ -100,8 +161,10 @@ def main():
         part_gain()
     if a.part in ("all", "counts"):
         part_counts()
+    if a.part in ("all", "quality"):
+        part_quality("float64")
     if a.part in ("all", "scale"):
-        part_scale(a.sizes.split(","), a.dtype, a.energy)
+        part_scale(a.sizes.split(","), a.dtype, a.energy, a.reference_starts)
 
 
 if __name__ == "__main__":

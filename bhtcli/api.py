@@ -139,12 +139,24 @@ def design(A, B=None, energy=None, *, model="softmax", floor=None, error: float 
         if len(models) != 2 or schedule:
             from bhtcli.commands.kway import check_kway_options, design_kway
             check_kway_options(model=getattr(model, "family", model), readout_plain=_plain(link_a, link_b, bias_a, bias_b),
-                               floor=floor, candidates=candidates, names=names,
-                               subspace=subspace, queries=queries, max_starts=max_starts,
-                               search_space=search_space,
-                               method=None if method == "lbfgs" else method)
+                               floor=floor, subspace=subspace, queries=queries,
+                               max_starts=max_starts, method=None if method == "lbfgs" else method)
+            if candidates is not None and schedule:
+                raise InputError(f"{parameter_name('schedule')} designs its own queries; with "
+                                 f"{parameter_name('candidates')} the best single row is reported "
+                                 "(a schedule over given rows is not available yet)")
+            if candidates is not None:
+                from bhtcli.commands.kway_candidates import design_kway_candidates
+                return design_kway_candidates(models, candidates, energy, error=error,
+                                              names=names, top=10 if top is None else top,
+                                              starts=starts, seed=seed, dtype=dtype,
+                                              search_space=search_space, progress=progress)
+            if names is not None or top is not None:
+                raise InputError(f"{parameter_name('names' if names is not None else 'top')} "
+                                 f"goes with {parameter_name('candidates')}")
             return design_kway(models, energy, error=error, starts=starts, seed=seed,
-                               schedule=schedule, dtype=dtype, progress=progress)
+                               schedule=schedule, dtype=dtype, progress=progress,
+                               search_space=search_space)
         A, B = models
     elif schedule:
         raise InputError(f"{parameter_name('schedule')} mixes queries to tell three or more "
@@ -395,7 +407,7 @@ def simulate(A, B=None, energy=None, *, model="softmax", floor=None, query=None,
                                predicted_points=predicted_points, progress=progress)
 
 
-def rank(A, B, H, energy=None, *, model="softmax", floor=None, error: float = 0.05, names=None,
+def rank(A, B, H=None, energy=None, *, model="softmax", floor=None, error: float = 0.05, names=None,
          top: int = 10, out=None, link_a=None, link_b=None, bias_a=None, bias_b=None,
          dtype="float64", block_rows: int | None = None, progress=None, force: bool = False):
     """Score every candidate query (a row of H) and write all of them to `out`.
@@ -425,9 +437,24 @@ def rank(A, B, H, energy=None, *, model="softmax", floor=None, error: float = 0.
     Returns
     -------
     bhtcli.results.RankResult
+
+    K models: ``rank([M1, M2, M3], H, energy=...)`` scores each row by its bottleneck, the
+    closest pair at that query (docs/kway.md); each top row carries that pair.
     """
     from bhtcli.commands.candidates import rank as rank_candidates
     from bhtcli.io.validation import check_error, check_top
+    if isinstance(A, (list, tuple)):
+        from bhtcli.commands.kway import check_kway_options
+        from bhtcli.commands.kway_candidates import rank_kway
+        if H is not None and energy is None and isinstance(H, (int, float)):
+            H, energy = None, H                 # rank([M1, M2, M3], H, E)
+        if H is not None:
+            raise InputError("with K models give the candidates as the second argument: "
+                             "rank([M1, M2, M3], H, energy=...)")
+        check_kway_options(model=getattr(model, "family", model),
+                           readout_plain=_plain(link_a, link_b, bias_a, bias_b), floor=floor)
+        return rank_kway(A, B, energy, error=error, names=names, top=top, out=out, dtype=dtype,
+                         progress=progress, force=force)
     spec = model_spec(model, energy, floor, link_a=link_a, link_b=link_b, bias_a=bias_a,
                       bias_b=bias_b, dtype=dtype, need_energy=False, inputs=(A, B))
     return rank_candidates(A, B, H, spec, error=check_error(error), names=names,

@@ -242,6 +242,7 @@ class RankResult(Result):
     seconds: float
     distinguishable: bool = True   # False: H^2 = 0 at every eligible candidate
     note: str | None = None        # why not (the same model, as design says; or no row separates)
+    models: list | None = None     # K models: their names (each top row then has its bottleneck)
 
 
 @dataclass(frozen=True)
@@ -339,6 +340,7 @@ class KwayDesignResult(Result):
     distinguishable: bool = True
     warnings: list = field(default_factory=list)
     dtype: str = "float64"
+    candidates: dict | None = None  # --candidates: the ranking (commands/kway_candidates.py)
 
 
 @dataclass(frozen=True)

@@ -133,7 +133,7 @@ FILE_PARAMETERS = {    # command -> every argument and option that names a file
     "sample": ["A", "--query", "--bias-a"],
     "decide": ["A", "B", "[M3 ...] ANSWERS", "--query", "--bias-a", "--bias-b"],
     "simulate": ["A", "B", "[M3 ...]", "--query", "--bias-a", "--bias-b", "--plot"],
-    "rank": ["A", "B", "H", "--names", "--bias-a", "--bias-b", "--out"],
+    "rank": ["A", "B", "[M3 ...] H", "--names", "--bias-a", "--bias-b", "--out"],
     "sweep": ["MANIFEST", "--out", "--export"],
     "shift": ["A", "--data", "--out"],
     "tensors": ["FILE|DIR"],

@@ -527,3 +527,57 @@ def test_default_task_is_bht_design_bit_for_bit(capsys, tmp_path):
     assert got["row"]["samples.predicted"] == expected["samples"]["predicted"]
     assert got["row"]["solver.starts"] == expected["solver"]["starts"]
     assert got["query"].tolist() == expected["query"]
+
+
+def test_models_column_is_the_kway_design_bit_for_bit(capsys, tmp_path, scheduler):
+    """A `models` row runs `bht design M1 ... MK`: the same query, bit for bit (float64, same
+    seed); a CSV cell separates the paths by '|', a JSONL row may give a list."""
+    rng = np.random.default_rng(11)
+    for k in range(3):
+        np.save(tmp_path / f"k{k}.npy", rng.standard_normal((15, 4)))
+    paths = [str(tmp_path / f"k{k}.npy") for k in range(3)]
+    manifest = write_csv(tmp_path / "k.csv", ["name", "models", "energy", "seed"],
+                         [("three", "k0.npy|k1.npy|k2.npy", 1.5, 3), ("pair", "k0.npy|k1.npy", 1.5, 3)])
+    tasks = read_manifest(manifest).tasks
+    assert tasks[0].values["models"] == paths and tasks[0].problem is None
+    out = run_task(tasks[0], api_design, MatrixCache())
+    code, stdout, _ = run(capsys, "design", *paths, "-E", "1.5", "--seed", "3", "--json", "-q")
+    ref = json.loads(stdout)
+    assert out["row"]["status"] == "ok"
+    assert out["query"].tolist() == ref["query"]                    # bit for bit
+    assert out["row"]["hellinger_squared"] == ref["hellinger_squared"]
+    assert (out["row"]["bottleneck.i"], out["row"]["bottleneck.j"]) == (ref["bottleneck"]["i"], ref["bottleneck"]["j"])
+    assert out["row"]["samples.predicted"] == ref["samples"]["predicted"]
+    two = run_task(tasks[1], api_design, MatrixCache())               # two models: the pair design
+    assert two["query"].tolist() == api_design(paths[0], paths[1], 1.5, seed=3).query
+    # JSONL: a list of paths is the same task as the '|' cell
+    (tmp_path / "k.jsonl").write_text(json.dumps({"models": ["k0.npy", "k1.npy", "k2.npy"],
+                                                  "energy": 1.5, "seed": 3}) + "\n")
+    assert read_manifest(tmp_path / "k.jsonl").tasks[0].key == tasks[0].key
+    # end to end, through the scheduler
+    res = tmp_path / "r.jsonl"
+    code, stdout, err = run(capsys, "sweep", manifest, "--out", str(res), "--scheduler", scheduler, "--json")
+    assert code == 0, err
+    rows = {r["name"]: r for r in read_rows(res)}
+    q = np.load(tmp_path / rows["three"]["query_file"])
+    assert q.tolist() == ref["query"] and rows["three"]["models"] == "k0.npy|k1.npy|k2.npy"
+
+
+def test_models_column_bad_rows(capsys, tmp_path):
+    rng = np.random.default_rng(12)
+    for k in range(2):
+        np.save(tmp_path / f"k{k}.npy", rng.standard_normal((6, 3)))
+    bad = write_csv(tmp_path / "bad.csv", ["a", "b", "models", "energy", "model", "floor"],
+                    [("k0.npy", "", "k0.npy|k1.npy", 1, "", ""),
+                     ("", "", "k0.npy", 1, "", ""),
+                     ("", "", "k0.npy||k1.npy", 1, "", ""),
+                     ("", "", "k0.npy|nope.npy", 1, "", ""),
+                     ("", "", "k0.npy|k1.npy|k0.npy", 1, "leverage", 0.5),
+                     ("", "", "", 1, "", "")])
+    problems = [t.problem for t in read_manifest(bad).tasks]
+    assert "either models or a and b" in problems[0]
+    assert "2 to 8 models" in problems[1] and "empty path" in problems[2]
+    assert "no such file" in problems[3] and "leverage compares two models" in problems[4]
+    assert "no value for a" in problems[5]
+    with pytest.raises(InputError, match="models and energy"):
+        read_manifest(write_csv(tmp_path / "cols.csv", ["a", "energy"], [("k0.npy", 1)]))

@@ -170,7 +170,7 @@ def design(a, b, more, schedule, model, energy, floor, alpha, link_a, link_b, bi
             result = design_fn([a, b, *more], energy=energies[0] if energies else None, model=model, floor=floor,
                                link_a=link_a, link_b=link_b, bias_a=bias_a, bias_b=bias_b,
                                dtype=dtype, error=alpha, seed=seed, starts=starts, method=method,
-                               progress=progress, candidates=candidates, names=names,
+                               progress=progress, candidates=candidates, names=names, top=top,
                                subspace=subspace, queries=queries, max_starts=max_starts,
                                search_space=search_space, schedule=schedule)
         if out:
@@ -351,7 +351,7 @@ def simulate(a, b, more, schedule, model, energy, floor, alpha, link_a, link_b, 
 
 @cli.command(context_settings=CONTEXT)
 @rank_pair_options
-@click.argument("h", metavar="H", type=PATH)
+@click.argument("more", nargs=-1, required=True, metavar="[M3 ...] H", type=PATH)
 @click.option("--names", type=PATH, default=None, metavar="FILE", help="One name per row of H (e.g. the prompts).")
 @click.option("--top", type=int, default=10, show_default=True,
               help="How many of the best to list (with exact predicted counts).")
@@ -361,7 +361,7 @@ def simulate(a, b, more, schedule, model, energy, floor, alpha, link_a, link_b, 
 @json_option
 @dtype_option
 @quiet_option
-def rank(a, b, h, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, names, top, out,
+def rank(a, b, more, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, names, top, out,
          force, as_json, dtype, quiet):
     """Score every candidate query (one per row of H) and rank them; no search.
 
@@ -369,12 +369,25 @@ def rank(a, b, h, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, n
     With --energy, rows with ||x|| > E are not eligible. `bht design --candidates H` adds the
     design report of the best row and how much of the optimum it reaches.
 
+    With three or more models (A B M3 ... H) every row is scored by its bottleneck, the
+    closest pair at that query (docs/kway.md).
+
     \b
     Examples:
       bht rank A.npy B.npy H.npy --energy 12 --out scores.jsonl
       bht rank A.npy B.npy H.safetensors:hidden --names prompts.txt --top 5 --json | jq .top
+      bht rank F16.npy Q8.npy Q4.npy H.npy --energy 12     # which of three models
     """
     from bhtcli.api import rank as rank_fn
+    h = more[-1]
+    if len(more) > 1:
+        with _reporter(quiet, bar=True) as progress:
+            result = rank_fn([a, b, *more[:-1]], h, energy=energy, model=model, floor=floor,
+                             error=alpha, names=names, top=top, out=out, link_a=link_a,
+                             link_b=link_b, bias_a=bias_a, bias_b=bias_b, dtype=dtype,
+                             progress=progress, force=force)
+        _emit(result, as_json)
+        return
     spec = _spec(model, energy, floor, link_a, link_b, bias_a, bias_b, dtype, need_energy=False,
                  inputs=(a, b))
     with _reporter(quiet, bar=True) as progress:
@@ -506,9 +519,10 @@ def quantize(src, to, out, force, as_json, quiet):
 def _fill_docstrings() -> None:
     from bhtcli.api import COLUMNS
     required = [name for name, c in COLUMNS.items() if c.required]
-    optional = [name for name, c in COLUMNS.items() if not c.required]
+    optional = [name for name, c in COLUMNS.items() if not c.required and name != "models"]
     columns = (f"MANIFEST is a CSV or JSONL file, one task per row: {', '.join(required)} (matrix "
-               f"paths relative to it), and optionally {', '.join(optional)}, name and label_* columns.")
+               f"paths relative to it; or models, K paths separated by '|', instead of a and b), "
+               f"and optionally {', '.join(optional)}, name and label_* columns.")
     for command in cli.commands.values():
         if command.help:
             command.help = command.help.replace("{inputs}", INPUTS_HELP).replace("{columns}", columns)

@@ -516,6 +516,9 @@ def render_candidates(r: dict, console: Console) -> None:
 
 
 def render_rank_table(result, console: Console) -> None:
+    if getattr(result, "models", None):
+        from bhtcli.cli.render_kway import render_kway_rank
+        return render_kway_rank(result, console)
     r = result.to_dict()
     box = ""
     if r["energy"] is not None:

@@ -93,15 +93,72 @@ def render_kway_design(result, console: Console) -> None:
         cer.add_row("design's D / bound", _num(c["design_over_bound"]))
         cer.add_row("fixed-budget answers >=", _num(c["samples_lower_any_strategy"]) + "  (any strategy, adaptive too)")
     console.print(cer)
+    if r.get("candidates"):
+        _render_candidates(r, console)
     v = r["solver"]
     sol = _table("\nSolver")
-    sol.add_row("method", f"soft-minimum ascent ({v['method']}), {v['starts']} starts, "
-                          f"{v['iterations']} iterations, {v['passes']} passes over the {K} models")
-    sol.add_row("distinct local maxima", f"{v['local_maxima']}  (best bottleneck H^2: "
-                + ", ".join(_num(h, 6) for h in v["local_maxima_values"]) + ")")
+    if v["method"] == "candidates":
+        opt = r["candidates"]["optimum"]
+        sol.add_row("method", f"scored {r['candidates']['count']:,} given queries; the optimum: "
+                              f"soft-minimum ascent, {opt['starts']} starts (the best candidates "
+                              f"among them), {v['passes']} passes over the {K} models")
+    else:
+        sol.add_row("method", f"soft-minimum ascent ({v['method']}), {v['starts']} starts, "
+                              f"{v['iterations']} iterations, {v['passes']} passes over the {K} models")
+        sol.add_row("distinct local maxima", f"{v['local_maxima']}  (best bottleneck H^2: "
+                    + ", ".join(_num(h, 6) for h in v["local_maxima_values"]) + ")")
     sol.add_row("KKT residual", _num(v["kkt_residual"], 2))
     sol.add_row("time", f"{v['seconds']:.2f} s")
     console.print(sol)
+
+
+def _top_rows(title: str, top: list) -> Table:
+    t = Table(title=title, title_justify="left", box=None, pad_edge=False, header_style="bold")
+    for col in ("row", "bottleneck H^2", "pair", "predicted", "||x||", "name"):
+        t.add_column(col, no_wrap=True, justify="left" if col == "name" else "right")
+    for e in top:
+        b = e["bottleneck"]
+        t.add_row(str(e["index"]), _num(e["hellinger_squared"]), f"M{b['i'] + 1} - M{b['j'] + 1}",
+                  _num(e["predicted"]), _num(e["query_norm"], 4), e["name"] or "")
+    return t
+
+
+def render_kway_rank(result, console: Console) -> None:
+    """`bht rank M1 M2 M3 ... H`: the rows ranked by their bottleneck."""
+    r = result.to_dict()
+    names = r["models"]
+    box = f"  E={_num(r['energy'])}" if r["energy"] is not None else ""
+    t = _table(f"bht rank  softmax  {len(names)} models  n={r['n']:,}  d={r['d']:,}{box}  "
+               f"alpha={_num(r['target_error'])}")
+    t.add_row("candidates", f"{r['count']:,}  ({r['eligible']:,} eligible)")
+    if not r["distinguishable"]:
+        t.add_row("why", r["note"])
+    t.add_row("best", f"row {r['best_index']:,}" + (f"  {r['best_name']}" if r["best_name"] else ""))
+    if r["out"]:
+        t.add_row("all scores written to", r["out"])
+    t.add_row("time", f"{r['seconds']:.2f} s")
+    console.print(t)
+    console.print(_models_table(names))
+    console.print(_top_rows(f"\nTop {len(r['top'])} candidates by the bottleneck (row: 0-based in H; "
+                            "predicted: answers to name the true model)", r["top"]))
+
+
+def _render_candidates(r: dict, console: Console) -> None:
+    """`design M1 ... MK --candidates H`: counts, the fraction reached, the top list."""
+    c = r["candidates"]
+    t = _table("\nCandidates (the query above is the best given row)")
+    t.add_row("rows", f"{c['count']:,} ({c['eligible']:,} eligible"
+              + (f"; left out: {c['why_ineligible']}" if c["why_ineligible"] else "") + ")")
+    name = f"  {c['best_name']}" if c["best_name"] is not None else ""
+    t.add_row("best row", f"{c['best_index']}{name}")
+    opt = c["optimum"]
+    t.add_row("designed optimum", f"bottleneck H^2 {_num(opt['hellinger_squared'])} at radius "
+              f"{_num(c['radius'])} ({c['radius_from']}); predicted {_num(opt['predicted'])}")
+    frac = c["reachable_fraction"]
+    t.add_row("reachable fraction", "-" if frac is None else
+              f"{_num(frac, 4)}  (the best row's bottleneck H^2 over the optimum's)")
+    console.print(t)
+    console.print(_top_rows(f"\nBest {len(c['top'])} rows by the bottleneck", c["top"]))
 
 
 def render_kway_bound(result, console: Console) -> None:

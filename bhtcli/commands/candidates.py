@@ -351,6 +351,7 @@ def rank(A, B, H, spec: ModelSpec = ModelSpec(), *, error: float = 0.05, names=N
     ------
     InputError
         Bad matrices, names or options; no eligible candidate; an unknown output format.
+
     """
     if out is not None:
         _check_out(out, (A, B, H, names, spec.bias_a, spec.bias_b), force)

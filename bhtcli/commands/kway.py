@@ -12,7 +12,7 @@ from bhtcli.analysis.diameter import DifferenceRows
 from bhtcli.analysis.facts import analyse_pair
 from bhtcli.errors import InputError, parameter_name
 from bhtcli.io.load import load_matrix
-from bhtcli.io.validation import check_dtype, check_energy, check_error, check_seed, check_starts
+from bhtcli.io.validation import check_dtype, check_energy, check_error
 from bhtcli.maths.certificate import certificate_from_variance
 from bhtcli.maths.counts import query_counts
 from bhtcli.maths.divergences import Tilt, divergences_from_tilt
@@ -20,6 +20,8 @@ from bhtcli.maths.kway import KwayLaw, allocate, kway_counts
 from bhtcli.models.kway import KModels, kway_scores_at
 from bhtcli.results import KwayBoundResult, KwayDesignResult
 from bhtcli.search.kway import best_schedule, maximize_bottleneck, pair_directions
+from bhtcli.search.kway_sketch import SPECTRAL as SKETCH_SPECTRAL
+from bhtcli.search.kway_sketch import sketch_bottleneck, use_kway_sketch
 from bhtcli.search.result import solver_dict
 
 MAX_MODELS = 8
@@ -120,9 +122,32 @@ def _pairs_at(scores, pairs, error) -> list:
     return out
 
 
+def search_bottleneck(km: KModels, energy: float, *, search_space: str = "auto",
+                      starts: int | None = None, seed: int = 0, progress=None, carried=None):
+    """(SearchResult, subspace or None, pair directions): the bottleneck's search, sketched at
+    vocabulary scale (search/kway_sketch.py) or full; `carried` starting points climb too."""
+    if use_kway_sketch(km, search_space, starts):
+        directions = pair_directions(km, SKETCH_SPECTRAL, seed)
+        found, space = sketch_bottleneck(km, energy, seed=seed, directions=directions,
+                                         progress=progress, carried=carried)
+        return found, space, directions
+    directions = pair_directions(km, 2, seed)
+    found = maximize_bottleneck(km, energy, starts=starts, seed=seed, progress=progress,
+                                directions=directions, carried=carried)
+    return found, None, directions
+
+
+def at_query(mats, pairs_ij, x, error: float):
+    """(pairs, index of the bottleneck pair, samples) at the query x, in float64."""
+    law, scores = _law_at(mats, [x], [1.0])
+    pairs = _pairs_at(scores[0], pairs_ij, error)
+    worst = min(range(len(pairs)), key=lambda p: pairs[p]["bhattacharyya_distance"])
+    return pairs, worst, kway_counts(law, error)
+
+
 def design_kway(models, energy: float, error: float = 0.05, starts: int | None = None,
                 seed: int = 0, schedule: bool = False, dtype: str = "float64",
-                progress=None) -> KwayDesignResult:
+                progress=None, search_space: str | None = None) -> KwayDesignResult:
     """The query x (||x|| <= energy) that maximises the bottleneck min_{i<j} D_ij(x) among K
     softmax models, and how many answers name the true model with every error <= error.
 
@@ -142,35 +167,36 @@ def design_kway(models, energy: float, error: float = 0.05, starts: int | None =
     dtype : {"float64", "float32"}
         Precision of the search's products; the report is recomputed in float64.
     progress : callable, optional
+    search_space : {"auto", "full", "sketch"}, optional
+        "auto" (default): the sketched subspace search at the pair sketch's sizes (n d >= 5e6
+        with d >= 256, starts not fixed), else the full search; "full" or "sketch" force one
+        (docs/kway.md, "Vocabulary scale").
 
     Returns
     -------
     KwayDesignResult
     """
-    energy, error = check_energy(energy), check_error(error)
-    starts = None if starts is None else check_starts(starts)
-    seed, dtype = check_seed(seed), check_dtype(dtype)
+    from bhtcli.models.spec import DesignOptions
+    energy, dtype = check_energy(energy), check_dtype(dtype)
+    opts = DesignOptions.build(error, starts, seed, search_space=search_space)
+    error, starts, seed, search_space = opts.error, opts.starts, opts.seed, opts.search_space
     mats, names = load_models(models)
     t0 = time.perf_counter()
     if progress:
         progress(f"checking {len(mats) * (len(mats) - 1) // 2} pairs")
     facts = pair_facts(mats, names, energy)
     km = KModels(mats, dtype=dtype)
-    directions = pair_directions(km, 2, seed)
-    found = maximize_bottleneck(km, energy, starts=starts, seed=seed, progress=progress,
-                                directions=directions)
+    found, space, directions = search_bottleneck(km, energy, search_space=search_space,
+                                                 starts=starts, seed=seed, progress=progress)
     x = found.x
-    law, scores = _law_at(mats, [x], [1.0])
-    pairs = _pairs_at(scores[0], km.pairs, error)
-    worst = min(range(len(pairs)), key=lambda p: pairs[p]["bhattacharyya_distance"])
+    pairs, worst, samples = at_query(mats, km.pairs, x, error)
     D = pairs[worst]["bhattacharyya_distance"]
-    samples = kway_counts(law, error)
     sched = None
     if schedule:
         columns = np.concatenate([x[:, None]] + ([found.points] if found.points is not None else []),
                                  axis=1)
         ss = best_schedule(km, energy, columns, seed=seed, directions=directions,
-                           progress=progress)
+                           progress=progress, space=space)
         slaw, _ = _law_at(mats, list(ss.queries.T), ss.weights)
         Dm = slaw.distance_matrix()
         sD = float(min(Dm[i, j] for i, j in km.pairs))
@@ -190,7 +216,8 @@ def design_kway(models, energy: float, error: float = 0.05, starts: int | None =
     solver = solver_dict(found.method, found.starts, found.iterations, km.passes,
                          found.local_maxima, [-math.expm1(-v) for v in found.values[:5]],
                          found.kkt_residual, found.seconds, pass_seconds=km.pass_seconds(),
-                         seconds=time.perf_counter() - t0, message=found.stop_reason)
+                         seconds=time.perf_counter() - t0, message=found.stop_reason,
+                         search_space=found.search_space)
     warnings = []
     if found.kkt_residual > (1e-3 if km.dtype == np.float64 else 1e-2):
         warnings.append(f"the KKT residual at the query is {found.kkt_residual:.2g}: the point "

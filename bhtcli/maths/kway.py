@@ -30,6 +30,11 @@ from scipy.special import log_ndtr, ndtri
 from bhtcli.maths.counts import ceil_count, lower_count
 from bhtcli.maths.divergences import Tilt, logsumexp
 
+# Accuracy of the Gaussian copula's joint probability (scipy's quasi-Monte Carlo integrator):
+# errors of 1e-7 absolute change no count at alpha >= 1e-4, and cost ~1/20 of 1e-9's time
+# (0.02 s against 0.4 s per call with three other models).
+COPULA_ABSEPS, COPULA_RELEPS = 1e-7, 1e-5
+
 
 @dataclass(frozen=True)
 class PairExponent:
@@ -172,7 +177,7 @@ class KwayLaw:
                 continue
             z = ndtri(tails)
             joint = multivariate_normal.cdf(-z, mean=np.zeros(len(z)), cov=self.correlations[k],
-                                            allow_singular=True, abseps=1e-9, releps=1e-7,
+                                            allow_singular=True, abseps=COPULA_ABSEPS, releps=COPULA_RELEPS,
                                             rng=np.random.default_rng(0))
             out[k] = min(max(1.0 - float(joint), float(tails.max())), union)
         return out

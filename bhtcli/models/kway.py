@@ -209,3 +209,68 @@ def kway_scores_at(models, x: np.ndarray, rows: int | None = None):
         for k in range(1, len(models)):
             deltas[k][s:s + rows] = (np.asarray(models[k][s:s + rows], dtype=np.float64) - first) @ x
     return r, deltas
+
+
+class ReducedKModels(KModels):
+    """The K models restricted to x = Q y: S Q (K n x r) as the stacked matrix. Its products
+    read K n x r numbers, not the models, and are not counted as passes over them."""
+
+    def __init__(self, SQ: np.ndarray, K: int, n: int):
+        self.K, self.n, self.d = K, n, SQ.shape[1]
+        self.dtype = np.dtype(SQ.dtype)
+        self.S = SQ
+        self.pairs = list(itertools.combinations(range(K), 2))
+        self.passes = 0
+
+
+class PairRows:
+    """The rows of one stacked block combination sum_k a_k S_k of the K models (S_1 = M_1,
+    S_k = M_k - M_1), built on demand: rows[idx] is float64, nothing n x d is materialised."""
+
+    def __init__(self, S: np.ndarray, n: int, coeffs):
+        self.S, self.n = S, n
+        self.coeffs = [(k, float(a)) for k, a in enumerate(coeffs) if a != 0.0]
+
+    def __getitem__(self, idx):
+        idx = np.asarray(idx)
+        out = None
+        for k, a in self.coeffs:
+            part = a * np.asarray(self.S[k * self.n + idx], dtype=np.float64)
+            out = part if out is None else out + part
+        return out
+
+
+class PairView:
+    """The pair (i, j) of K models as the screens of the sketched search see a SoftmaxPair:
+    rows of the midpoint C = M_1 + (Delta_i + Delta_j)/2 and the difference G = Delta_i -
+    Delta_j (row-centred, as the stacked blocks are), their row norms and dots from the
+    blocks' per-row Gram matrix; plain softmax readout."""
+
+    def __init__(self, models: KModels, i: int, j: int, gram: np.ndarray):
+        from bhtcli.models.readout import Readout
+        K, n = models.K, models.n
+        a, b = np.zeros(K), np.zeros(K)
+        a[0] = 1.0
+        for model, sign in ((i, 1.0), (j, -1.0)):
+            if model > 0:
+                a[model] += 0.5
+                b[model] += sign
+        self.n, self.d, self.dtype = n, models.d, models.dtype
+        self.readout = Readout()
+        self.objective = "bhattacharyya"
+        self.C, self.G = PairRows(models.S, n, a), PairRows(models.S, n, b)
+        self._row_norms = (np.einsum("k,nkl,l->n", a, gram, a), np.einsum("k,nkl,l->n", b, gram, b))
+        self._row_dots = np.einsum("k,nkl,l->n", a, gram, b)
+
+
+def block_gram(models: KModels) -> np.ndarray:
+    """Per row, the Gram matrix of the K blocks' rows: gram[r, k, l] = S_k[r] . S_l[r]
+    (n x K x K, float64; K(K+1)/2 row-wise dot products, no pass)."""
+    K, n = models.K, models.n
+    gram = np.empty((n, K, K))
+    for k in range(K):
+        Sk = models.S[k * n:(k + 1) * n]
+        for l in range(k, K):
+            Sl = models.S[l * n:(l + 1) * n]
+            gram[:, k, l] = gram[:, l, k] = np.einsum("ij,ij->i", Sk, Sl, dtype=np.float64)
+    return gram

@@ -59,17 +59,17 @@ def pair_directions(models: KModels, r: int, seed: int) -> list:
     models.passes += 3
     Yk = [np.zeros((n, width))] + [Y[(k - 1) * n:k * n] for k in range(1, K)]
     for i, j in models.pairs:
-        _, _, vt = np.linalg.svd(Yk[i] - Yk[j], full_matrices=False)
-        out.append(Q @ vt[:r].T)
+        Z = Yk[i] - Yk[j]
+        # the right singular vectors of Z from its width x width Gram matrix (the top ones are
+        # all that is used; an n x width SVD per pair cost seconds at vocabulary scale)
+        vals, vecs = np.linalg.eigh(Z.T @ Z)
+        out.append(Q @ vecs[:, ::-1][:, :r])
     return out
 
 
-def bottleneck_starts(models: KModels, energy: float, starts: int, seed: int,
-                      directions: list) -> np.ndarray:
-    """`starts` columns: the best half (by the bottleneck, one pass) of a pool of every pair's
-    spectral directions (both signs, radius E and E/2) and their pairwise sums, then seeded
-    random points on the sphere and inside the ball."""
-    d = models.d
+def spectral_pool(directions: list, energy: float) -> np.ndarray:
+    """Every pair's spectral directions (both signs, radius E; the top one at E/2 too) and the
+    normalised sums and differences of two pairs' top directions, at radius E (columns)."""
     pool = []
     for V in directions:
         for c in range(V.shape[1]):
@@ -83,7 +83,16 @@ def bottleneck_starts(models: KModels, energy: float, starts: int, seed: int,
                 nu = np.linalg.norm(u)
                 if nu > 0:
                     pool += [energy * u / nu, -energy * u / nu]
-    P = np.stack(pool, axis=1)
+    return np.stack(pool, axis=1)
+
+
+def bottleneck_starts(models: KModels, energy: float, starts: int, seed: int,
+                      directions: list) -> np.ndarray:
+    """`starts` columns: the best half (by the bottleneck, one pass) of a pool of every pair's
+    spectral directions (both signs, radius E and E/2) and their pairwise sums, then seeded
+    random points on the sphere and inside the ball."""
+    d = models.d
+    P = spectral_pool(directions, energy)
     score = np.concatenate([models.pair_distances(P[:, s:s + 64]).min(axis=0)
                             for s in range(0, P.shape[1], 64)])
     take = np.argsort(-score, kind="stable")[:max(1, starts // 2)]
@@ -103,16 +112,19 @@ def _tolerances(models: KModels):
 
 def maximize_bottleneck(models: KModels, energy: float, *, starts: int | None = None,
                         seed: int = 0, keep: int = KEEP, progress=None,
-                        directions: list | None = None) -> SearchResult:
+                        directions: list | None = None, carried=None) -> SearchResult:
     """The query x (||x|| <= energy) with the largest min_p D_p(x) found from `starts` starts
-    (default DEFAULT_KWAY_STARTS). `value` is the bottleneck min_p D_p at x, `values` the
-    bottleneck at the distinct end points of the first climb."""
+    (default DEFAULT_KWAY_STARTS), and from the `carried` points (d x m) too. `value` is the
+    bottleneck min_p D_p at x, `values` the bottleneck at the distinct end points of the first
+    climb."""
     t0 = time.perf_counter()
     starts = DEFAULT_KWAY_STARTS if starts is None else starts
     explore_gtol, polish_gtol = _tolerances(models)
     if directions is None:
         directions = pair_directions(models, 2, seed)
     X0 = bottleneck_starts(models, energy, starts, seed, directions)
+    if carried is not None and np.size(carried):
+        X0 = np.concatenate([X0, project(np.asarray(carried, dtype=np.float64), energy)], axis=1)
     if progress:
         progress(f"climbing the bottleneck of {len(models.pairs)} pairs from {X0.shape[1]} starts")
     run = BatchedAscent(SoftBottleneck(models, SHARPNESS[0]), X0, energy)
@@ -189,9 +201,11 @@ class ScheduleSearch:
 
 def best_schedule(models: KModels, energy: float, columns: np.ndarray, *, seed: int = 0,
                   directions: list | None = None, progress=None,
-                  rounds: int = SCHEDULE_ROUNDS) -> ScheduleSearch:
+                  rounds: int = SCHEDULE_ROUNDS, space=None) -> ScheduleSearch:
     """Column generation from the candidate queries `columns` (d x m, e.g. the single design
-    and the search's other maxima)."""
+    and the search's other maxima). With `space` (a kway_sketch.Subspace, at vocabulary
+    scale) the pricing problem climbs in that subspace and is lifted to a KKT point in full d
+    as the sketched bottleneck search is (kway_sketch.Subspace.lift)."""
     t0 = time.perf_counter()
     passes0 = models.passes
     explore_gtol, polish_gtol = _tolerances(models)
@@ -210,21 +224,48 @@ def best_schedule(models: KModels, energy: float, columns: np.ndarray, *, seed: 
         U = rng.standard_normal((models.d, 4))
         U *= energy / np.linalg.norm(U, axis=0)
         X0 = np.concatenate([X[:, w > 1e-12], spectral, U], axis=1)
-        obj = WeightedSum(models, lam)
-        run = BatchedAscent(obj, X0, energy)
-        run.run(600, gtol=explore_gtol)
-        top = distinct(run.X, run.f, energy, tol=1e-3)[:SCHEDULE_ADD]
-        pol = BatchedAscent(obj, run.X[:, top], energy)
-        pol.run(1000, gtol=polish_gtol)
-        bound = float(pol.f.max())
+        if space is None:
+            obj = WeightedSum(models, lam)
+            run = BatchedAscent(obj, X0, energy)
+            run.run(600, gtol=explore_gtol)
+            top = distinct(run.X, run.f, energy, tol=1e-3)[:SCHEDULE_ADD]
+            pol = BatchedAscent(obj, run.X[:, top], energy)
+            pol.run(1000, gtol=polish_gtol)
+            found, values, D_found = pol.X, pol.f, None
+        else:
+            found = _price_in_subspace(space, lam, X0, energy, explore_gtol, polish_gtol)
+            D_found = models.pair_distances(found)
+            values = lam @ D_found
+        bound = float(values.max())
         if bound <= value * (1 + SCHEDULE_RTOL):
             converged = True
             break
-        new = pol.X[:, pol.f > value * (1 + SCHEDULE_RTOL)]
+        better = values > value * (1 + SCHEDULE_RTOL)
+        new = found[:, better]
         X = np.concatenate([X, new], axis=1)
-        D = np.concatenate([D, models.pair_distances(new)], axis=1)
+        D = np.concatenate([D, models.pair_distances(new) if D_found is None
+                            else D_found[:, better]], axis=1)
     value, w, lam = schedule_lp(D)
     keep = w > 1e-9
     w = w[keep] / w[keep].sum()
     return ScheduleSearch(X[:, keep], w, float(np.min(D[:, keep] @ w)), bound, done, X.shape[1],
                           models.passes - passes0, time.perf_counter() - t0, converged)
+
+
+def _price_in_subspace(space, lam, X0, energy: float, explore_gtol: float,
+                       polish_gtol: float) -> np.ndarray:
+    """The pricing problem max_x sum_p lam_p D_p(x) climbed in the sketched subspace from X0
+    (projected into it), its best SCHEDULE_ADD distinct maxima polished there and the best
+    lifted to a KKT point in full d; returns those points (d x m, full coordinates)."""
+    make = lambda km: WeightedSum(km, lam)
+    Y0 = project(space.Q.T @ X0, energy)
+    run = BatchedAscent(make(space.reduced), Y0, energy)
+    run.run(600, gtol=explore_gtol)
+    top = distinct(run.X, run.f, energy, tol=1e-3)[:SCHEDULE_ADD]
+    pol = BatchedAscent(make(space.reduced), run.X[:, top], energy)
+    pol.run(1000, gtol=polish_gtol)
+    x, _, _, Y, _ = space.lift(make, pol.X, energy, polish_gtol)
+    points = space.Q @ Y
+    if np.min(np.linalg.norm(points - x[:, None], axis=0)) > 1e-9 * energy:
+        points = np.concatenate([x[:, None], points], axis=1)     # polished in full d
+    return project(points, energy)

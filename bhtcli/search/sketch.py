@@ -102,6 +102,9 @@ def _orth(Q: np.ndarray, new: np.ndarray) -> np.ndarray:
     return np.linalg.qr(U)[0]
 
 
+orthonormal_extension = _orth     # public: the K-way sketch (kway_sketch.py) grows its basis so
+
+
 def _heavy_rows(pair: SoftmaxPair, X: np.ndarray, count: int) -> np.ndarray:
     """Rows of largest softmax weight under A or B at the columns of X (one full pass)."""
     c, delta = pair.logits(X)

@@ -17,7 +17,7 @@ from bhtcli import __version__
 from bhtcli.errors import BhtError, InputError, parameter_name
 from bhtcli.io.load import check_output_path, save_npy_atomic
 from bhtcli.sweep.journal import Journal, check_export_path, export_rows
-from bhtcli.sweep.manifest import COLUMNS, Task, is_label, read_manifest
+from bhtcli.sweep.manifest import COLUMNS, Task, is_label, matrix_paths, read_manifest
 from bhtcli.results import SweepResult, json_safe
 
 
@@ -188,8 +188,8 @@ def _check_rows(plan) -> None:
 
 def _matrix_files(plan) -> list:
     """Every matrix file the manifest's rows name (absolute; FILE.npz:KEY kept)."""
-    return sorted({v for t in plan.tasks for name, v in t.values.items()
-                   if COLUMNS[name].is_path and isinstance(v, str)})
+    return sorted({p for t in plan.tasks for name, v in t.values.items()
+                   if COLUMNS[name].is_path for p in matrix_paths(v)})
 
 
 def _check_paths(manifest, out, export, matrices, force: bool) -> None:

@@ -79,6 +79,32 @@ def _path(raw, column: str, base: str) -> str:
     return path + (f":{key}" if key else "")
 
 
+# Between the paths of a `models` cell: '|' cannot occur in a Windows path (nor does any of the
+# shells' usual file names use it); on POSIX only '/' and NUL cannot, so a POSIX file whose
+# name holds '|' needs a JSONL manifest, where `models` is a list of paths (no separator).
+MODELS_SEPARATOR = "|"
+
+
+def _paths(raw, column: str, base: str) -> list:
+    """The K absolute paths of a `models` cell: paths separated by MODELS_SEPARATOR, or (JSONL)
+    a list of paths."""
+    from bhtcli.commands.kway import MAX_MODELS
+    if isinstance(raw, (list, tuple)):
+        items = [str(p).strip() for p in raw]
+    elif isinstance(raw, str):
+        items = [p.strip() for p in raw.split(MODELS_SEPARATOR)]
+    else:
+        raise InputError(f"{column} must be paths separated by '{MODELS_SEPARATOR}' (JSONL: a list "
+                         f"of paths), got {raw!r}")
+    if any(not p for p in items):
+        raise InputError(f"{column} = {raw!r} has an empty path; separate the models' files by "
+                         f"'{MODELS_SEPARATOR}' with nothing empty between them")
+    if not 2 <= len(items) <= MAX_MODELS:
+        raise InputError(f"{column} needs 2 to {MAX_MODELS} models separated by "
+                         f"'{MODELS_SEPARATOR}', got {len(items)}")
+    return [_path(p, column, base) for p in items]
+
+
 def split_npz_key(spec: str) -> tuple[str, str]:
     """'m.npz:KEY' -> ('m.npz', 'KEY'); any other path -> (path, '')."""
     head, sep, key = spec.rpartition(":")
@@ -125,6 +151,8 @@ class Column:
 COLUMNS = {
     "a": Column(_path, kwarg="A", required=True, is_path=True),
     "b": Column(_path, kwarg="B", required=True, is_path=True),
+    # instead of a and b: K models, a K-way design (docs/kway.md); run_task loads them
+    "models": Column(_paths, is_path=True),
     "energy": Column(_energy, kwarg="energy", required=True),
     "model": Column(_model, default="softmax", kwarg="model"),
     "floor": Column(_floor, kwarg="floor"),
@@ -147,9 +175,18 @@ def _queries(raw, column):
 
 
 def _check_row(values: dict) -> None:
-    """Rules across columns of one row: the ModelSpec's (column names are its parameter names)."""
+    """Rules across columns of one row: the ModelSpec's (column names are its parameter names);
+    a `models` row, the K-way design's."""
     from bhtcli.errors import parameter_names
     from bhtcli.models.spec import ModelSpec
+    if values.get("models") is not None:
+        from bhtcli.commands.kway import check_kway_options
+        plain = all(values[k] in (None, "exp") for k in ("link_a", "link_b", "bias_a", "bias_b"))
+        with parameter_names(str):
+            check_kway_options(model=values["model"], readout_plain=plain, floor=values["floor"],
+                               queries=values["queries"])
+            check_energy(values["energy"], "energy")
+        return
     readout = {name: values[name] for name in ("link_a", "link_b", "bias_a", "bias_b", "dtype")
                if values[name] is not None}
     with parameter_names(str):          # messages name the manifest's columns
@@ -184,14 +221,25 @@ def task_key(values: dict) -> str:
     ident = {k: v for k, v in values.items() if v is not None and v != COLUMNS[k].implicit}
     for name, column in COLUMNS.items():
         value = values.get(name)
-        if column.is_path and isinstance(value, str):
-            try:
-                st = os.stat(split_npz_key(value)[0])
-                ident[f"{name}@"] = [st.st_size, st.st_mtime_ns]
-            except OSError:
-                ident[f"{name}@"] = None
+        if column.is_path and isinstance(value, (str, list)):
+            ident[f"{name}@"] = ([_stamp(v) for v in value] if isinstance(value, list)
+                                 else _stamp(value))
     blob = json.dumps(ident, sort_keys=True, separators=(",", ":"), default=repr)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def _stamp(path: str):
+    """[size, modification time] of a matrix file (None when it cannot be read)."""
+    try:
+        st = os.stat(split_npz_key(path)[0])
+        return [st.st_size, st.st_mtime_ns]
+    except OSError:
+        return None
+
+
+def matrix_paths(value) -> list:
+    """The matrix files of one path column's value (a path, a list of paths or None)."""
+    return value if isinstance(value, list) else [value] if isinstance(value, str) else []
 
 
 @dataclass(frozen=True)
@@ -320,10 +368,11 @@ def _check_columns(columns: list, path: str) -> None:
             raise InputError(f"{path}: unknown column {name!r}{hint}; known columns: "
                              f"{', '.join(COLUMNS)}; keep your own labels in 'name' or in columns "
                              f"starting with '{LABEL_PREFIX}'")
-    missing = [name for name, c in COLUMNS.items() if c.required and name not in columns]
+    missing = [name for name, c in COLUMNS.items() if c.required and name not in columns
+               and not (name in PAIR_COLUMNS and "models" in columns)]
     if missing:
         raise InputError(f"{path}: no column {', '.join(map(repr, missing))}; a manifest needs the "
-                         f"columns a, b and energy (one task per row)")
+                         f"columns a, b and energy, or models and energy (one task per row)")
 
 
 def is_label(name: str) -> bool:
@@ -331,15 +380,22 @@ def is_label(name: str) -> bool:
     return name == "name" or name.startswith(LABEL_PREFIX)
 
 
+PAIR_COLUMNS = ("a", "b")      # required unless the row gives `models`
+
+
 def _task(line: int, cells: dict, base: str) -> Task:
     values, shown, problems = {}, {}, []
+    raw_models = cells.get("models")
+    kway = not (raw_models is None or (isinstance(raw_models, str) and not raw_models.strip()))
     for name, column in COLUMNS.items():
         raw = cells.get(name)
         empty = raw is None or (isinstance(raw, str) and not raw.strip())
         shown[name] = None if empty else (raw.strip() if isinstance(raw, str) else raw)
+        if kway and name in PAIR_COLUMNS and not empty:
+            problems.append(f"give either models or a and b, not both ({name} = {raw!r})")
         if empty:
             values[name] = column.default
-            if column.required:
+            if column.required and not (kway and name in PAIR_COLUMNS):
                 problems.append(f"no value for {name}")
             continue
         try:

@@ -35,6 +35,8 @@ RESULT_FIELDS = {
     "certificate.tv_max_bound": ("certificate", "tv_max_bound"),
     "solver.starts": ("solver", "starts"), "solver.local_maxima": ("solver", "local_maxima"),
     "seconds": ("seconds",), "note": ("note",), "energy_found": ("energy",),
+    # K-way rows (`models`): the bottleneck pair at the query (0-based; null for pairs)
+    "bottleneck.i": ("bottleneck", "i"), "bottleneck.j": ("bottleneck", "j"),
 }
 
 
@@ -88,11 +90,18 @@ def run_task(task: Task, design, cache: MatrixCache | None = None) -> dict:
         if task.problem:
             raise InputError(task.problem)
         v = task.values
-        A = cache.load(v["a"], task.shown["a"])
-        B = cache.load(v["b"], task.shown["b"])
-        check_pair(A, B, task.shown["a"], task.shown["b"])
-        with parameter_names(str):      # messages name the manifest's columns, in any process
-            result = design(**dict(call_arguments(v), A=A, B=B))
+        if v.get("models") is not None:
+            # K models: the K-way design of `bht design M1 ... MK` (its own shape and
+            # same-model checks name the models by position)
+            models = [cache.load(p, f"model {k + 1}") for k, p in enumerate(v["models"])]
+            with parameter_names(str):
+                result = design(**dict(call_arguments(v), A=models))
+        else:
+            A = cache.load(v["a"], task.shown["a"])
+            B = cache.load(v["b"], task.shown["b"])
+            check_pair(A, B, task.shown["a"], task.shown["b"])
+            with parameter_names(str):      # messages name the manifest's columns, in any process
+                result = design(**dict(call_arguments(v), A=A, B=B))
     except BhtError as exc:
         return {"row": failed_fields(str(exc), time.perf_counter() - t0), "query": None}
     except MemoryError:

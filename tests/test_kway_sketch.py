@@ -1,0 +1,135 @@
+"""The sketched K-way search (bhtcli/search/kway_sketch.py) against the full K-way search on
+seeded mid-size cases, its pieces against direct computations, the schedule priced in the
+subspace, and the K-way Python API against the CLI."""
+import json
+import os
+
+import numpy as np
+import pytest
+
+import bhtcli
+from bhtcli import api
+from bhtcli.cli.main import main
+from bhtcli.errors import InputError
+from bhtcli.models.kway import KModels, PairView, ReducedKModels, block_gram
+from bhtcli.search.kway import pair_directions
+from bhtcli.search.kway_sketch import Subspace, sketch_bottleneck, use_kway_sketch
+
+
+def case(seed, n, d, K, kind):
+    """"noise": each model A + 10% noise; "rows": 8 changed rows each, plus small noise."""
+    rng = np.random.default_rng(seed)
+    A = 3.0 * rng.standard_normal((n, d)) / np.sqrt(d)
+    if kind == "noise":
+        return [A] + [A + 0.3 * rng.standard_normal((n, d)) / np.sqrt(d) for _ in range(K - 1)]
+    out = [A]
+    for _ in range(K - 1):
+        B = A.copy()
+        rows = rng.choice(n, 8, replace=False)
+        B[rows] += 2.0 * rng.standard_normal((8, d)) / np.sqrt(d)
+        out.append(B + 0.05 * rng.standard_normal((n, d)) / np.sqrt(d))
+    return out
+
+
+@pytest.mark.parametrize("seed,n,d,K,kind,E", [(1, 800, 48, 3, "noise", 4.0),
+                                               (2, 800, 48, 4, "rows", 4.0),
+                                               (3, 1200, 64, 3, "rows", 8.0)])
+def test_sketch_reaches_the_full_search(seed, n, d, K, kind, E):
+    models = case(seed, n, d, K, kind)
+    full = api.design(models, energy=E, search_space="full")
+    sk = api.design(models, energy=E, search_space="sketch")
+    assert sk.solver["search_space"] == "sketch" and full.solver["search_space"] == "full"
+    # within 0.1% of the full search's bottleneck, or above it
+    assert sk.bhattacharyya_distance >= full.bhattacharyya_distance * (1 - 1e-3)
+    assert np.linalg.norm(sk.query) <= E * (1 + 1e-12)
+    # the reported bottleneck is the smallest pair at the query, recomputed independently
+    D = [p["bhattacharyya_distance"] for p in sk.pairs]
+    assert sk.bhattacharyya_distance == min(D)
+
+
+def test_float32_sketch_and_schedule_in_the_subspace():
+    models = case(4, 900, 64, 3, "rows")
+    full = api.design(models, energy=4.0, search_space="full", schedule=True)
+    sk = api.design(models, energy=4.0, search_space="sketch", dtype="float32", schedule=True)
+    assert sk.bhattacharyya_distance >= full.bhattacharyya_distance * (1 - 1e-3)
+    s, f = sk.schedule, full.schedule
+    # a schedule is never worse than its best single query, and its dual bound holds
+    assert s["bhattacharyya_distance"] >= sk.bhattacharyya_distance * (1 - 1e-6)
+    assert s["bhattacharyya_distance"] >= f["bhattacharyya_distance"] * (1 - 1e-3)
+    assert s["dual_bound"] >= s["bhattacharyya_distance"] * (1 - 1e-4)
+    assert abs(sum(s["weights"]) - 1) < 1e-12
+
+
+def test_pair_view_rows_and_norms_match_the_pair():
+    rng = np.random.default_rng(0)
+    models = [rng.standard_normal((50, 6)) for _ in range(4)]
+    km = KModels(models)
+    gram = block_gram(km)
+    for i, j in km.pairs:
+        v = PairView(km, i, j, gram)
+        A, B = models[i] - models[i].mean(0), models[j] - models[j].mean(0)
+        C, G = 0.5 * (A + B), A - B
+        rows = np.array([3, 0, 49])
+        assert np.allclose(v.C[rows], C[rows]) and np.allclose(v.G[rows], G[rows])
+        assert np.allclose(v._row_norms[0], (C * C).sum(1)) and np.allclose(v._row_norms[1], (G * G).sum(1))
+        assert np.allclose(v._row_dots, (C * G).sum(1))
+
+
+def test_subspace_values_are_the_full_values_and_the_lift_counts_passes():
+    models = case(5, 300, 40, 3, "noise")
+    km = KModels(models)
+    Q = np.linalg.qr(np.random.default_rng(1).standard_normal((40, 7)))[0]
+    space = Subspace(km, Q)
+    assert km.passes == 1 and isinstance(space.reduced, ReducedKModels)
+    Y = np.random.default_rng(2).standard_normal((7, 5))
+    assert np.allclose(space.reduced.pair_distances(Y), km.pair_distances(Q @ Y), rtol=1e-10)
+    assert km.passes == 2           # the subspace's products are not passes; the full one is
+    grown = space.grow(np.random.default_rng(3).standard_normal((40, 3)))
+    assert grown.shape[1] == 3 and km.passes == 3       # one more wide product
+    assert np.allclose(space.Q.T @ space.Q, np.eye(10), atol=1e-10)
+
+
+def test_the_size_rule():
+    small = KModels([np.zeros((10, 4)), np.eye(10, 4)])
+    assert not use_kway_sketch(small, "auto", None) and use_kway_sketch(small, "sketch", None)
+    assert not use_kway_sketch(small, "full", None)
+    with pytest.raises(InputError, match="search_space"):
+        api.design([np.eye(6, 3), np.ones((6, 3)), np.arange(18.0).reshape(6, 3)], energy=1.0,
+                   search_space="sketch", starts=8)
+
+
+def test_sketch_result_is_a_kkt_point_of_the_bottleneck():
+    models = case(6, 600, 48, 4, "noise")
+    km = KModels(models)
+    r, _ = sketch_bottleneck(km, 3.0, directions=pair_directions(km, 4, 0))
+    assert r.kkt_residual < 1e-3 and r.search_space == "sketch"
+    assert r.value == pytest.approx(km.pair_distances(r.x).min(), rel=1e-12)
+
+
+def test_python_api_equals_the_cli(capsys, tmp_path):
+    rng = np.random.default_rng(8)
+    paths = []
+    for k in range(3):
+        p = str(tmp_path / f"m{k}.npy")
+        np.save(p, rng.standard_normal((30, 5)))
+        paths.append(p)
+    r = bhtcli.design(paths, energy=1.5)
+    with pytest.raises(SystemExit) as exc:
+        main(["design", *paths, "-E", "1.5", "--json", "-q"])
+    assert exc.value.code == 0
+    got = json.loads(capsys.readouterr().out)
+    ref = r.to_dict()
+    for d in (got, ref):        # timings differ from run to run; everything else is equal
+        for k in ("seconds", "search_seconds", "pass_seconds"):
+            d["solver"].pop(k)
+    assert got == ref
+    assert got["models"] == paths and {"i", "j"} == set(got["bottleneck"])
+
+
+def test_leverage_models_k_way_is_one_clear_error(tmp_path):
+    models = [np.abs(np.random.default_rng(k).standard_normal((8, 3))) + 0.1 for k in range(3)]
+    for call in (lambda: api.design(models, energy=2.0, model="leverage", floor=0.5),
+                 lambda: api.bound(models, energy=2.0, model="leverage", floor=0.5),
+                 lambda: api.simulate(models, energy=2.0, model="leverage", floor=0.5)):
+        with pytest.raises(InputError, match="leverage compares two models at a time"):
+            call()
