@@ -3,8 +3,8 @@
 The pair's sketched search (sketch.py) rests on one fact: at a KKT point the maximiser is a
 combination of the rows that carry the softmaxes' weight, and at vocabulary scale those are
 one or two rows against the bulk (docs/maths.md §5.3, §5.2). The bottleneck's KKT point is a
-convex combination of the binding pairs' gradients (docs/maths.md, "The sketched K-way
-search"), so the same holds for it, with the rows of every binding pair. The search
+convex combination of the binding pairs' gradients (docs/maths.md §8.7), so the same holds
+for it, with the rows of every binding pair. The search
 
 1. screens every pair (i, j) as the pair search does -- the single-row screen and the
    two-row swaps against the bulk, from per-row norms and dots of the K blocks (no pass) --
