@@ -357,7 +357,8 @@ def decide(A, B=None, query=None, answers=None, *, model="softmax", error: float
 def simulate(A, B=None, energy=None, *, model="softmax", floor=None, query=None,
              error: float = 0.05, trials: int = 10_000, seed: int = 0, policy: str = "all",
              starts: int | None = None, link_a=None, link_b=None, bias_a=None, bias_b=None,
-             dtype="float64", predicted_points: int = 0, progress=None, schedule: bool = False):
+             dtype="float64", predicted_points: int = 0, progress=None, schedule: bool = False,
+             weights=None):
     """Monte Carlo of the fixed-n test, Wald's SPRT and Chernoff's adaptive rule.
 
     Parameters
@@ -374,6 +375,9 @@ def simulate(A, B=None, energy=None, *, model="softmax", floor=None, query=None,
         > 0 adds the predicted error curve at that many n (for plots).
     schedule : bool
         K models (A a list): simulate the designed schedule instead of the single query.
+    weights : sequence of float, optional
+        K models with `query` holding several queries (one per row): the share of each
+        (default equal shares).
 
     A list of K models (A) gives the K-way simulation (maximum likelihood at fixed n, the
     matrix SPRT), a :class:`bhtcli.results.KwaySimulateResult`.
@@ -387,7 +391,7 @@ def simulate(A, B=None, energy=None, *, model="softmax", floor=None, query=None,
     models = _models_of(A, B)
     if models is not None:
         energy = B if energy is None and B is not None else energy
-        if len(models) != 2 or schedule:
+        if len(models) != 2 or schedule or weights is not None:
             from bhtcli.commands.kway import check_kway_options
             from bhtcli.commands.kway_loop import simulate_kway
             check_kway_options(model=getattr(model, "family", model),
@@ -395,8 +399,8 @@ def simulate(A, B=None, energy=None, *, model="softmax", floor=None, query=None,
                                predicted_points=predicted_points or None,
                                dtype=None if str(dtype) == "float64" else dtype)
             return simulate_kway(models, energy, error=error, trials=trials, seed=seed,
-                                 schedule=schedule, query=query, policy=policy, starts=starts,
-                                 progress=progress)
+                                 schedule=schedule, query=query, weights=weights, policy=policy,
+                                 starts=starts, progress=progress)
         A, B = models
     from bhtcli.commands.simulate import simulate as simulate_strategies
     from bhtcli.models.spec import DesignOptions

@@ -264,3 +264,22 @@ def test_bound_kway_is_the_smallest_pair_ceiling(capsys):
         min(p.certificate["bhattacharyya_max_bound"] for p in pairs))
     assert k.certificate["samples_lower_any_strategy"] == max(
         p.certificate["samples_lower_any_strategy"] for p in pairs)
+
+
+def test_simulate_given_queries_uses_their_shares():
+    """bhtcli.simulate with K models and several given queries simulates them in the given
+    proportions (it used equal shares whatever was asked), and refuses bad shares."""
+    import bhtcli
+    from bhtcli.errors import InputError
+    rng = np.random.default_rng(11)
+    models = [rng.standard_normal((6, 2)) for _ in range(3)]
+    Q = np.array([[1.0, 0.0], [0.0, 1.0]])
+    even = bhtcli.simulate(models, 1.5, query=Q, trials=200, seed=1, policy="fixed")
+    tilted = bhtcli.simulate(models, 1.5, query=Q, weights=[0.9, 0.1], trials=200, seed=1,
+                             policy="fixed")
+    assert even.to_dict()["weights"] == [0.5, 0.5]
+    assert tilted.to_dict()["weights"] == pytest.approx([0.9, 0.1])
+    assert tilted.to_dict()["bhattacharyya_distance"] != even.to_dict()["bhattacharyya_distance"]
+    for bad in ([1.0], [-1.0, 2.0], [0.0, 0.0], ["a", 1]):
+        with pytest.raises(InputError, match="weights"):
+            bhtcli.simulate(models, 1.5, query=Q, weights=bad, trials=200, policy="fixed")

@@ -162,6 +162,20 @@ def decide_kway(models, query, answers, error: float = 0.05, prior=None,
                             a, int(np.count_nonzero(counts)))
 
 
+def check_shares(weights, m: int) -> np.ndarray:
+    """The shares of m given queries: m finite numbers >= 0, not all 0 (normalised to sum 1)."""
+    name = parameter_name("weights")
+    try:
+        w = np.asarray(weights, dtype=np.float64).reshape(-1)
+    except (TypeError, ValueError):
+        raise InputError(f"{name} must be numbers, one per query, got {weights!r}") from None
+    if w.shape[0] != m:
+        raise InputError(f"{name} has {w.shape[0]} entries for {m} queries; give one share per query")
+    if not (np.isfinite(w).all() and (w >= 0).all() and w.sum() > 0):
+        raise InputError(f"{name} must be finite shares >= 0, not all 0, got {w.tolist()}")
+    return w / w.sum()
+
+
 def _sequence(weights, length: int) -> np.ndarray:
     """Which query each answer uses: every prefix as close to the proportions as it can be
     (the query furthest behind its share goes next)."""
@@ -244,7 +258,8 @@ def simulate_kway(models, energy: float, error: float = 0.05, trials: int = 10_0
             Q, w = np.array([r.query]), np.ones(1)
     else:
         Q = load_queries(query, d)
-        w = np.full(Q.shape[0], 1.0 / Q.shape[0]) if weights is None else np.asarray(weights, float)
+        w = np.full(Q.shape[0], 1.0 / Q.shape[0]) if weights is None else \
+            check_shares(weights, Q.shape[0])
     scores = [kway_scores_at(mats, x) for x in Q]
     law = KwayLaw.build([s[0] for s in scores], [s[1] for s in scores], w)
     counts = kway_counts(law, error)
