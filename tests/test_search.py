@@ -348,3 +348,21 @@ def test_maximize_takes_any_objective_and_reaches_the_grid_maximum():
     h2_grid, _ = grid_max_h2(A, B, 3.0)
     assert -np.expm1(-r.value) >= h2_grid * (1 - 1e-6)
     assert np.linalg.norm(r.x) <= 3.0 * (1 + 1e-12)
+
+
+def test_a_narrow_maximum_near_zero_is_found_at_every_budget_in_one_dimension():
+    """d = 1, logits ~1e4: the maximum sits at |x| = 0.00038, where no random start lands at
+    E = 2; the scan of the whole interval finds it, so design at E = 2 is not below E = 1
+    (found by hypothesis in test_separate_runs_are_ordered_in_the_budget)."""
+    A, B = _pair(489, 3, 1, 1e4)
+    xs = np.linspace(-2.0, 2.0, 400_001)
+    la = xs[:, None] * A.ravel()
+    lb = xs[:, None] * B.ravel()
+    la -= la.max(axis=1, keepdims=True)
+    lb -= lb.max(axis=1, keepdims=True)
+    pa = np.exp(la) / np.exp(la).sum(axis=1, keepdims=True)
+    pb = np.exp(lb) / np.exp(lb).sum(axis=1, keepdims=True)
+    grid = 1.0 - np.sqrt(pa * pb).sum(axis=1)            # independent brute force
+    for E in (1.0, 2.0):
+        best = grid[np.abs(xs) <= E].max()
+        assert design(A, B, E).hellinger_squared >= best * (1 - 1e-6), E
