@@ -30,9 +30,11 @@ from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bhtcli import api  # noqa: E402
+from kway_cases import quality_case  # noqa: E402  (shared with the tests)
 from bhtcli.commands.kway_loop import log_probs_at, ml_errors_mc  # noqa: E402
 
 
@@ -130,22 +132,6 @@ def part_quality(dtype):
 QUALITY_CASES = ((1, 2000, 64, 3, "noise", 4.0), (2, 2000, 64, 4, "rows", 4.0),
                  (3, 3000, 128, 3, "rows", 8.0), (4, 4000, 96, 4, "noise", 2.0),
                  (5, 3000, 160, 5, "rows", 6.0), (6, 2500, 128, 3, "noise", 10.0))
-
-
-def quality_case(seed, n, d, K, kind):
-    """K seeded models: "noise" (B = A + 10% noise each), "rows" (8 changed rows each, plus
-    small noise)."""
-    rng = np.random.default_rng(seed)
-    A = 3.0 * rng.standard_normal((n, d)) / np.sqrt(d)
-    if kind == "noise":
-        return [A] + [A + 0.3 * rng.standard_normal((n, d)) / np.sqrt(d) for _ in range(K - 1)]
-    out = [A]
-    for _ in range(K - 1):
-        B = A.copy()
-        rows = rng.choice(n, 8, replace=False)
-        B[rows] += 2.0 * rng.standard_normal((8, d)) / np.sqrt(d)
-        out.append(B + 0.05 * rng.standard_normal((n, d)) / np.sqrt(d))
-    return out
 
 
 def main():

@@ -2,7 +2,6 @@
 seeded mid-size cases, its pieces against direct computations, the schedule priced in the
 subspace, and the K-way Python API against the CLI."""
 import json
-import os
 
 import numpy as np
 import pytest
@@ -14,21 +13,10 @@ from bhtcli.errors import InputError
 from bhtcli.models.kway import KModels, PairView, ReducedKModels, block_gram
 from bhtcli.search.kway import pair_directions
 from bhtcli.search.kway_sketch import Subspace, sketch_bottleneck, use_kway_sketch
+from kway_cases import quality_case
 
 
-def case(seed, n, d, K, kind):
-    """"noise": each model A + 10% noise; "rows": 8 changed rows each, plus small noise."""
-    rng = np.random.default_rng(seed)
-    A = 3.0 * rng.standard_normal((n, d)) / np.sqrt(d)
-    if kind == "noise":
-        return [A] + [A + 0.3 * rng.standard_normal((n, d)) / np.sqrt(d) for _ in range(K - 1)]
-    out = [A]
-    for _ in range(K - 1):
-        B = A.copy()
-        rows = rng.choice(n, 8, replace=False)
-        B[rows] += 2.0 * rng.standard_normal((8, d)) / np.sqrt(d)
-        out.append(B + 0.05 * rng.standard_normal((n, d)) / np.sqrt(d))
-    return out
+case = quality_case
 
 
 @pytest.mark.parametrize("seed,n,d,K,kind,E", [(1, 800, 48, 3, "noise", 4.0),
