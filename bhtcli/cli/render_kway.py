@@ -223,8 +223,9 @@ def render_kway_simulate(result, console: Console) -> None:
     s = r["sequential"]
     if s:
         stt = _table("\nMatrix SPRT (every error <= alpha)")
-        stt.add_row("mean answers", " / ".join(_num(v, 4) for v in s["mean_samples"]) + "  (M1 / M2 / ... true)")
-        stt.add_row("realised error", " / ".join(_num(v, 3) for v in s["error"]))
+        which = "  (" + " / ".join(f"M{k + 1}" for k in range(len(names))) + " true)"
+        stt.add_row("mean answers", " / ".join(_num(v, 4) for v in s["mean_samples"]) + which)
+        stt.add_row("realised error", " / ".join(_num(v, 3) for v in s["error"]) + which)
         stt.add_row("stop", f"the leader's log-likelihood ratio against every other model >= {_num(s['threshold'], 4)}")
         stt.add_row("undecided at the cap", _num(s["undecided"]))
         console.print(stt)
