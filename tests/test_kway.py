@@ -283,3 +283,19 @@ def test_simulate_given_queries_uses_their_shares():
     for bad in ([1.0], [-1.0, 2.0], [0.0, 0.0], ["a", 1]):
         with pytest.raises(InputError, match="weights"):
             bhtcli.simulate(models, 1.5, query=Q, weights=bad, trials=200, policy="fixed")
+
+
+def test_simulate_table_names_every_model(capsys, tmp_path):
+    """The SPRT rows of the K-model simulate table label each value with its model (M1 .. MK),
+    however many models there are."""
+    rng = np.random.default_rng(7)
+    A = rng.standard_normal((10, 3))
+    paths = []
+    for k in range(4):
+        p = tmp_path / f"M{k}.npy"
+        np.save(p, A + 0.4 * k * rng.standard_normal((10, 3)))
+        paths.append(str(p))
+    code, out, err = run(capsys, "simulate", *paths, "-E", "1", "--trials", "200", "-q")
+    assert code == 0, err
+    rows = [line for line in out.splitlines() if line.startswith(("mean answers", "realised error"))]
+    assert len(rows) == 2 and all(r.endswith("(M1 / M2 / M3 / M4 true)") for r in rows), rows
