@@ -439,6 +439,7 @@ DECIDE.update({
     "posterior": ("array", "[K models] P(model k | answers) under the priors."),
     "priors": ("array", "[K models] The priors (--prior, default equal)."),
     "queries_used": ("integer", "[K models] Distinct queries the answers came from (> 1: a schedule)."),
+    "fixed_error": ("number", "Both error probabilities of that test on this many answers, computed as design's predicted count is: <= the target error once there are predicted answers (K models: the largest error over the true model, saddlepoint marginals joined by a Gaussian copula)."),
 })
 SIMULATE.update({
     "models": ("array", "[K models] The models' names as given."),

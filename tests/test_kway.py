@@ -299,3 +299,18 @@ def test_simulate_table_names_every_model(capsys, tmp_path):
     assert code == 0, err
     rows = [line for line in out.splitlines() if line.startswith(("mean answers", "realised error"))]
     assert len(rows) == 2 and all(r.endswith("(M1 / M2 / M3 / M4 true)") for r in rows), rows
+
+
+@pytest.mark.parametrize("n_answers", [12, 40])
+def test_decide_fixed_error_matches_monte_carlo(n_answers):
+    """decide's fixed_error (the maximum-likelihood test's largest error on this many answers,
+    predicted as design predicts counts) against a Monte Carlo of that test, 40,000 trials."""
+    A, B, C = (os.path.join(EX, f) for f in ("A.npy", "B.npy", "C.npy"))
+    x = np.load(os.path.join(EX, "x.npy"))
+    answers = np.random.default_rng(3).integers(0, 40, n_answers).tolist()
+    r = api.decide([A, B, C], query=x, answers=answers)
+    mats = [np.load(p) for p in (A, B, C)]
+    mc = ml_errors_mc(log_probs_at(mats, x[None, :]), [n_answers], 40_000, np.random.default_rng(1))
+    assert abs(r.fixed_error - mc.max()) <= 0.1 * mc.max() + 0.005, (r.fixed_error, mc)
+    assert r.fixed_error <= r.fixed_error_bound or r.fixed_error_bound == 1.0
+    assert r.to_dict()["seconds"] >= 0

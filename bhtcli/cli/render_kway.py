@@ -189,7 +189,11 @@ def render_kway_decide(result, console: Console) -> None:
     t.add_row("sequential decision", f"{name(r['decision'])}  (after {r['samples_used']:,} of "
               f"{r['samples_total']:,} answers; every log-likelihood ratio past {_num(r['threshold'], 4)})")
     t.add_row("fixed-sample verdict", f"{'tie' if r['fixed_verdict'] is None else name(r['fixed_verdict'])}  "
-              f"(every error <= {_num(r['fixed_error_bound'], 3)})")
+              f"(maximum likelihood on {r['samples_total']:,} answers: largest error "
+              f"{_num(r['fixed_error'], 3)}, predicted)")
+    bound = r["fixed_error_bound"]
+    t.add_row("union bound", f"{_num(bound, 3)}  (every error <= this, a looser bound)" if bound < 1
+              else "says nothing at this many answers (sum of Chernoff bounds >= 1)")
     if r["queries_used"] > 1:
         t.add_row("queries", f"{r['queries_used']} (a schedule)")
     console.print(t)

@@ -121,6 +121,7 @@ def decide_kway(models, query, answers, error: float = 0.05, prior=None,
     prior : sequence of float, optional
         Prior probabilities of the models (default equal).
     """
+    t0 = time.perf_counter()
     error = check_error(error)
     mats, names = load_models(models)
     K, (n, d) = len(mats), mats[0].shape
@@ -157,9 +158,15 @@ def decide_kway(models, query, answers, error: float = 0.05, prior=None,
         Dsum += counts[q] * -logsumexp(half, axis=2)
     np.fill_diagonal(Dsum, np.inf)
     bound = float(np.max(np.exp(-Dsum).sum(axis=1)))
+    # the same test's largest error as design predicts it (§8.5), at these answers' shares
+    sent = np.flatnonzero(counts)
+    scores = [kway_scores_at(mats, Q[q]) for q in sent]
+    law = KwayLaw.build([s[0] for s in scores], [s[1] for s in scores], counts[sent])
+    predicted_error = float(law.ml_errors(len(obs)).max())
     return KwayDecideResult("softmax", n, d, None, error, names, total.tolist(), post.tolist(),
                             priors.tolist(), verdict, min(bound, 1.0), decision, used, len(obs),
-                            a, int(np.count_nonzero(counts)))
+                            a, int(sent.size), fixed_error=predicted_error,
+                            seconds=time.perf_counter() - t0)
 
 
 def check_shares(weights, m: int) -> np.ndarray:
