@@ -405,3 +405,4 @@ class KwaySimulateResult(Result):
     fixed: dict | None
     sequential: dict | None
     seconds: float
+    adaptive: dict | None = None    # Chernoff's rule: each leader's mix over candidate queries

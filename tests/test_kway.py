@@ -298,7 +298,7 @@ def test_simulate_table_names_every_model(capsys, tmp_path):
     code, out, err = run(capsys, "simulate", *paths, "-E", "1", "--trials", "200", "-q")
     assert code == 0, err
     rows = [line for line in out.splitlines() if line.startswith(("mean answers", "realised error"))]
-    assert len(rows) == 2 and all(r.endswith("(M1 / M2 / M3 / M4 true)") for r in rows), rows
+    assert len(rows) >= 2 and all(r.endswith("(M1 / M2 / M3 / M4 true)") for r in rows), rows
 
 
 @pytest.mark.parametrize("n_answers", [12, 40])

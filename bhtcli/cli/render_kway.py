@@ -233,4 +233,19 @@ def render_kway_simulate(result, console: Console) -> None:
         stt.add_row("stop", f"the leader's log-likelihood ratio against every other model >= {_num(s['threshold'], 4)}")
         stt.add_row("undecided at the cap", _num(s["undecided"]))
         console.print(stt)
+    a = r.get("adaptive")
+    if a:
+        which = "  (" + " / ".join(f"M{k + 1}" for k in range(len(names))) + " true)"
+        at = _table("\nChernoff's adaptive rule (the leader's mix of queries; matrix SPRT stop)")
+        at.add_row("mean answers", " / ".join(_num(v, 4) for v in a["mean_samples"]) + which)
+        at.add_row("first-order mean", " / ".join("-" if v is None else _num(v, 4)
+                                                 for v in a["mean_samples_predicted"])
+                   + "  (ln((K-1)/alpha) / the leader's exponent)")
+        at.add_row("realised error", " / ".join(_num(v, 3) for v in a["error"]) + which)
+        at.add_row("queries", f"{len(a['queries'])} candidates asked (the simulated query, "
+                              "argmax KL(P_k||P_j))")
+        if "saving_vs_sprt" in a:
+            at.add_row("saving vs the SPRT", f"{100 * a['saving_vs_sprt']:.1f}%  (mean over the true model)")
+        at.add_row("undecided at the cap", _num(a["undecided"]))
+        console.print(at)
     console.print(f"\n{r['seconds']:.2f} s", markup=False, highlight=False)

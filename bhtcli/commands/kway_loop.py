@@ -10,6 +10,7 @@ import time
 import numpy as np
 
 from bhtcli.commands.kway import design_kway, load_models
+from bhtcli.commands.kway_adaptive import adaptive_phase, kl_queries
 from bhtcli.errors import InputError, parameter_name
 from bhtcli.io.load import read_array
 from bhtcli.io.validation import check_energy, check_error, check_seed
@@ -244,15 +245,16 @@ def simulate_kway(models, energy: float, error: float = 0.05, trials: int = 10_0
                   policy: str = "all", starts: int | None = None,
                   progress=None) -> KwaySimulateResult:
     """Monte Carlo of naming the true one of K models: the maximum-likelihood test at fixed n
-    (the empirical n for every error <= alpha, against the predicted count) and the matrix
-    SPRT (mean answers), with the designed query, the designed schedule, or given queries."""
+    (the empirical n for every error <= alpha, against the predicted count), the matrix SPRT
+    (mean answers) with the designed query, the designed schedule, or given queries, and
+    Chernoff's adaptive rule (kway_adaptive.py) with the same stop."""
     t0 = time.perf_counter()
     energy, error, seed = check_energy(energy), check_error(error), check_seed(seed)
     if trials < 100:
         raise InputError(f"{parameter_name('trials')} must be at least 100, got {trials}")
-    if policy not in ("all", "fixed", "sprt"):
-        raise InputError(f"{parameter_name('policy')} with three or more models is fixed, sprt "
-                         f"or all, got {policy!r}")
+    if policy not in ("all", "fixed", "sprt", "adaptive"):
+        raise InputError(f"{parameter_name('policy')} must be one of fixed, sprt, adaptive, all; "
+                         f"got {policy!r}")
     mats, names = load_models(models)
     K, (n, d) = len(mats), mats[0].shape
     if query is None:
@@ -296,13 +298,24 @@ def simulate_kway(models, energy: float, error: float = 0.05, trials: int = 10_0
                  "upper": counts["upper"], "error_at_predicted": float(at_pred.max()),
                  "worst_model": int(np.argmax(at_pred)),
                  "errors_at_empirical": worst(hi).tolist()}
-    if policy in ("all", "sprt") and counts["upper"] is not None:
-        if progress:
-            progress("matrix SPRT")
-        sequential = _simulate_sprt(logp, w, sprt_threshold(K, error), trials, rng,
-                                    cap=max(20 * counts["upper"], 100))
+    adaptive = None
+    if counts["upper"] is not None:
+        cap = max(20 * counts["upper"], 100)
+        if policy in ("all", "sprt", "adaptive"):
+            if progress:
+                progress("matrix SPRT")
+            sequential = _simulate_sprt(logp, w, sprt_threshold(K, error), trials, rng, cap=cap)
+        if policy in ("all", "adaptive"):
+            if progress:
+                progress(f"adaptive: designing argmax KL(P_k || P_j) for {K * (K - 1)} ordered pairs")
+            extra = np.array(kl_queries(mats, energy, starts, seed))
+            adaptive = adaptive_phase(np.concatenate([Q, extra]), logp + log_probs_at(mats, extra),
+                                      sprt_threshold(K, error), trials, rng, cap, sequential)
+            if policy == "adaptive":
+                sequential = None
     return KwaySimulateResult("softmax", n, d, energy, error, names, trials, seed, Q.tolist(),
-                              w.tolist(), D, fixed, sequential, time.perf_counter() - t0)
+                              w.tolist(), D, fixed, sequential, time.perf_counter() - t0,
+                              adaptive=adaptive)
 
 
 def _simulate_sprt(logp, weights, threshold: float, trials: int, rng, cap: int) -> dict:
