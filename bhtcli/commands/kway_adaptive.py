@@ -48,14 +48,12 @@ def leader_mixes(kl: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return mixes, exponents
 
 
-def simulate_chernoff(logp: list, mixes: np.ndarray, first: int, threshold: float, trials: int,
-                      rng, cap: int) -> dict:
-    """Monte Carlo of the adaptive rule under each true model: mean answers, errors, undecided
-    (still running after `cap` answers)."""
-    K, m = mixes.shape
+def matrix_sprt_runs(logp: list, choose, threshold: float, trials: int, rng, cap: int) -> dict:
+    """Monte Carlo of the matrix SPRT under each true model, the query of every answer given by
+    choose(t, L) (t the answer's 0-based position, L the live trials' K log-likelihoods; an
+    array of query indices): mean answers, errors, undecided (still running after `cap`)."""
+    K = logp[0].shape[0]
     cdfs = [np.cumsum(np.exp(lp), axis=1) for lp in logp]
-    cum_mix = np.cumsum(mixes, axis=1)
-    cum_mix[:, -1] = np.inf
     means, errors, undecided = [], [], 0
     for k in range(K):
         L = np.zeros((trials, K))
@@ -66,11 +64,7 @@ def simulate_chernoff(logp: list, mixes: np.ndarray, first: int, threshold: floa
             idx = np.flatnonzero(live)
             if idx.size == 0:
                 break
-            if t == 0:
-                q = np.full(idx.size, first)
-            else:
-                leader = np.argmax(L[idx], axis=1)
-                q = np.argmax(rng.uniform(size=idx.size)[:, None] < cum_mix[leader], axis=1)
+            q = choose(t, L[idx])
             for query in np.unique(q):
                 rows = idx[q == query]
                 cdf = cdfs[query][k]
@@ -86,6 +80,21 @@ def simulate_chernoff(logp: list, mixes: np.ndarray, first: int, threshold: floa
         means.append(float(stop.mean()))
         errors.append(float(np.mean(named[~live] != k)) if (~live).any() else 0.0)
     return {"mean_samples": means, "error": errors, "undecided": undecided, "cap": cap}
+
+
+def simulate_chernoff(logp: list, mixes: np.ndarray, first: int, threshold: float, trials: int,
+                      rng, cap: int) -> dict:
+    """The adaptive rule: answer 0 to query `first`, then each to a query drawn from row k of
+    `mixes` (K x m) while model k leads."""
+    cum_mix = np.cumsum(mixes, axis=1)
+    cum_mix[:, -1] = np.inf
+
+    def choose(t, L):
+        if t == 0:
+            return np.full(L.shape[0], first)
+        leader = np.argmax(L, axis=1)
+        return np.argmax(rng.uniform(size=L.shape[0])[:, None] < cum_mix[leader], axis=1)
+    return matrix_sprt_runs(logp, choose, threshold, trials, rng, cap)
 
 
 def adaptive_phase(candidates: np.ndarray, logp: list, threshold: float, trials: int, rng,

@@ -10,7 +10,7 @@ import time
 import numpy as np
 
 from bhtcli.commands.kway import design_kway, load_models
-from bhtcli.commands.kway_adaptive import adaptive_phase, kl_queries
+from bhtcli.commands.kway_adaptive import adaptive_phase, kl_queries, matrix_sprt_runs
 from bhtcli.errors import InputError, parameter_name
 from bhtcli.io.load import read_array
 from bhtcli.io.validation import check_energy, check_error, check_seed
@@ -319,32 +319,9 @@ def simulate_kway(models, energy: float, error: float = 0.05, trials: int = 10_0
 
 
 def _simulate_sprt(logp, weights, threshold: float, trials: int, rng, cap: int) -> dict:
-    K = logp[0].shape[0]
+    """The matrix SPRT with the queries in fixed proportions (interleaved by _sequence)."""
     order = _sequence(weights, cap)
-    cdfs = [np.cumsum(np.exp(lp), axis=1) for lp in logp]
-    means, errors, undecided = [], [], 0
-    for k in range(K):
-        L = np.zeros((trials, K))
-        stop = np.full(trials, cap)
-        named = np.full(trials, -1)
-        live = np.ones(trials, dtype=bool)
-        for t in range(cap):
-            idx = np.flatnonzero(live)
-            if idx.size == 0:
-                break
-            q = order[t]
-            cdf = cdfs[q][k]
-            a = np.minimum(np.searchsorted(cdf, rng.uniform(size=idx.size) * cdf[-1], side="right"),
-                           cdf.size - 1)
-            L[idx] += logp[q][:, a].T
-            top2 = np.sort(L[idx], axis=1)[:, -2:]
-            done = top2[:, 1] - top2[:, 0] >= threshold
-            fin = idx[done]
-            stop[fin] = t + 1
-            named[fin] = np.argmax(L[fin], axis=1)
-            live[fin] = False
-        undecided += int(live.sum())
-        means.append(float(stop.mean()))
-        errors.append(float(np.mean(named[~live] != k)) if (~live).any() else 0.0)
-    return {"mean_samples": means, "error": errors, "threshold": threshold,
-            "undecided": undecided, "cap": cap}
+    out = matrix_sprt_runs(logp, lambda t, L: np.full(L.shape[0], order[t]), threshold, trials,
+                           rng, cap)
+    return {"mean_samples": out["mean_samples"], "error": out["error"], "threshold": threshold,
+            "undecided": out["undecided"], "cap": cap}
