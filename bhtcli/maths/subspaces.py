@@ -4,7 +4,7 @@ A Householder QR or an SVD of a tall d x r (or n x r) matrix makes O(r) calls in
 threaded BLAS, each a synchronisation of its threads; on a machine whose other cores are busy,
 each waits for a scheduler slice (measured: 1.4 s for an SVD of 1,024 x 88 against 3 ms when
 the cores are free). The Gram route makes a handful of matrix products and one small r x r
-eigendecomposition, at any load (docs/maths.md §5.6).
+eigendecomposition, at any load (docs/maths.md §5.4).
 """
 from __future__ import annotations
 
