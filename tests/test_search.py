@@ -311,6 +311,29 @@ def test_curve_points_are_at_least_design_alone(seed, n, d, scale):
         assert c >= a * (1 - 1e-9), (curve, alone)
 
 
+@pytest.mark.parametrize("skip_work", [None, 0.0])
+def test_curve_ceilings_equal_separate_runs_bit_for_bit(monkeypatch, skip_work):
+    """The budgets of a curve share the pair's budget-free facts (one PairBase); every certified
+    number at every budget is the one `bound` and `design` print alone there, exactly (with the
+    per-row ceiling's skip test on too: skip_work 0)."""
+    from bhtcli import bound
+    from bhtcli.analysis import ceilings
+    if skip_work is not None:
+        monkeypatch.setattr(ceilings, "PER_ROW_SKIP_MIN_WORK", skip_work)
+    A, B = _pair(7, 60, 6, 1.0)
+    energies = [0.2, 0.8, 3.0, 12.0]
+    curve = design_curve(A, B, energies).designs
+    keys = ("hellinger_squared_max_bound", "bhattacharyya_max_bound", "kl_max_bound",
+            "samples_lower_any_strategy", "ceiling_method", "ceilings")
+    methods = set()
+    for e, r in zip(energies, curve):
+        alone, ceiling = design(A, B, e).certificate, bound(A, B, e).certificate
+        methods.add(r.certificate["ceiling_method"])
+        for k in keys:
+            assert r.certificate[k] == alone[k] == ceiling[k], (e, k)
+    assert len(methods) > 1 or skip_work is not None, methods     # both ceilings bind somewhere
+
+
 @pytest.mark.parametrize("seed,n,d,factor", [(3, 40, 5, 3.0), (4, 80, 8, 2.0), (5, 25, 3, 5.0)])
 def test_queries_budget_is_the_smallest_for_design_itself(seed, n, d, factor):
     """design at the budget found needs <= N queries and is the design reported; design at
