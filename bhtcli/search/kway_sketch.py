@@ -52,7 +52,8 @@ HALVING_STEPS = 8     # their iterations before the best HALVING_KEEP continue
 HALVING_KEEP = 4
 HEAVY = 4             # rows of largest weight under each model added per lift round
 LIFT_ROUNDS = 6
-SURVIVOR_ITERATIONS = 60     # the survivors' climb at the softest sharpness, and each stage after
+SOFT_ITERATIONS = 60         # the survivors' climb at the softest sharpness
+SURVIVOR_ITERATIONS = 60     # each stage after
 LIFT_ITERATIONS = 100        # the climb after each growth of the basis
 POLISH_ITERATIONS = 200      # the polish in full d (each iteration a pass over the K models)
 LIFT_KKT = (1e-7, 1e-3)      # (float64, float32): a lifted point below this residual is done
@@ -207,7 +208,7 @@ def sketch_bottleneck(models: KModels, energy: float, *, seed: int = 0, directio
     true = bottleneck(reduced, run.X)
     finals = distinct(run.X, true, energy, tol=1e-3)
     run.keep(finals[:HALVING_KEEP])
-    run.run(SURVIVOR_ITERATIONS, gtol=explore_gtol)
+    run.run(SOFT_ITERATIONS, gtol=explore_gtol)
     iterations = run.iterations
     values = sorted({float(v) for v in true}, reverse=True)
     Y = run.X
