@@ -36,3 +36,20 @@ def test_counts_equal_the_bisection_over_all_errors(seed, K):
         p = c["predicted"]
         assert ok(p)
         assert p == c["lower"] or not ok(p - 1)
+
+
+def test_tilt_memo_returns_what_a_fresh_computation_gives():
+    """g, g' and g'' asked repeatedly and in any order equal a fresh tilt's first answer, bit
+    for bit (the pair counts ask for them hundreds of times)."""
+    from bhtcli.maths.divergences import Tilt
+    rng = np.random.default_rng(4)
+    c, delta = 3 * rng.standard_normal(500), 1e-3 * rng.standard_normal(500)
+    shared = Tilt.from_logits(c, delta)
+    ts = rng.uniform(-0.5, 0.5, 12)
+    for t in np.concatenate([ts, ts[::-1]]):
+        fresh = Tilt.from_logits(c, delta)
+        g2 = fresh.cgf_second(t)
+        assert g2 == fresh.cgf_second(t, fresh.cgf(t))        # the unmemoised path
+        for name in ("cgf", "cgf_prime", "cgf_second"):
+            assert getattr(shared, name)(t) == getattr(Tilt.from_logits(c, delta), name)(t)
+        assert shared.cgf_second(t) == g2
