@@ -141,16 +141,13 @@ def design(A, B=None, energy=None, *, model="softmax", floor=None, error: float 
             check_kway_options(model=getattr(model, "family", model), readout_plain=_plain(link_a, link_b, bias_a, bias_b),
                                floor=floor, subspace=subspace, queries=queries,
                                max_starts=max_starts, method=None if method == "lbfgs" else method)
-            if candidates is not None and schedule:
-                raise InputError(f"{parameter_name('schedule')} designs its own queries; with "
-                                 f"{parameter_name('candidates')} the best single row is reported "
-                                 "(a schedule over given rows is not available yet)")
             if candidates is not None:
                 from bhtcli.commands.kway_candidates import design_kway_candidates
                 return design_kway_candidates(models, candidates, energy, error=error,
                                               names=names, top=10 if top is None else top,
                                               starts=starts, seed=seed, dtype=dtype,
-                                              search_space=search_space, progress=progress)
+                                              search_space=search_space, schedule=schedule,
+                                              progress=progress)
             if names is not None or top is not None:
                 raise InputError(f"{parameter_name('names' if names is not None else 'top')} "
                                  f"goes with {parameter_name('candidates')}")

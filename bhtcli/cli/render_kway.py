@@ -69,16 +69,19 @@ def render_kway_design(result, console: Console) -> None:
     if sch:
         st = Table(title=f"\nSchedule ({len(sch['weights'])} queries in fixed proportions)",
                    title_justify="left", box=None, pad_edge=False, header_style="bold")
-        for name in ("query", "share", "answers", "x"):
+        rows = sch.get("indices")          # a schedule over given rows: their rows in H
+        for name in ("query" if rows is None else "row", "share", "answers", "x"):
             st.add_column(name, no_wrap=True, justify="left" if name == "x" else "right")
         counts = sch["counts"] or [None] * len(sch["weights"])
         for l, (q, w, c) in enumerate(zip(sch["queries"], sch["weights"], counts)):
-            st.add_row(str(l + 1), f"{100 * w:.1f}%", _num(c), _query_text(q, 4))
+            st.add_row(str(l + 1 if rows is None else rows[l]), f"{100 * w:.1f}%", _num(c),
+                       _query_text(q, 4))
         console.print(st)
         s2 = _table("")
         s2.add_row("bottleneck D (sum w D)", _num(sch["bhattacharyya_distance"]))
         s2.add_row("gain vs the single query", f"{_num(sch['gain_vs_single'], 4)}x the exponent")
-        s2.add_row("no schedule exceeds", _num(sch["dual_bound"]) + ("" if sch["converged"] else
+        s2.add_row("no schedule exceeds" if rows is None else "no schedule of these rows exceeds",
+                   _num(sch["dual_bound"]) + ("" if sch["converged"] else
                    "  (column generation stopped before it converged)"))
         _samples_rows(s2, sch["samples"])
         console.print(s2)

@@ -122,6 +122,24 @@ def _pairs_at(scores, pairs, error) -> list:
     return out
 
 
+def schedule_report(mats, pairs_ij, queries: np.ndarray, weights, single_d: float,
+                    error: float):
+    """(the schedule's report, its per-pair D in the order of pairs_ij) for the queries
+    (d x m) used in proportions `weights`, recomputed in float64: its bottleneck exponent
+    min_p sum_l w_l D_p(x_l), counts, answers per query, and the gain over the single query's
+    bottleneck `single_d`."""
+    law, _ = _law_at(mats, list(queries.T), weights)
+    Dm = law.distance_matrix()
+    per_pair = [float(Dm[i, j]) for i, j in pairs_ij]
+    sD = min(per_pair)
+    samples = kway_counts(law, error)
+    total = samples["predicted"]
+    return ({"queries": queries.T.tolist(), "weights": np.asarray(weights).tolist(),
+             "bhattacharyya_distance": sD, "hellinger_squared": -math.expm1(-sD),
+             "samples": samples, "counts": None if total is None else allocate(weights, total),
+             "gain_vs_single": sD / single_d if single_d > 0 else None}, per_pair)
+
+
 def search_bottleneck(km: KModels, energy: float, *, search_space: str = "auto",
                       starts: int | None = None, seed: int = 0, progress=None, carried=None):
     """(SearchResult, subspace or None, pair directions): the bottleneck's search, sketched at
@@ -197,21 +215,12 @@ def design_kway(models, energy: float, error: float = 0.05, starts: int | None =
                                  axis=1)
         ss = best_schedule(km, energy, columns, seed=seed, directions=directions,
                            progress=progress, space=space)
-        slaw, _ = _law_at(mats, list(ss.queries.T), ss.weights)
-        Dm = slaw.distance_matrix()
-        sD = float(min(Dm[i, j] for i, j in km.pairs))
-        ssamples = kway_counts(slaw, error)
-        total = ssamples["predicted"]
-        sched = {"queries": ss.queries.T.tolist(), "weights": ss.weights.tolist(),
-                 "bhattacharyya_distance": sD, "hellinger_squared": -math.expm1(-sD),
-                 "samples": ssamples,
-                 "counts": None if total is None else allocate(ss.weights, total),
-                 "gain_vs_single": sD / D if D > 0 else None,
-                 "dual_bound": ss.dual_bound, "converged": ss.converged,
-                 "rounds": ss.rounds, "candidates": ss.columns}
+        sched, sched_D = schedule_report(mats, km.pairs, ss.queries, ss.weights, D, error)
+        sched.update(dual_bound=ss.dual_bound, converged=ss.converged, rounds=ss.rounds,
+                     candidates=ss.columns)
     printed = [[q["bhattacharyya_distance"] for q in pairs]]
     if sched is not None:
-        printed.append([Dm[i, j] for i, j in km.pairs])
+        printed.append(sched_D)
     cert = kway_certificate(facts, km.pairs, error, D, printed)
     solver = solver_dict(found.method, found.starts, found.iterations, km.passes,
                          found.local_maxima, [-math.expm1(-v) for v in found.values[:5]],

@@ -25,6 +25,7 @@ from bhtcli.search.kkt import kkt_residuals
 from bhtcli.search.result import solver_dict
 
 EXTRA_STARTS = 4      # the best candidates among the optimum's starting points
+SCHEDULE_MIN_WEIGHT = 1e-9    # a row below this share of the LP's schedule is dropped (as best_schedule)
 
 
 def score_rows(km: KModels, H, label: str, eligible: np.ndarray, progress=None):
@@ -160,10 +161,11 @@ def rank_kway(models, H, energy=None, *, error: float = 0.05, names=None,
 
 def design_kway_candidates(models, H, energy=None, *, error: float = 0.05, names=None,
                            top: int = DEFAULT_TOP, starts=None, seed: int = 0,
-                           dtype: str = "float64", search_space=None,
+                           dtype: str = "float64", search_space=None, schedule: bool = False,
                            progress=None) -> KwayDesignResult:
     """The best row of H for naming the true one of K models (largest bottleneck exponent),
-    its K-way report, the best `top` rows, and the fraction of the designed optimum it reaches.
+    its K-way report, the best `top` rows, and the fraction of the designed optimum it reaches;
+    with `schedule`, also the best schedule over the eligible rows (candidate_schedule).
 
     `energy` bounds the eligible rows (||h|| <= energy) and is the radius of the optimum;
     without it the radius is the largest eligible norm."""
@@ -204,7 +206,11 @@ def design_kway_candidates(models, H, energy=None, *, error: float = 0.05, names
                "starts": found.starts, "iterations": found.iterations, "query": found.x.tolist()}
     fraction = min(-math.expm1(-Dbest) / optimum["hellinger_squared"], 1.0) \
         if optimum["hellinger_squared"] > 0 else None
-    cert = kway_certificate(facts, km.pairs, error, Dbest)
+    sched, printed = None, [[q["bhattacharyya_distance"] for q in pairs]]
+    if schedule:
+        sched, sched_D = candidate_schedule(mats, km, H, eligible, Dall, Dbest, error)
+        printed.append(sched_D)
+    cert = kway_certificate(facts, km.pairs, error, Dbest, printed)
     from bhtcli.models.kway import SoftBottleneck
     from bhtcli.search.kway import SHARPNESS
     f, g = SoftBottleneck(km, SHARPNESS[-1]).value_and_grad(x[:, None])
@@ -221,5 +227,23 @@ def design_kway_candidates(models, H, energy=None, *, error: float = 0.05, names
     result = KwayDesignResult(
         "softmax", n, d, radius, error, model_names, x.tolist(), float(norms[best]),
         bool(norms[best] >= radius * (1 - 1e-9)), pairs[worst]["hellinger_squared"], Dbest,
-        {"i": i, "j": j}, pairs, samples, cert, solver, dtype=str(km.dtype))
+        {"i": i, "j": j}, pairs, samples, cert, solver, schedule=sched, dtype=str(km.dtype))
     return replace(result, candidates=cand)
+
+
+def candidate_schedule(mats, km: KModels, H, eligible: np.ndarray, Dall: np.ndarray,
+                       single_d: float, error: float):
+    """The best schedule over the eligible rows of H: the linear programme of docs/maths.md
+    §8.3 with every eligible row as a column (§8.9); no column generation, so its value is the
+    optimum over these rows and `dual_bound` equals it. Returns (report, per-pair D)."""
+    from bhtcli.commands.kway import schedule_report
+    from bhtcli.search.kway import schedule_lp
+    rows = np.flatnonzero(eligible)
+    value, w, _ = schedule_lp(Dall[:, rows])
+    used = w > SCHEDULE_MIN_WEIGHT
+    w = w[used] / w[used].sum()
+    queries = np.stack([np.asarray(H[i], dtype=np.float64) for i in rows[used]], axis=1)
+    sched, per_pair = schedule_report(mats, km.pairs, queries, w, single_d, error)
+    sched.update(indices=[int(i) for i in rows[used]], dual_bound=value, converged=True,
+                 rounds=0, candidates=int(rows.size))
+    return sched, per_pair

@@ -280,17 +280,25 @@ class Tilt:
         g_t = self.cgf(t) if g_t is None else g_t
         key = ("g1", float(t))
         if key not in self._memo:
-            with np.errstate(divide="ignore"):
-                log_terms = self.logpi + np.log(np.abs(self.dbar)) + log_abs_expm1(t * self.dbar)
+            if "log|dbar|" not in self._memo:
+                with np.errstate(divide="ignore"):
+                    self._memo["log|dbar|"] = np.log(np.abs(self.dbar))
+            log_terms = self.logpi + self._memo["log|dbar|"] + log_abs_expm1(t * self.dbar)
             self._memo[key] = logsumexp(log_terms, axis=0)
         return math.copysign(1.0, t) * np.exp(self._memo[key] - g_t)
 
     def cgf_second(self, t: float, g_t=None) -> np.ndarray:
         """g''(t) = variance of dbar under the tilted law pi_t proportional to pi exp(t dbar)."""
+        key = ("g2", float(t)) if g_t is None else None    # memoised for g(t) itself only
+        if key in self._memo:
+            return self._memo[key].copy()
         g_t = self.cgf(t) if g_t is None else g_t
         w = np.exp(self.logpi + t * self.dbar - g_t)
         mean = self.cgf_prime(t, g_t)
-        return np.sum(w * (self.dbar - mean) ** 2, axis=0)
+        out = np.sum(w * (self.dbar - mean) ** 2, axis=0)
+        if key is not None:
+            self._memo[key] = out
+        return out.copy()
 
     def log_alpha_power(self, lam: float, g_plus=None, g_minus=None):
         """log sum_i p_i^lam q_i^(1-lam) (<= 0); its maximum over lam gives Chernoff information."""

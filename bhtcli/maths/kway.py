@@ -158,29 +158,46 @@ class KwayLaw:
     def ml_errors(self, N: float) -> np.ndarray:
         """P_k(the maximum-likelihood test does not name k) after N answers, per model k
         (Lugannani-Rice marginals joined by a Gaussian copula)."""
-        from scipy.stats import multivariate_normal
-        out = np.empty(self.K)
+        return np.array([self._ml_error(k, self._tails(k, N)) for k in range(self.K)])
+
+    def ml_errors_at_most(self, N: float, alpha: float) -> bool:
+        """max_k P_k(error) <= alpha, the same answer as ml_errors(N).max() <= alpha with the
+        copula integrated only where it decides: P_k lies between the largest marginal and
+        their sum, so a model whose sum is <= alpha passes, one whose largest marginal is
+        > alpha fails, and the first failing model ends the check."""
+        undecided = []
         for k in range(self.K):
-            tails = []
-            for j in range(self.K):
-                if j == k:
-                    continue
-                e = self.exponents[(min(k, j), max(k, j))]
-                tails.append(math.exp(log_tail(e, N, under_first=k < j)))
-            tails = np.minimum(np.array(tails), 0.5)
-            if len(tails) == 1:
-                out[k] = tails[0]
+            tails = self._tails(k, N)
+            if not tails.max() <= alpha:
+                return False
+            if not tails.sum() <= alpha:
+                undecided.append((k, tails))
+        return all(self._ml_error(k, tails) <= alpha for k, tails in undecided)
+
+    def _tails(self, k: int, N: float) -> np.ndarray:
+        """P_k(L_k - L_j <= 0) for j != k (Lugannani-Rice), each at most 1/2."""
+        tails = []
+        for j in range(self.K):
+            if j == k:
                 continue
-            union = float(tails.sum())
-            if union < 1e-6:            # copula complement would cancel: Bonferroni is exact here
-                out[k] = union
-                continue
-            z = ndtri(tails)
-            joint = multivariate_normal.cdf(-z, mean=np.zeros(len(z)), cov=self.correlations[k],
-                                            allow_singular=True, abseps=COPULA_ABSEPS, releps=COPULA_RELEPS,
-                                            rng=np.random.default_rng(0))
-            out[k] = min(max(1.0 - float(joint), float(tails.max())), union)
-        return out
+            e = self.exponents[(min(k, j), max(k, j))]
+            tails.append(math.exp(log_tail(e, N, under_first=k < j)))
+        return np.minimum(np.array(tails), 0.5)
+
+    def _ml_error(self, k: int, tails: np.ndarray) -> float:
+        """P_k(error) from the marginals `tails`: the Gaussian copula's complement, between
+        the largest marginal and their sum."""
+        from scipy.stats import multivariate_normal
+        if len(tails) == 1:
+            return float(tails[0])
+        union = float(tails.sum())
+        if union < 1e-6:            # copula complement would cancel: Bonferroni is exact here
+            return union
+        z = ndtri(tails)
+        joint = multivariate_normal.cdf(-z, mean=np.zeros(len(z)), cov=self.correlations[k],
+                                        allow_singular=True, abseps=COPULA_ABSEPS, releps=COPULA_RELEPS,
+                                        rng=np.random.default_rng(0))
+        return min(max(1.0 - float(joint), float(tails.max())), union)
 
     def union_errors(self, N: float) -> np.ndarray:
         """sum_{j != k} exp(-N D_kj) per model k: the union of Chernoff bounds."""
@@ -230,7 +247,7 @@ def kway_counts(law: KwayLaw, alpha: float) -> dict:
         return {"lower": None, "predicted": None, "upper": None, "method": "none"}
     lower = lower_count(float(off.min()), alpha)
     upper = union_upper(Dm, alpha)
-    ok = lambda N: float(law.ml_errors(N).max()) <= alpha
+    ok = lambda N: law.ml_errors_at_most(N, alpha)
     lo, hi = max(lower, 1) - 1, upper
     if lo >= 1 and ok(lo):
         hi = lo

@@ -52,7 +52,9 @@ HALVING_STEPS = 8     # their iterations before the best HALVING_KEEP continue
 HALVING_KEEP = 4
 HEAVY = 4             # rows of largest weight under each model added per lift round
 LIFT_ROUNDS = 6
-SURVIVOR_ITERATIONS = 60     # the survivors' climb at the softest sharpness, and each stage after
+SOFT_ITERATIONS = 20         # the survivors' climb at the softest sharpness (a rough proxy: not to convergence)
+SURVIVOR_ITERATIONS = 60     # each stage after
+LADDER_KEEP = (4, 2, 1)      # survivors (distinct, best by the bottleneck) entering each stage after
 LIFT_ITERATIONS = 100        # the climb after each growth of the basis
 POLISH_ITERATIONS = 200      # the polish in full d (each iteration a pass over the K models)
 LIFT_KKT = (1e-7, 1e-3)      # (float64, float32): a lifted point below this residual is done
@@ -207,20 +209,25 @@ def sketch_bottleneck(models: KModels, energy: float, *, seed: int = 0, directio
     true = bottleneck(reduced, run.X)
     finals = distinct(run.X, true, energy, tol=1e-3)
     run.keep(finals[:HALVING_KEEP])
-    run.run(SURVIVOR_ITERATIONS, gtol=explore_gtol)
+    run.run(SOFT_ITERATIONS, gtol=explore_gtol)
     iterations = run.iterations
     values = sorted({float(v) for v in true}, reverse=True)
     Y = run.X
     if progress:
         progress(f"sharpening the best {Y.shape[1]} in the subspace")
-    for s in SHARPNESS[1:]:
-        run = BatchedAscent(SoftBottleneck(space.reduced, s), Y, energy)
+    left = []          # survivors left behind by the ladder (subspace coordinates)
+    for s, keep in zip(SHARPNESS[1:], LADDER_KEEP):
+        order = distinct(Y, bottleneck(space.reduced, Y), energy, tol=1e-3)
+        left.append(Y[:, order[keep:]])
+        run = BatchedAscent(SoftBottleneck(space.reduced, s), Y[:, order[:keep]], energy)
         run.run(SURVIVOR_ITERATIONS, gtol=polish_gtol if s == SHARPNESS[-1] else explore_gtol)
         iterations += run.iterations
         Y = run.X
     make = lambda km: SoftBottleneck(km, SHARPNESS[-1])
     x, _, residual, Y, more = space.lift(make, Y, energy, polish_gtol, progress)
     iterations += more
+    rank = space.Q.shape[1]          # the lift grows the basis: Q_old y = Q [y; 0]
+    Y = np.concatenate([Y] + [np.pad(L, ((0, rank - L.shape[0]), (0, 0))) for L in left], axis=1)
     best = float(bottleneck(models, x[:, None])[0])
     # interior maxima: scan the ray through the winner in the subspace (x = Q y exactly)
     y = space.Q.T @ x
