@@ -314,3 +314,18 @@ def test_decide_fixed_error_matches_monte_carlo(n_answers):
     assert abs(r.fixed_error - mc.max()) <= 0.1 * mc.max() + 0.005, (r.fixed_error, mc)
     assert r.fixed_error <= r.fixed_error_bound or r.fixed_error_bound == 1.0
     assert r.to_dict()["seconds"] >= 0
+
+
+@pytest.mark.parametrize("space", ["full", "sketch"])
+def test_solver_lists_one_value_per_distinct_maximum(space):
+    """`local_maxima_values` has one value per counted maximum (at most 5), best first, and
+    the first is the bottleneck H^2 reported (the explored value of the winner's basin, before
+    sharpening, is not listed as another maximum)."""
+    rng = np.random.default_rng(5)
+    models = [rng.standard_normal((30, 6)) for _ in range(3)]
+    r = api.design(models, energy=1.0, search_space=space)
+    s = r.solver
+    values = s["local_maxima_values"]
+    assert len(values) == min(s["local_maxima"], 5), s
+    assert values == sorted(values, reverse=True)
+    assert values[0] == pytest.approx(r.hellinger_squared, rel=1e-12)
