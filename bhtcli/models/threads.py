@@ -43,6 +43,8 @@ def _controls():
                                         "scipy_openblas_set_num_threads64_"),
                                        ("scipy_openblas_get_num_threads",
                                         "scipy_openblas_set_num_threads"),
+                                       ("openblas_get_num_threads64_",
+                                        "openblas_set_num_threads64_"),
                                        ("openblas_get_num_threads", "openblas_set_num_threads")):
                 get, put = getattr(lib, get_name, None), getattr(lib, set_name, None)
                 if get is not None and put is not None:
@@ -57,28 +59,38 @@ def _controls():
     return controls
 
 
+_LOCAL = threading.local()      # this thread's depth of single_threaded blocks
+
+
+def _depth() -> int:
+    return getattr(_LOCAL, "depth", 0)
+
+
 @contextlib.contextmanager
-def _threads(count: int | None):
+def _threads(single: bool):
     controls = _controls()
     if controls is None:
         yield
         return
-    get, put, default = controls
+    _, put, default = controls
+    _LOCAL.depth = _depth() + (1 if single else 0)
     with _LOCK:
-        before = int(get())
-        put(default if count is None else count)
+        put(1 if single else default)
     try:
         yield
     finally:
+        # back to what this thread's enclosing block asks for (not to a value read before,
+        # which another thread may have set meanwhile)
+        _LOCAL.depth = _depth() - (1 if single else 0)
         with _LOCK:
-            put(before)
+            put(1 if _depth() > 0 else default)
 
 
 def single_threaded():
     """A block in which the BLAS uses one thread (the searches' small products)."""
-    return _threads(1)
+    return _threads(True)
 
 
 def all_threads():
     """A block in which the BLAS uses all its threads again (a pass over A and B)."""
-    return _threads(None)
+    return _threads(False)
