@@ -10,17 +10,14 @@ L-BFGS's r-sized algebra, the bases' Gram matrices -- cost 10-100x their single-
 block of queries) are long enough to gain from the threads at any load.
 
 `single_threaded()` runs a block with one BLAS thread; `all_threads()` inside it gives a long
-product the threads back. Both are no-ops where numpy's BLAS is not an OpenBLAS this can
-reach (then nothing changes). Only the thread count changes, never a result: a product's
+product the threads back. Both are no-ops where threadpoolctl finds no BLAS to control (then
+nothing changes). Only the thread count changes, never a result: a product's
 value does not depend on how many threads computed it (up to the order of partial sums in
 a few BLAS kernels, i.e. rounding).
 """
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import glob
-import os
 import threading
 
 _LOCK = threading.Lock()
@@ -28,32 +25,24 @@ _STATE: dict = {}
 
 
 def _controls():
-    """(get, set, default count) of the OpenBLAS that numpy loaded, or None."""
+    """(get, set, default count) of the BLAS that numpy loaded, or None. threadpoolctl (the
+    library scikit-learn uses for this) finds it: OpenBLAS, MKL or BLIS, on every platform."""
     if "controls" in _STATE:
         return _STATE["controls"]
     controls = None
     try:
-        import numpy
-        base = os.path.dirname(numpy.__file__)
-        paths = sorted(glob.glob(os.path.join(base, os.pardir, "numpy.libs", "*openblas*"))
-                       + glob.glob(os.path.join(base, ".dylibs", "*openblas*")))
-        for path in paths:
-            lib = ctypes.CDLL(path)
-            for get_name, set_name in (("scipy_openblas_get_num_threads64_",
-                                        "scipy_openblas_set_num_threads64_"),
-                                       ("scipy_openblas_get_num_threads",
-                                        "scipy_openblas_set_num_threads"),
-                                       ("openblas_get_num_threads64_",
-                                        "openblas_set_num_threads64_"),
-                                       ("openblas_get_num_threads", "openblas_set_num_threads")):
-                get, put = getattr(lib, get_name, None), getattr(lib, set_name, None)
-                if get is not None and put is not None:
-                    get.restype, put.argtypes = ctypes.c_int, [ctypes.c_int]
-                    controls = (get, put, max(int(get()), 1))
-                    break
-            if controls:
-                break
-    except (OSError, ImportError, AttributeError, ValueError):
+        import numpy  # noqa: F401  (its BLAS must be loaded before the controller looks)
+        from threadpoolctl import ThreadpoolController
+        libs = ThreadpoolController().select(user_api="blas").lib_controllers
+        if libs:
+            def get():
+                return int(libs[0].get_num_threads())
+
+            def put(count):
+                for lib in libs:
+                    lib.set_num_threads(count)
+            controls = (get, put, max(get(), 1))
+    except (ImportError, OSError, AttributeError, ValueError):
         controls = None
     _STATE["controls"] = controls
     return controls
