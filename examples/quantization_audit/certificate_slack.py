@@ -95,16 +95,16 @@ def heavy_row_bound(A, B, E):
     """(row, f*): the split's heavy row and its own bound (docs/maths.md §4.9)."""
     from bhtcli.analysis import ceilings
     seen = []
-    original = ceilings._heavy_row_bound
+    original = ceilings.heavy_row_bound
 
     def record(*args, **kwargs):
         seen.append(original(*args, **kwargs))
         return seen[-1]
-    ceilings._heavy_row_bound = record
+    ceilings.heavy_row_bound = record
     try:
         ceilings.per_row_variance(A, B, E, heavy_rows=1)
     finally:
-        ceilings._heavy_row_bound = original
+        ceilings.heavy_row_bound = original
     n = A.shape[0]
     al, be = A - A.mean(0), B - B.mean(0)
     rho = E * np.maximum(np.linalg.norm(al, axis=1), np.linalg.norm(be, axis=1))
