@@ -55,7 +55,8 @@ def test_quartic_matrix_is_the_gram_of_the_symmetric_rank_two_matrices():
     T, err = quartic_matrix(g, u, w)
     M = [0.5 * (np.outer(gi, ui) + np.outer(ui, gi)) for gi, ui in zip(g, u)]
     ref = np.array([[math.sqrt(w[i] * w[j]) * float(np.sum(M[i] * M[j])) for j in range(9)] for i in range(9)])
-    assert np.allclose(T, ref, rtol=1e-13, atol=1e-13) and 0 < err < 1e-12
+    assert np.allclose(np.tril(T), np.tril(ref), rtol=1e-13, atol=1e-13) and 0 < err < 1e-12
+    T = np.tril(T) + np.tril(T, -1).T
     # and its top eigenvalue bounds the quartic sum_i w_i (g_i x)^2 (u_i x)^2 on the unit sphere
     X = rng.standard_normal((3, 20000))
     X /= np.linalg.norm(X, axis=0)
@@ -188,3 +189,20 @@ def test_cli_option_and_bad_value(tmp_path):
     assert out.exit_code == 0 and "bilinear bound" in out.output
     bad = CliRunner().invoke(cli, ["bound", str(a), str(b), "-E", "1", "--certificate", "maybe"])
     assert bad.exit_code == 2
+
+
+def test_lower_triangle_blocks_and_their_product(monkeypatch):
+    """K is formed (and multiplied) from its lower triangle by blocks; any block size gives the
+    same symmetric matrix."""
+    from bhtcli.analysis import bilinear
+    monkeypatch.setattr(bilinear, "GRAM_BLOCK", 7)
+    rng = np.random.default_rng(15)
+    g, u, w = rng.standard_normal((40, 3)), rng.standard_normal((40, 3)), rng.uniform(0.1, 1, 40)
+    T = np.full((40, 40), np.nan)
+    bilinear.quartic_matrix(g, u, w, out=T)
+    full = np.tril(T) + np.tril(T, -1).T
+    M = [0.5 * (np.outer(gi, ui) + np.outer(ui, gi)) for gi, ui in zip(g, u)]
+    ref = np.array([[math.sqrt(w[i] * w[j]) * float(np.sum(M[i] * M[j])) for j in range(40)] for i in range(40)])
+    assert np.allclose(full, ref, rtol=1e-12, atol=1e-13)
+    v = rng.standard_normal(40)
+    assert np.allclose(bilinear.lower_matvec(T, v), ref @ v, rtol=1e-12, atol=1e-12)

@@ -171,43 +171,60 @@ def _lanczos_operator_top(g, u, w, tol: float) -> float:
 
 
 def quartic_matrix(g, u, w, out: np.ndarray | None = None):
-    """(T, error): T_ij = sqrt(w_i w_j) <M_i, M_j> = sqrt(w_i w_j) ((g_i g_j)(u_i u_j) +
-    (g_i u_j)(u_i g_j)) / 2, formed by blocks of rows into `out` (n x n float64), and a bound
-    on the spectral norm of (computed T) - (exact T for these float rows and weights): the
-    entrywise error is at most gamma_{4d+32} s_i s_j with s_i = sqrt(w_i) |g_i| |u_i|, a
-    rank-one majorant whose norm is gamma |s|^2 (docs/maths.md §4.15)."""
+    """(T, error): the lower triangle (diagonal included) of T_ij = sqrt(w_i w_j) <M_i, M_j> =
+    sqrt(w_i w_j) ((g_i g_j)(u_i u_j) + (g_i u_j)(u_i g_j)) / 2, formed by blocks of rows into
+    `out` (n x n float64; the strict upper triangle is left as it was: the Cholesky reads the
+    lower one, and :func:`lower_matvec` multiplies by the symmetric matrix), and a bound on the
+    spectral norm of (computed T) - (exact T for these float rows and weights): the entrywise
+    error is at most gamma_{4d+32} s_i s_j with s_i = sqrt(w_i) |g_i| |u_i|, a rank-one
+    majorant whose norm is gamma |s|^2 (docs/maths.md §4.15)."""
     n, d = g.shape
     T = np.empty((n, n)) if out is None else out
     sw = np.sqrt(w)
     for s in range(0, n, GRAM_BLOCK):
         e = min(n, s + GRAM_BLOCK)
-        blk = T[s:e]
-        np.matmul(g[s:e], g.T, out=blk)
-        blk *= u[s:e] @ u.T
-        cross = g[s:e] @ u.T
-        cross *= u[s:e] @ g.T
+        blk = T[s:e, :e]
+        np.matmul(g[s:e], g[:e].T, out=blk)
+        blk *= u[s:e] @ u[:e].T
+        cross = g[s:e] @ u[:e].T
+        cross *= u[s:e] @ g[:e].T
         blk += cross
         blk *= 0.5 * sw[s:e, None]
-        blk *= sw[None, :]
+        blk *= sw[None, :e]
     s2 = w * np.einsum("ij,ij->i", g, g) * np.einsum("ij,ij->i", u, u)
     error = rounding_gamma(4 * d + 32) * float(s2.sum()) * (1 + 2 * rounding_gamma(n))
     return T, error
+
+
+def lower_matvec(T: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """T v for the symmetric matrix whose lower triangle (diagonal included) T holds."""
+    n = T.shape[0]
+    y = np.zeros(n)
+    for s in range(0, n, GRAM_BLOCK):
+        e = min(n, s + GRAM_BLOCK)
+        blk = T[s:e, :e]
+        diag = np.tril(blk[:, s:e])
+        diag += np.tril(diag, -1).T
+        y[s:e] += diag @ v[s:e] + blk[:, :s] @ v[:s]
+        y[:s] += blk[:, :s].T @ v[s:e]
+    return y
 
 
 def _certified_top(g, u, w, say, tries=(1e-7, 1e-5, 1e-3, 1e-1)):
     """(certified upper bound on lambda_max(T), Lanczos estimate, factorisations run): T is formed,
     its top eigenvalue estimated by Lanczos (the residual added), then certified by a Cholesky
     factorisation of fl(s I - T) at s slightly above; T is formed again for each retry."""
-    from scipy.sparse.linalg import eigsh
+    from scipy.sparse.linalg import LinearOperator, eigsh
     n = g.shape[0]
     T, error = quartic_matrix(g, u, w, out=np.empty((n, n)))
     if n <= 64:
-        vals, vecs = np.linalg.eigh(T)
+        vals, vecs = np.linalg.eigh(T, UPLO="L")
         lam, v = float(vals[-1]), vecs[:, -1]
     else:
-        vals, vecs = eigsh(T, k=1, which="LA", tol=1e-10, ncv=32, v0=np.ones(n))
+        op = LinearOperator((n, n), matvec=lambda z: lower_matvec(T, np.ravel(z)), dtype=np.float64)
+        vals, vecs = eigsh(op, k=1, which="LA", tol=1e-10, ncv=32, v0=np.ones(n))
         lam, v = float(vals[0]), vecs[:, 0]
-    resid = float(np.linalg.norm(T @ v - lam * v)) / max(float(np.linalg.norm(v)), 1e-300)
+    resid = float(np.linalg.norm(lower_matvec(T, v) - lam * v)) / max(float(np.linalg.norm(v)), 1e-300)
     say(f"bilinear ceiling: Lanczos {lam:.6g} (residual {resid:.2g}); Cholesky of the shifted matrix")
     for k, rel in enumerate(tries, start=1):
         if k > 1:
