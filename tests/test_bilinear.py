@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bhtcli import bound
+from bhtcli import bound, design
 from bhtcli.analysis.bilinear import bilinear_variance, quartic_matrix
 from bhtcli.errors import InputError
 from bhtcli.maths.certificate import bennett_phi_upper
@@ -90,7 +90,7 @@ def _variance_sup(A, B, E, rng):
     return best
 
 
-def check_bilinear(A, B, E, seed=0):
+def check_bilinear(A, B, E, seed=0, starts=0):
     """The bilinear V against the variance at grid/random points and 8 D at a many-start design;
     bound --certificate exact reports it and stays above the best H^2 found."""
     result, why = bilinear_variance(A, B, E)
@@ -105,6 +105,9 @@ def check_bilinear(A, B, E, seed=0):
     h2, kl = best_found(A, B, E, Readout(), rng)
     assert h2 <= c["ceilings"]["bilinear"] * (1 + 1e-12)
     assert kl <= c["kl_max_bound"] * (1 + 1e-12)
+    if starts and A.shape[1] >= 3:
+        r = design(A, B, E, starts=starts, seed=seed)
+        assert 8 * r.bhattacharyya_distance <= result.variance * (1 + 1e-12)
     return result
 
 
@@ -146,7 +149,7 @@ def test_heavy_rows_and_large_budgets(d):
     B = A + 0.02 * rng.standard_normal((40, d))
     B[7] += rng.standard_normal(d)
     for E in (0.001, 0.3, 3.0, 10.0):
-        check_bilinear(A, B, E, seed=d)
+        check_bilinear(A, B, E, seed=d, starts=64)
     B[11] -= 0.5 * rng.standard_normal(d)
     check_bilinear(A, B, 1.0, seed=d)
 

@@ -6,10 +6,10 @@ Usage: .venv/bin/python examples/quantization_audit/certificate_slack.py [--ener
        [--bilinear]
 (after examples/quantization_audit/setup.sh). One table (Markdown) on stdout.
 
---bilinear adds what the Bennett expansion with the bilinear relaxation would give (docs/maths.md,
-"Routes to 2×, and why none is certified here", route 3) if the top eigenvalue of its d^2 x d^2
-operator were certified: here it is a Lanczos estimate (scipy eigsh), a lower estimate of that
-eigenvalue, so the column is NOT a certificate. A few minutes per energy.
+--bilinear adds a quick estimate of the Bennett expansion with the bilinear relaxation
+(docs/maths.md §4.13, route 3) with a Lanczos value (scipy eigsh, a lower estimate) for the top
+eigenvalue and without the tilt's t-part, so the column is NOT a certificate; the certified
+version is `bht bound --certificate exact` (docs/maths.md §4.14). A few minutes per energy.
 """
 from __future__ import annotations
 
