@@ -91,7 +91,10 @@ def bilinear_variance(A, B, energy: float, stats: PairStats | None = None, *,
     w = c * (phi + 1.0 / (2.0 * eta)) * (1 + 8 * EPS)
     w[heavy] = 0.0
     say(f"bilinear ceiling: eta = {eta:.3g}, forming the {n - len(heavy):,} x {n - len(heavy):,} matrix")
-    lam, lanczos, attempts = _certified_top(rows.g[bulk], u[bulk], w[bulk], say)
+    try:
+        lam, lanczos, attempts = _certified_top(rows.g[bulk], u[bulk], w[bulk], say)
+    except MemoryError:
+        return None, f"the bilinear ceiling: no memory for its n x n matrix ({8 * n * n / 1e9:.1f} GB)"
     if lam is None:
         return None, "the bilinear ceiling: no Cholesky factorisation succeeded"
     quartic = E ** 4 * lam / n * (1 + 16 * EPS)
