@@ -209,3 +209,16 @@ def test_lower_triangle_blocks_and_their_product(monkeypatch):
     assert np.allclose(full, ref, rtol=1e-12, atol=1e-13)
     v = rng.standard_normal(40)
     assert np.allclose(bilinear.lower_matvec(T, v), ref @ v, rtol=1e-12, atol=1e-12)
+
+
+def test_no_memory_is_a_note(monkeypatch):
+    from bhtcli.analysis import bilinear
+
+    def no_memory(*_args, **_kwargs):
+        raise MemoryError
+    monkeypatch.setattr(bilinear, "_certified_top", no_memory)
+    rng = np.random.default_rng(16)
+    A, B = rng.standard_normal((6, 2)), rng.standard_normal((6, 2))
+    c = bound(A, B, 1.0, certificate="exact").certificate
+    assert c["ceilings"]["bilinear"] is None and "no memory" in c["note"]
+    assert c["hellinger_squared_max_bound"] is not None
