@@ -16,7 +16,7 @@ import os
 from bhtcli.errors import (BhtError, InputError, NotReachable, OutputError, SolverError,  # noqa: F401
                            notes_to, parameter_name, parameter_names)
 
-from bhtcli.settings import (DEFAULT_STARTS, DESIGN_METHODS, FORMATS, OUT_FORMATS,  # noqa: F401
+from bhtcli.settings import (CERTIFICATES, DEFAULT_STARTS, DESIGN_METHODS, FORMATS, OUT_FORMATS,  # noqa: F401
                              OUT_SUFFIXES, QUANTIZE_TYPES)
 
 from bhtcli import __version__  # noqa: E402,F401  (one version, in the package)
@@ -256,16 +256,24 @@ def _check_design_paths(spec, *, energies, queries, candidates, subspace, names,
 
 
 def bound(A, B=None, energy=None, *, model="softmax", floor=None, error: float = 0.05, link_a=None,
-          link_b=None, bias_a=None, bias_b=None):
+          link_b=None, bias_a=None, bias_b=None, certificate: str = "fast", progress=None):
     """Closed-form certificate, no optimisation (docs/maths.md §4; leverage: §6.2).
 
-    Parameters are those of :func:`design`. Returns a
+    Parameters are those of :func:`design`, and `certificate`: "fast" (default) or "exact",
+    which adds the bilinear ceiling for a softmax pair with exp links and no biases
+    (docs/maths.md §4.14; an n x n matrix in memory, minutes at n = 30,000, refused above
+    40,000 rows); `progress` (a callable taking a message) hears its phases. Returns a
     :class:`bhtcli.results.BoundResult` or, for leverage models, a
     :class:`bhtcli.results.LeverageBoundResult`; a list of K models (A) gives each pair's
     ceiling and the bottleneck's, a :class:`bhtcli.results.KwayBoundResult`.
     """
+    if certificate not in CERTIFICATES:
+        raise InputError(f"{parameter_name('certificate')} must be one of {', '.join(CERTIFICATES)}, "
+                         f"got {certificate!r}")
     models = _models_of(A, B)
     if models is not None:
+        if certificate != "fast":
+            raise InputError(f"{parameter_name('certificate')} exact is for a pair of models")
         energy = B if energy is None and B is not None else energy
         from bhtcli.commands.kway import bound_kway, check_kway_options
         check_kway_options(model=getattr(model, "family", model),
@@ -276,10 +284,12 @@ def bound(A, B=None, energy=None, *, model="softmax", floor=None, error: float =
                       bias_b=bias_b, inputs=(A, B))
     error = check_error(error)
     if spec.leverage:
+        if certificate != "fast":
+            raise InputError(f"{parameter_name('certificate')} exact is for softmax models")
         from bhtcli.commands.leverage_design import bound_leverage
         return bound_leverage(A, B, spec, error)
     from bhtcli.commands.bound import bound as bound_softmax
-    return bound_softmax(A, B, spec, error)
+    return bound_softmax(A, B, spec, error, certificate, progress)
 
 
 def sample(A, query, count: int, *, seed: int = 0, model="softmax", link_a=None, bias_a=None):

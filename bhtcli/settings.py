@@ -10,3 +10,4 @@ QUANTIZE_TYPES = ("q8_0", "q5_1", "q5_0", "q4_1", "q4_0", "f16", "bf16", "int8-r
 SEARCH_SPACES = ("full", "sketch", "auto")   # where a softmax design climbs (bhtcli.search.entry)
 DEFAULT_SEARCH_SPACE = "auto"
 DEFAULT_MAX_STARTS = 128              # the full search's adaptive rounds stop here at the latest
+CERTIFICATES = ("fast", "exact")     # bht bound --certificate: exact adds the bilinear ceiling

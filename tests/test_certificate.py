@@ -340,7 +340,7 @@ def test_heavy_row_split_binds_where_one_row_dominates():
 def test_heavy_row_bound_against_sampling():
     """One row's bound >= sup over the ball and |t| <= 1/2 of kappa(z_i - mean z) (u x + e')^2,
     sampled densely in the three-dimensional span that matters."""
-    from bhtcli.analysis.ceilings import _heavy_row_bound
+    from bhtcli.analysis.ceilings import heavy_row_bound
     rng = np.random.default_rng(3)
     n, d = 50, 3
     for _ in range(20):
@@ -349,7 +349,7 @@ def test_heavy_row_bound_against_sampling():
         h, m = ac - bc, 0.1 * rng.standard_normal(d)
         e, mu0, at, bt = rng.standard_normal(4) * rng.uniform(0, 1)
         E = float(np.exp(rng.uniform(np.log(0.1), np.log(10))))
-        f = _heavy_row_bound(h, ac, bc, np.linalg.norm(ac), np.linalg.norm(bc), e, at, bt, m, mu0,
+        f = heavy_row_bound(h, ac, bc, np.linalg.norm(ac), np.linalg.norm(bc), e, at, bt, m, mu0,
                              E, n, d, math.log(n - 1), 0.0, abs(at) + abs(bt), 0.0, 0.0)
         X = rng.standard_normal((d, 200000))
         X *= E * rng.uniform(size=200000) ** (1 / d) / np.linalg.norm(X, axis=0)

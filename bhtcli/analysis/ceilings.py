@@ -148,6 +148,12 @@ def pair_stats(A, B, rows: int = CEILING_ROWS) -> PairStats:
     return PairStats(sa / n, sb / n, sabs / n, math.sqrt(na), math.sqrt(nb), math.sqrt(ng), gmean)
 
 
+def mean_rounding(stats: PairStats, n: int) -> float:
+    """A bound on ||computed mean row - exact|| for the mean rows of `stats`: gamma_{n+2}
+    ||mean of |A| + |B| + |A - B| || (any summation order; docs/maths.md §4.8)."""
+    return 1.01 * rounding_gamma(n + 2) * float(np.linalg.norm(stats.mean_abs))
+
+
 def _link_oscillation(link, radius: float) -> float:
     return 0.0 if link.is_exp else link.psi_oscillation(radius)
 
@@ -192,9 +198,8 @@ def per_row_variance(A, B, energy: float, readout: Readout | None = None, stats=
         if 2 * ra_ + osc_a > LOG_FLOOR or 2 * rb_ + osc_b > LOG_FLOOR:
             return None, "per-row ceiling: log-weights span more than the link floor"
     log_n1 = math.log(n - 1) if n > 1 else -math.inf
-    # rounding of the means: ||computed mean - exact|| <= gamma_{n+2} ||mean |.| || (any order)
     gam = rounding_gamma(n + 2)
-    mean_err = 1.01 * gam * float(np.linalg.norm(stats.mean_abs))
+    mean_err = mean_rounding(stats, n)
     if heavy_rows is None:      # each variant costs one more d x d eigendecomposition
         heavy_rows = HEAVY_ROWS if d <= HEAVY_SPLIT_MAX_D else 0
     heavy_rows = heavy_rows if readout.exp_links and n > 1 else 0
@@ -238,7 +243,7 @@ def per_row_variance(A, B, energy: float, readout: Readout | None = None, stats=
     h_err += 2 * mean_err
     e_err = 4 * EPS * (float(np.max(np.abs(alpha))) + float(np.max(np.abs(beta)))) * (1 + gam)
     sums = (S, sv, sh, c0, se, w)
-    best = _quad_bound(sums, E, d, gam, trace_abs)
+    best = quad_bound(sums, E, d, gam, trace_abs)
     # the heavy-row split (docs/maths.md §4.9): the k rows of largest cap_i |h_i|^2 leave the
     # Gram and get their own direction-dependent bound; any k gives a valid V, the smallest is kept
     for k in sorted({1, heavy_rows}) if heavy_rows else ():
@@ -255,7 +260,7 @@ HEAVY_ROWS = 4     # rows taken out of the per-row Gram for their own bound (doc
 HEAVY_SPLIT_MAX_D = 512    # the split's variants (k = 1 and HEAVY_ROWS) only up to this d (an eigh each)
 
 
-def _quad_bound(sums, E: float, d: int, gam: float, trace_abs: float, m=None, mu0=None) -> float:
+def quad_bound(sums, E: float, d: int, gam: float, trace_abs: float, m=None, mu0=None) -> float:
     """sup_{|x| <= E} sum_i cap_i ((h_i - m) x + e_i - mu0)^2 (plus its rounding margins) from
     the accumulated sums (S, sv, sh, c0, se, w) = sum_i cap_i (h h^T, e h, h, e^2, e, 1); m, mu0
     default to the cap-weighted means (docs/maths.md §4.7, §4.8)."""
@@ -320,11 +325,11 @@ def _split_bound(sums, heavy, E: float, n: int, d: int, gam: float, trace_abs: f
     m, mu0 = sh / w, se / w
     # the subtractions: |error| <= 4 gamma_{k+4} (sum cap |h|^2 over all rows) entrywise
     extra = 4 * rounding_gamma(len(heavy) + 4) * trace_abs
-    bulk = _quad_bound((S, sv, sh, max(c0, 0.0), se, w), E, d, gam, trace_abs + extra, m, mu0)
+    bulk = quad_bound((S, sv, sh, max(c0, 0.0), se, w), E, d, gam, trace_abs + extra, m, mu0)
     log_n1 = math.log(n - 1)
     total = bulk
     for _, _, _, h, ac, bc, na, nb, e, at_i, bt_i in heavy:
-        total += _heavy_row_bound(h, ac, bc, na, nb, e, at_i, bt_i, m, mu0, E, n, d, log_n1,
+        total += heavy_row_bound(h, ac, bc, na, nb, e, at_i, bt_i, m, mu0, E, n, d, log_n1,
                                   mean_err, bias_abs, gam, h_err)
     return total
 
@@ -332,7 +337,7 @@ def _split_bound(sums, heavy, E: float, n: int, d: int, gam: float, trace_abs: f
 HEAVY_GRID = 1 << 14        # intervals of s in [-E, E] for a heavy row's one-dimensional bound
 
 
-def _heavy_row_bound(h, ac, bc, na, nb, e, at_i, bt_i, m, mu0, E, n, d, log_n1, mean_err,
+def heavy_row_bound(h, ac, bc, na, nb, e, at_i, bt_i, m, mu0, E, n, d, log_n1, mean_err,
                      bias_abs, gam, h_err) -> float:
     """An upper bound on sup_{|x| <= E, |t| <= 1/2} pi_{t,i}(x) ((h - m) x + e - mu0)^2 for one
     row (docs/maths.md §4.9): with g = (ac + bc) / 2, s = g x / |g| and u = h - m = p g/|g| + q w

@@ -196,9 +196,15 @@ def design(a, b, more, schedule, model, energy, floor, alpha, link_a, link_b, bi
 @cli.command(context_settings=CONTEXT)
 @model_pair_options
 @click.argument("more", nargs=-1, metavar="[M3 ...]", type=PATH)
+@click.option("--certificate", type=click.Choice(api.CERTIFICATES), default="fast", show_default=True,
+              help="exact: also the bilinear ceiling, usually much tighter at vocabulary scale "
+                   "(docs/maths.md §4.14; two models, exp links, no biases). It holds an n x n "
+                   "float64 matrix in memory (7.5 GB at n = 30,522; refused above 40,000 rows) "
+                   "and takes minutes.")
 @json_option
 @quiet_option
-def bound(a, b, more, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, as_json, quiet):
+def bound(a, b, more, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, certificate,
+          as_json, quiet):
     """Closed-form bounds, no optimisation: certified sup H^2 and query lower bounds.
 
     {inputs} With three or more models: each pair's ceiling and the bottleneck's.
@@ -214,10 +220,13 @@ def bound(a, b, more, model, energy, floor, alpha, link_a, link_b, bias_a, bias_
         if energy is None:
             raise click.UsageError("Missing option '--energy' / '-E'.", ctx=click.get_current_context())
         _emit(bound_fn([a, b, *more], energy=energy, model=model, floor=floor, error=alpha,
-                       link_a=link_a, link_b=link_b, bias_a=bias_a, bias_b=bias_b), as_json)
+                       link_a=link_a, link_b=link_b, bias_a=bias_a, bias_b=bias_b,
+                       certificate=certificate), as_json)
         return
     spec = _spec(model, energy, floor, link_a, link_b, bias_a, bias_b, inputs=(a, b))
-    _emit(bound_fn(a, b, model=spec, error=alpha), as_json)
+    with _reporter(quiet) as progress:
+        result = bound_fn(a, b, model=spec, error=alpha, certificate=certificate, progress=progress)
+    _emit(result, as_json)
 
 
 @cli.command(context_settings=CONTEXT)

@@ -146,7 +146,7 @@ def _tv_method(c) -> str:
     return {"spectral": "  (Thm 4.2 with spectral constants)", "thm42": "  (Thm 4.2)"}.get(m, "")
 
 
-CEILING_NAMES = {"per_row": "per-row bound", "range": "range bound"}
+CEILING_NAMES = {"per_row": "per-row bound", "range": "range bound", "bilinear": "bilinear bound"}
 
 
 def _binds(c) -> str:

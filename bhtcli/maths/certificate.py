@@ -109,3 +109,22 @@ def trust_region_max(sigma: np.ndarray, st: np.ndarray, c0: float, E: float) -> 
             break
     return min(dual(top + hi), dual(top + norm_s / E))
 
+
+
+def bennett_phi_upper(R: np.ndarray) -> np.ndarray:
+    """An upper bound (a few ulps above) on phi(R) = (e^R - 1 - R) / R^2 (phi(0) = 1/2), the
+    coefficient with e^y <= 1 + y + phi(R) y^2 for every y <= R (docs/maths.md §4.14).
+    R <= 1: the series sum_k R^k / (k+2)! (positive terms, 24 of them, plus the tail);
+    R > 1: the closed form, whose cancellation loses at most a factor (e - 1)/(e - 2) < 2.4."""
+    R = np.asarray(R, dtype=np.float64)
+    small = np.abs(R) <= 1.0
+    Rs = np.where(small, R, 0.0)
+    total, term = np.zeros_like(R), np.full_like(R, 0.5)
+    for k in range(24):
+        total += term
+        term = term * Rs / (k + 3)
+    series = (total + np.abs(term) * 2) * (1 + 256 * EPS)
+    Rb = np.where(small, 2.0, R)
+    with np.errstate(over="ignore", invalid="ignore"):
+        closed = (np.expm1(Rb) - Rb) / (Rb * Rb) * (1 + 64 * EPS)
+    return np.where(small, series, closed)

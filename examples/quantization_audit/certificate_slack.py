@@ -6,10 +6,10 @@ Usage: .venv/bin/python examples/quantization_audit/certificate_slack.py [--ener
        [--bilinear]
 (after examples/quantization_audit/setup.sh). One table (Markdown) on stdout.
 
---bilinear adds what the Bennett expansion with the bilinear relaxation would give (docs/maths.md,
-"Routes to 2×, and why none is certified here", route 3) if the top eigenvalue of its d^2 x d^2
-operator were certified: here it is a Lanczos estimate (scipy eigsh), a lower estimate of that
-eigenvalue, so the column is NOT a certificate. A few minutes per energy.
+--bilinear adds a quick estimate of the Bennett expansion with the bilinear relaxation
+(docs/maths.md §4.13, route 3) with a Lanczos value (scipy eigsh, a lower estimate) for the top
+eigenvalue and without the tilt's t-part, so the column is NOT a certificate; the certified
+version is `bht bound --certificate exact` (docs/maths.md §4.14). A few minutes per energy.
 """
 from __future__ import annotations
 
@@ -95,16 +95,16 @@ def heavy_row_bound(A, B, E):
     """(row, f*): the split's heavy row and its own bound (docs/maths.md §4.9)."""
     from bhtcli.analysis import ceilings
     seen = []
-    original = ceilings._heavy_row_bound
+    original = ceilings.heavy_row_bound
 
     def record(*args, **kwargs):
         seen.append(original(*args, **kwargs))
         return seen[-1]
-    ceilings._heavy_row_bound = record
+    ceilings.heavy_row_bound = record
     try:
         ceilings.per_row_variance(A, B, E, heavy_rows=1)
     finally:
-        ceilings._heavy_row_bound = original
+        ceilings.heavy_row_bound = original
     n = A.shape[0]
     al, be = A - A.mean(0), B - B.mean(0)
     rho = E * np.maximum(np.linalg.norm(al, axis=1), np.linalg.norm(be, axis=1))
