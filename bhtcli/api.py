@@ -72,7 +72,7 @@ def design(A, B=None, energy=None, *, model="softmax", floor=None, error: float 
            starts: int | None = None, seed: int = 0, method: str = "lbfgs", link_a=None,
            link_b=None, bias_a=None, bias_b=None, dtype="float64", candidates=None, names=None,
            top: int | None = None, subspace=None, queries=None, max_starts=None, progress=None,
-           search_space=None, schedule: bool = False):
+           search_space=None, schedule: bool = False, certificate: str = "fast"):
     """The query that best separates A from B under the budget, and how many it takes.
 
     Parameters
@@ -128,15 +128,21 @@ def design(A, B=None, energy=None, *, model="softmax", floor=None, error: float 
         Called with short status strings.
     schedule : bool
         K models: also the best schedule (queries in fixed proportions, docs/kway.md).
+    certificate : {"fast", "exact"}
+        "exact" adds the bilinear ceiling to the certificate, as :func:`bound` does: one pair
+        at one budget, exp links, no biases (an n x n matrix in memory; minutes at n = 30,000).
 
     Returns
     -------
     bhtcli.results.DesignResult
     """
+    _check_certificate(certificate)
     models = _models_of(A, B)
     if models is not None:
         energy = B if energy is None and B is not None else energy
         if len(models) != 2 or schedule:
+            if certificate != "fast":
+                raise InputError(f"{parameter_name('certificate')} exact is for a pair of models")
             from bhtcli.commands.kway import check_kway_options, design_kway
             check_kway_options(model=getattr(model, "family", model), readout_plain=_plain(link_a, link_b, bias_a, bias_b),
                                floor=floor, subspace=subspace, queries=queries,
@@ -165,6 +171,15 @@ def design(A, B=None, energy=None, *, model="softmax", floor=None, error: float 
     _check_design_paths(spec, energies=energies, queries=queries, candidates=candidates,
                         subspace=subspace, names=names, top=top, method=method,
                         search_space=search_space)
+    if certificate != "fast":
+        given = [parameter_name(k) for k, v in (("model", "leverage" if spec.leverage else None),
+                                                ("queries", queries), ("candidates", candidates),
+                                                ("subspace", subspace)) if v is not None]
+        if energies is not None:
+            given.append(f"a list of {parameter_name('energy')}")
+        if given:
+            raise InputError(f"{parameter_name('certificate')} exact certifies one softmax pair at "
+                             f"one budget; drop {', '.join(given)} (or run bht bound per budget)")
     from bhtcli.models.spec import DesignOptions
     options = DesignOptions.build(error, starts, seed, max_starts, method, search_space)
     if spec.leverage:
@@ -190,7 +205,13 @@ def design(A, B=None, energy=None, *, model="softmax", floor=None, error: float 
         from bhtcli.commands.subspace import design_in_subspace
         return design_in_subspace(A, B, subspace, spec, options, progress)
     from bhtcli.commands.design import design as design_softmax
-    return design_softmax(A, B, spec, options, progress)
+    return design_softmax(A, B, spec, options, progress, certificate=certificate)
+
+
+def _check_certificate(certificate) -> None:
+    if certificate not in CERTIFICATES:
+        raise InputError(f"{parameter_name('certificate')} must be one of {', '.join(CERTIFICATES)}, "
+                         f"got {certificate!r}")
 
 
 def _queries(queries) -> int:
@@ -267,9 +288,7 @@ def bound(A, B=None, energy=None, *, model="softmax", floor=None, error: float =
     :class:`bhtcli.results.LeverageBoundResult`; a list of K models (A) gives each pair's
     ceiling and the bottleneck's, a :class:`bhtcli.results.KwayBoundResult`.
     """
-    if certificate not in CERTIFICATES:
-        raise InputError(f"{parameter_name('certificate')} must be one of {', '.join(CERTIFICATES)}, "
-                         f"got {certificate!r}")
+    _check_certificate(certificate)
     models = _models_of(A, B)
     if models is not None:
         if certificate != "fast":

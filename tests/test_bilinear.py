@@ -222,3 +222,28 @@ def test_no_memory_is_a_note(monkeypatch):
     c = bound(A, B, 1.0, certificate="exact").certificate
     assert c["ceilings"]["bilinear"] is None and "no memory" in c["note"]
     assert c["hellinger_squared_max_bound"] is not None
+
+
+def test_design_with_the_exact_certificate_has_the_bounds_ceiling():
+    """design --certificate exact: the same bilinear ceiling as bound (same pair, same budget),
+    binding where it is the smallest, and the design at most its ceiling; refused on the paths
+    it does not serve."""
+    rng = np.random.default_rng(12)
+    n, d, E = 3000, 24, 3.0
+    A = rng.standard_normal((n, d)) / math.sqrt(d)
+    B = A + 0.01 * rng.standard_normal((n, d)) / math.sqrt(d)
+    r = design(A, B, E, certificate="exact")
+    b = bound(A, B, E, certificate="exact").certificate
+    c = r.certificate
+    assert c["ceilings"]["bilinear"] == b["ceilings"]["bilinear"]
+    assert c["ceiling_method"] == "bilinear" and c["design_over_bound"] <= 1
+    assert r.hellinger_squared <= c["hellinger_squared_max_bound"]
+    assert "bilinear" not in design(A[:40], B[:40], E).certificate["ceilings"]
+    for kwargs in (dict(energy="1,2"), dict(energy=2.0, queries=10),
+                   dict(energy=2.0, candidates=A[:3, :])):
+        with pytest.raises(InputError, match="one softmax pair at one budget"):
+            design(A[:40], B[:40], certificate="exact", **kwargs)
+    with pytest.raises(InputError, match="for a pair of models"):
+        design([A[:40], B[:40], A[:40] + 1e-3], energy=1.0, certificate="exact")
+    with pytest.raises(InputError, match="must be one of"):
+        design(A[:40], B[:40], 1.0, certificate="maybe")

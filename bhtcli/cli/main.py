@@ -90,6 +90,14 @@ def _emit(result, as_json: bool) -> None:
     emit(result, as_json)
 
 
+certificate_option = click.option(
+    "--certificate", type=click.Choice(api.CERTIFICATES), default="fast", show_default=True,
+    help="exact: also the bilinear ceiling, usually much tighter at vocabulary scale "
+         "(docs/maths.md §4.14; two models at one budget, exp links, no biases). It holds an "
+         "n x n float64 matrix in memory (7.5 GB at n = 30,522; refused above 40,000 rows) and "
+         "takes minutes.")
+
+
 @cli.command(context_settings=CONTEXT)
 @design_pair_options
 @click.argument("more", nargs=-1, metavar="[M3 ...]", type=PATH)
@@ -125,9 +133,10 @@ def _emit(result, as_json: bool) -> None:
 @click.option("--top", type=int, default=None, help="With --candidates: how many of the best to list [default: 10].")
 @click.option("--subspace", type=PATH, default=None, metavar="V",
               help="Only queries x = V z (V: d x r, orthonormalised by bht, rank r), ||x|| <= E.")
+@certificate_option
 def design(a, b, more, schedule, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, starts,
            max_starts, search_space, queries, plot, seed, method, as_json, out, force, dtype, quiet,
-           candidates, names, top, subspace):
+           candidates, names, top, subspace, certificate):
     """Find the query x (||x|| <= E) that best separates A from B, and how many it takes.
 
     {inputs} With three or more models (M3 ...) the query best names the true one of them:
@@ -172,7 +181,8 @@ def design(a, b, more, schedule, model, energy, floor, alpha, link_a, link_b, bi
                                dtype=dtype, error=alpha, seed=seed, starts=starts, method=method,
                                progress=progress, candidates=candidates, names=names, top=top,
                                subspace=subspace, queries=queries, max_starts=max_starts,
-                               search_space=search_space, schedule=schedule)
+                               search_space=search_space, schedule=schedule,
+                               certificate=certificate)
         if out:
             save_array(out, result.query)
         _emit(result, as_json)
@@ -183,7 +193,7 @@ def design(a, b, more, schedule, model, energy, floor, alpha, link_a, link_b, bi
                            bias_b=bias_b, dtype=dtype, error=alpha, seed=seed, starts=starts,
                            method=method, progress=progress, candidates=candidates, names=names,
                            top=top, subspace=subspace, queries=queries, max_starts=max_starts,
-                           search_space=search_space)
+                           search_space=search_space, certificate=certificate)
         if plot and isinstance(result, BudgetCurveResult):
             progress("plotting")
             from bhtcli.cli.plot import plot_budget_curve
@@ -196,11 +206,7 @@ def design(a, b, more, schedule, model, energy, floor, alpha, link_a, link_b, bi
 @cli.command(context_settings=CONTEXT)
 @model_pair_options
 @click.argument("more", nargs=-1, metavar="[M3 ...]", type=PATH)
-@click.option("--certificate", type=click.Choice(api.CERTIFICATES), default="fast", show_default=True,
-              help="exact: also the bilinear ceiling, usually much tighter at vocabulary scale "
-                   "(docs/maths.md §4.14; two models, exp links, no biases). It holds an n x n "
-                   "float64 matrix in memory (7.5 GB at n = 30,522; refused above 40,000 rows) "
-                   "and takes minutes.")
+@certificate_option
 @json_option
 @quiet_option
 def bound(a, b, more, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, certificate,

@@ -15,7 +15,7 @@ from bhtcli.search.result import solver_dict, solver_from
 
 
 def design(A, B, spec: ModelSpec, options: DesignOptions = DesignOptions(),
-           progress=None) -> DesignResult:
+           progress=None, certificate: str = "fast") -> DesignResult:
     """Find the query x (||x||_2 <= spec.energy) that best separates softmax-family model A from B.
 
     The plain one-budget design; :func:`bhtcli.api.design` checks the settings once and chooses
@@ -33,6 +33,8 @@ def design(A, B, spec: ModelSpec, options: DesignOptions = DesignOptions(),
         The target error, starts, seed, method and search space (`DesignOptions.build(...)`).
     progress : callable, optional
         Called with short status strings (the CLI prints them on stderr).
+    certificate : {"fast", "exact"}
+        "exact" adds the bilinear ceiling (docs/maths.md §4.14), as `bound` does.
 
     Returns
     -------
@@ -54,6 +56,9 @@ def design(A, B, spec: ModelSpec, options: DesignOptions = DesignOptions(),
     t0 = time.perf_counter()
     pair = SoftmaxPair(A, B, readout=readout, dtype=dtype)
     facts = analyse_pair(A, B, pair.G, energy, readout)
+    if certificate == "exact":
+        from bhtcli.analysis.bilinear import with_bilinear_ceiling
+        facts = with_bilinear_ceiling(facts, A, B, energy, readout, log=progress)
     ctx = ReportContext(A, B, pair, energy, error, facts, t0)
 
     if not facts.distinguishable:
