@@ -378,7 +378,7 @@ def simulate(A, B=None, energy=None, *, model="softmax", floor=None, query=None,
         (default equal shares).
 
     A list of K models (A) gives the K-way simulation (maximum likelihood at fixed n, the
-    matrix SPRT), a :class:`bhtcli.results.KwaySimulateResult`.
+    matrix SPRT, Chernoff's adaptive rule), a :class:`bhtcli.results.KwaySimulateResult`.
     progress : callable, optional
         progress(message, step, total).
 

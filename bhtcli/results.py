@@ -380,6 +380,10 @@ class KwayDecideResult(Result):
     samples_total: int
     threshold: float                # log((K - 1) / alpha): the stop on every log-likelihood ratio
     queries_used: int               # distinct queries the answers came from
+    fixed_error: float | None = None   # max_k P_k(the maximum-likelihood test errs) on this many
+                                    # answers from these queries, computed as design's predicted
+                                    # count is (saddlepoint marginals, Gaussian copula)
+    seconds: float | None = None    # wall time of the command
 
 
 @dataclass(frozen=True)
@@ -401,3 +405,4 @@ class KwaySimulateResult(Result):
     fixed: dict | None
     sequential: dict | None
     seconds: float
+    adaptive: dict | None = None    # Chernoff's rule: each leader's mix over candidate queries

@@ -440,6 +440,7 @@ DECIDE.update({
     "posterior": ("array", "[K models] P(model k | answers) under the priors."),
     "priors": ("array", "[K models] The priors (--prior, default equal)."),
     "queries_used": ("integer", "[K models] Distinct queries the answers came from (> 1: a schedule)."),
+    "fixed_error": ("number", "Both error probabilities of that test on this many answers, computed as design's predicted count is: <= the target error once there are predicted answers (K models: the largest error over the true model, saddlepoint marginals joined by a Gaussian copula)."),
 })
 SIMULATE.update({
     "models": ("array", "[K models] The models' names as given."),
@@ -455,6 +456,14 @@ SIMULATE.update({
     "sequential.threshold": ("number", "ln((K - 1)/alpha)."),
     "sequential.undecided": ("integer", "Trials still undecided at the cap."),
     "sequential.cap": ("integer", "Most answers a trial may draw."),
+    "adaptive.mean_samples": ("array", "[K models] Mean answers of Chernoff's adaptive rule under each true model (matrix SPRT stop)."),
+    "adaptive.error": ("array", "[K models] Its realised error under each true model."),
+    "adaptive.cap": ("integer", "[K models] Most answers a trial may draw."),
+    "adaptive.threshold": ("number", "[K models] ln((K - 1)/alpha), the matrix SPRT's stop."),
+    "adaptive.queries": ("array", "[K models] The candidate queries some leader asks: the simulated query first, then argmax KL(P_k||P_j) of the ordered pairs."),
+    "adaptive.mixes": ("array", "[K models] Row k: the shares of those queries while model k leads, maximising min_j sum_q share_q KL_q(P_k||P_j)."),
+    "adaptive.exponents": ("array", "[K models] That maximum per leading model: the adaptive rule's exponent under model k."),
+    "adaptive.mean_samples_predicted": ("array", "[K models] ln((K-1)/alpha) / exponent per true model: the first-order mean answers (no overshoot; null when the exponent is 0)."),
 })
 
 

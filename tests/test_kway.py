@@ -283,3 +283,48 @@ def test_simulate_given_queries_uses_their_shares():
     for bad in ([1.0], [-1.0, 2.0], [0.0, 0.0], ["a", 1]):
         with pytest.raises(InputError, match="weights"):
             bhtcli.simulate(models, 1.5, query=Q, weights=bad, trials=200, policy="fixed")
+
+
+def test_simulate_table_names_every_model(capsys, tmp_path):
+    """The SPRT rows of the K-model simulate table label each value with its model (M1 .. MK),
+    however many models there are."""
+    rng = np.random.default_rng(7)
+    A = rng.standard_normal((10, 3))
+    paths = []
+    for k in range(4):
+        p = tmp_path / f"M{k}.npy"
+        np.save(p, A + 0.4 * k * rng.standard_normal((10, 3)))
+        paths.append(str(p))
+    code, out, err = run(capsys, "simulate", *paths, "-E", "1", "--trials", "200", "-q")
+    assert code == 0, err
+    rows = [line for line in out.splitlines() if line.startswith(("mean answers", "realised error"))]
+    assert len(rows) >= 2 and all(r.endswith("(M1 / M2 / M3 / M4 true)") for r in rows), rows
+
+
+@pytest.mark.parametrize("n_answers", [12, 40])
+def test_decide_fixed_error_matches_monte_carlo(n_answers):
+    """decide's fixed_error (the maximum-likelihood test's largest error on this many answers,
+    predicted as design predicts counts) against a Monte Carlo of that test, 40,000 trials."""
+    A, B, C = (os.path.join(EX, f) for f in ("A.npy", "B.npy", "C.npy"))
+    x = np.load(os.path.join(EX, "x.npy"))
+    answers = np.random.default_rng(3).integers(0, 40, n_answers).tolist()
+    r = api.decide([A, B, C], query=x, answers=answers)
+    mats = [np.load(p) for p in (A, B, C)]
+    mc = ml_errors_mc(log_probs_at(mats, x[None, :]), [n_answers], 40_000, np.random.default_rng(1))
+    assert abs(r.fixed_error - mc.max()) <= 0.1 * mc.max() + 0.005, (r.fixed_error, mc)
+    assert r.fixed_error <= r.fixed_error_bound or r.fixed_error_bound == 1.0
+    assert r.to_dict()["seconds"] >= 0
+
+
+@pytest.mark.parametrize("space", ["full", "sketch"])
+def test_solver_lists_one_value_per_distinct_maximum(space):
+    """`local_maxima_values` has one value per counted maximum (at most 5), best first, and
+    the first is the bottleneck H^2 reported (the explored value of the winner's basin, before
+    sharpening, is not listed as another maximum)."""
+    models = [os.path.join(EX, f) for f in ("A.npy", "B.npy", "C.npy")]
+    r = api.design(models, energy=1.0, search_space=space)
+    s = r.solver
+    values = s["local_maxima_values"]
+    assert len(values) == min(s["local_maxima"], 5), s
+    assert values == sorted(values, reverse=True)
+    assert values[0] == pytest.approx(r.hellinger_squared, rel=1e-12)

@@ -10,6 +10,7 @@ import numpy as np
 from bhtcli.analysis.diameter import DifferenceRows, f64_rows, sub_rows
 from bhtcli.maths.certificate import EPS, rounding_gamma, h2_from_variance, trust_region_max, weight_cap
 from bhtcli.models.readout import Readout
+from bhtcli.models.threads import single_threaded
 
 
 CEILING_ROWS = 8192
@@ -267,7 +268,8 @@ def _quad_bound(sums, E: float, d: int, gam: float, trace_abs: float, m=None, mu
     sv = sv - mu0 * sh - se * m + w * mu0 * m
     c0 = max(c0 - 2 * mu0 * se + w * mu0 * mu0, 0.0)
     S = 0.5 * (S + S.T)
-    sigma, Q = np.linalg.eigh(S)
+    with single_threaded():     # a threaded eigh waits on busy cores (models/threads.py)
+        sigma, Q = np.linalg.eigh(S)
     # exact S <= computed S + delta I: Gram rounding (gamma_{n+2} sum cap |h|^2, Frobenius <=
     # trace for the PSD |H|^T W |H|) and the eigensolver's backward error
     top = max(float(np.max(np.abs(sigma))), 0.0)

@@ -192,7 +192,11 @@ def render_kway_decide(result, console: Console) -> None:
     t.add_row("sequential decision", f"{name(r['decision'])}  (after {r['samples_used']:,} of "
               f"{r['samples_total']:,} answers; every log-likelihood ratio past {_num(r['threshold'], 4)})")
     t.add_row("fixed-sample verdict", f"{'tie' if r['fixed_verdict'] is None else name(r['fixed_verdict'])}  "
-              f"(every error <= {_num(r['fixed_error_bound'], 3)})")
+              f"(maximum likelihood on {r['samples_total']:,} answers: largest error "
+              f"{_num(r['fixed_error'], 3)}, predicted)")
+    bound = r["fixed_error_bound"]
+    t.add_row("union bound", f"{_num(bound, 3)}  (every error <= this, a looser bound)" if bound < 1
+              else "says nothing at this many answers (sum of Chernoff bounds >= 1)")
     if r["queries_used"] > 1:
         t.add_row("queries", f"{r['queries_used']} (a schedule)")
     console.print(t)
@@ -226,9 +230,25 @@ def render_kway_simulate(result, console: Console) -> None:
     s = r["sequential"]
     if s:
         stt = _table("\nMatrix SPRT (every error <= alpha)")
-        stt.add_row("mean answers", " / ".join(_num(v, 4) for v in s["mean_samples"]) + "  (M1 / M2 / ... true)")
-        stt.add_row("realised error", " / ".join(_num(v, 3) for v in s["error"]))
+        which = "  (" + " / ".join(f"M{k + 1}" for k in range(len(names))) + " true)"
+        stt.add_row("mean answers", " / ".join(_num(v, 4) for v in s["mean_samples"]) + which)
+        stt.add_row("realised error", " / ".join(_num(v, 3) for v in s["error"]) + which)
         stt.add_row("stop", f"the leader's log-likelihood ratio against every other model >= {_num(s['threshold'], 4)}")
         stt.add_row("undecided at the cap", _num(s["undecided"]))
         console.print(stt)
+    a = r.get("adaptive")
+    if a:
+        which = "  (" + " / ".join(f"M{k + 1}" for k in range(len(names))) + " true)"
+        at = _table("\nChernoff's adaptive rule (the leader's mix of queries; matrix SPRT stop)")
+        at.add_row("mean answers", " / ".join(_num(v, 4) for v in a["mean_samples"]) + which)
+        at.add_row("first-order mean", " / ".join("-" if v is None else _num(v, 4)
+                                                 for v in a["mean_samples_predicted"])
+                   + "  (ln((K-1)/alpha) / the leader's exponent)")
+        at.add_row("realised error", " / ".join(_num(v, 3) for v in a["error"]) + which)
+        at.add_row("queries", f"{len(a['queries'])} candidates asked (the simulated query, "
+                              "argmax KL(P_k||P_j))")
+        if "saving_vs_sprt" in a:
+            at.add_row("saving vs the SPRT", f"{100 * a['saving_vs_sprt']:.1f}%  (mean over the true model)")
+        at.add_row("undecided at the cap", _num(a["undecided"]))
+        console.print(at)
     console.print(f"\n{r['seconds']:.2f} s", markup=False, highlight=False)

@@ -10,6 +10,7 @@ import time
 import numpy as np
 
 from bhtcli.commands.kway import design_kway, load_models
+from bhtcli.commands.kway_adaptive import adaptive_phase, kl_queries, matrix_sprt_runs
 from bhtcli.errors import InputError, parameter_name
 from bhtcli.io.load import read_array
 from bhtcli.io.validation import check_energy, check_error, check_seed
@@ -121,6 +122,7 @@ def decide_kway(models, query, answers, error: float = 0.05, prior=None,
     prior : sequence of float, optional
         Prior probabilities of the models (default equal).
     """
+    t0 = time.perf_counter()
     error = check_error(error)
     mats, names = load_models(models)
     K, (n, d) = len(mats), mats[0].shape
@@ -157,9 +159,15 @@ def decide_kway(models, query, answers, error: float = 0.05, prior=None,
         Dsum += counts[q] * -logsumexp(half, axis=2)
     np.fill_diagonal(Dsum, np.inf)
     bound = float(np.max(np.exp(-Dsum).sum(axis=1)))
+    # the same test's largest error as design predicts it (§8.5), at these answers' shares
+    sent = np.flatnonzero(counts)
+    scores = [kway_scores_at(mats, Q[q]) for q in sent]
+    law = KwayLaw.build([s[0] for s in scores], [s[1] for s in scores], counts[sent])
+    predicted_error = float(law.ml_errors(len(obs)).max())
     return KwayDecideResult("softmax", n, d, None, error, names, total.tolist(), post.tolist(),
                             priors.tolist(), verdict, min(bound, 1.0), decision, used, len(obs),
-                            a, int(np.count_nonzero(counts)))
+                            a, int(sent.size), fixed_error=predicted_error,
+                            seconds=time.perf_counter() - t0)
 
 
 def check_shares(weights, m: int) -> np.ndarray:
@@ -237,15 +245,16 @@ def simulate_kway(models, energy: float, error: float = 0.05, trials: int = 10_0
                   policy: str = "all", starts: int | None = None,
                   progress=None) -> KwaySimulateResult:
     """Monte Carlo of naming the true one of K models: the maximum-likelihood test at fixed n
-    (the empirical n for every error <= alpha, against the predicted count) and the matrix
-    SPRT (mean answers), with the designed query, the designed schedule, or given queries."""
+    (the empirical n for every error <= alpha, against the predicted count), the matrix SPRT
+    (mean answers) with the designed query, the designed schedule, or given queries, and
+    Chernoff's adaptive rule (kway_adaptive.py) with the same stop."""
     t0 = time.perf_counter()
     energy, error, seed = check_energy(energy), check_error(error), check_seed(seed)
     if trials < 100:
         raise InputError(f"{parameter_name('trials')} must be at least 100, got {trials}")
-    if policy not in ("all", "fixed", "sprt"):
-        raise InputError(f"{parameter_name('policy')} with three or more models is fixed, sprt "
-                         f"or all, got {policy!r}")
+    if policy not in ("all", "fixed", "sprt", "adaptive"):
+        raise InputError(f"{parameter_name('policy')} must be one of fixed, sprt, adaptive, all; "
+                         f"got {policy!r}")
     mats, names = load_models(models)
     K, (n, d) = len(mats), mats[0].shape
     if query is None:
@@ -289,42 +298,30 @@ def simulate_kway(models, energy: float, error: float = 0.05, trials: int = 10_0
                  "upper": counts["upper"], "error_at_predicted": float(at_pred.max()),
                  "worst_model": int(np.argmax(at_pred)),
                  "errors_at_empirical": worst(hi).tolist()}
-    if policy in ("all", "sprt") and counts["upper"] is not None:
-        if progress:
-            progress("matrix SPRT")
-        sequential = _simulate_sprt(logp, w, sprt_threshold(K, error), trials, rng,
-                                    cap=max(20 * counts["upper"], 100))
+    adaptive = None
+    if counts["upper"] is not None:
+        cap = max(20 * counts["upper"], 100)
+        if policy in ("all", "sprt", "adaptive"):
+            if progress:
+                progress("matrix SPRT")
+            sequential = _simulate_sprt(logp, w, sprt_threshold(K, error), trials, rng, cap=cap)
+        if policy in ("all", "adaptive"):
+            if progress:
+                progress(f"adaptive: designing argmax KL(P_k || P_j) for {K * (K - 1)} ordered pairs")
+            extra = np.array(kl_queries(mats, energy, starts, seed))
+            adaptive = adaptive_phase(np.concatenate([Q, extra]), logp + log_probs_at(mats, extra),
+                                      sprt_threshold(K, error), trials, rng, cap, sequential)
+            if policy == "adaptive":
+                sequential = None
     return KwaySimulateResult("softmax", n, d, energy, error, names, trials, seed, Q.tolist(),
-                              w.tolist(), D, fixed, sequential, time.perf_counter() - t0)
+                              w.tolist(), D, fixed, sequential, time.perf_counter() - t0,
+                              adaptive=adaptive)
 
 
 def _simulate_sprt(logp, weights, threshold: float, trials: int, rng, cap: int) -> dict:
-    K = logp[0].shape[0]
+    """The matrix SPRT with the queries in fixed proportions (interleaved by _sequence)."""
     order = _sequence(weights, cap)
-    cdfs = [np.cumsum(np.exp(lp), axis=1) for lp in logp]
-    means, errors, undecided = [], [], 0
-    for k in range(K):
-        L = np.zeros((trials, K))
-        stop = np.full(trials, cap)
-        named = np.full(trials, -1)
-        live = np.ones(trials, dtype=bool)
-        for t in range(cap):
-            idx = np.flatnonzero(live)
-            if idx.size == 0:
-                break
-            q = order[t]
-            cdf = cdfs[q][k]
-            a = np.minimum(np.searchsorted(cdf, rng.uniform(size=idx.size) * cdf[-1], side="right"),
-                           cdf.size - 1)
-            L[idx] += logp[q][:, a].T
-            top2 = np.sort(L[idx], axis=1)[:, -2:]
-            done = top2[:, 1] - top2[:, 0] >= threshold
-            fin = idx[done]
-            stop[fin] = t + 1
-            named[fin] = np.argmax(L[fin], axis=1)
-            live[fin] = False
-        undecided += int(live.sum())
-        means.append(float(stop.mean()))
-        errors.append(float(np.mean(named[~live] != k)) if (~live).any() else 0.0)
-    return {"mean_samples": means, "error": errors, "threshold": threshold,
-            "undecided": undecided, "cap": cap}
+    out = matrix_sprt_runs(logp, lambda t, L: np.full(L.shape[0], order[t]), threshold, trials,
+                           rng, cap)
+    return {"mean_samples": out["mean_samples"], "error": out["error"], "threshold": threshold,
+            "undecided": out["undecided"], "cap": cap}

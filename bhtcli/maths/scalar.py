@@ -11,31 +11,52 @@ _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 _GOLDEN = (3.0 - math.sqrt(5.0)) / 2.0
 
 
+_RTOL = 4.0 * 2.220446049250313e-16      # scipy.optimize.brentq's default rtol
+
+
 def root_bracketed(f, a: float, b: float, xtol: float = 1e-12, max_iter: int = 400) -> float:
     """A root of the continuous f in [a, b], where f(a) and f(b) differ in sign (else
-    ValueError, as scipy.optimize.brentq), to within `xtol`: each round takes a regula falsi
-    step (fast near a simple root) and then a bisection step (the bracket at least halves)."""
-    fa, fb = f(a), f(b)
-    if fa == 0.0:
-        return a
-    if fb == 0.0:
-        return b
-    if (fa > 0) == (fb > 0):
+    ValueError), to within `xtol` (+ 4 eps |x|): Brent's method, step for step as
+    scipy.optimize.brentq (inverse quadratic or secant steps where they shrink the bracket
+    fast enough, else bisection), so the same root in as many evaluations -- about 10 for a
+    smooth f where bisection alone takes 30-40 (the counts' saddlepoint nests two of them)."""
+    xpre, xcur = float(a), float(b)
+    fpre, fcur = f(xpre), f(xcur)
+    if fpre == 0.0:
+        return xpre
+    if fcur == 0.0:
+        return xcur
+    if math.copysign(1.0, fpre) == math.copysign(1.0, fcur):
         raise ValueError("f(a) and f(b) must have different signs")
+    xblk = fblk = spre = scur = 0.0
     for _ in range(max_iter):
-        if abs(b - a) <= xtol:
-            break
-        secant = (a * fb - b * fa) / (fb - fa)
-        middle = 0.5 * (a + b)
-        for c in ((secant, middle) if min(a, b) < secant < max(a, b) else (middle,)):
-            fc = f(c)
-            if fc == 0.0:
-                return c
-            if (fc > 0) == (fb > 0):
-                b, fb = c, fc
+        if fpre != 0.0 and fcur != 0.0 and math.copysign(1.0, fpre) != math.copysign(1.0, fcur):
+            xblk, fblk = xpre, fpre
+            spre = scur = xcur - xpre
+        if abs(fblk) < abs(fcur):
+            xpre, xcur, xblk = xcur, xblk, xcur
+            fpre, fcur, fblk = fcur, fblk, fcur
+        delta = (xtol + _RTOL * abs(xcur)) / 2.0
+        sbis = (xblk - xcur) / 2.0
+        if fcur == 0.0 or abs(sbis) < delta:
+            return xcur
+        if abs(spre) > delta and abs(fcur) < abs(fpre):
+            if xpre == xblk:                        # secant
+                stry = -fcur * (xcur - xpre) / (fcur - fpre)
+            else:                                   # inverse quadratic
+                dpre = (fpre - fcur) / (xpre - xcur)
+                dblk = (fblk - fcur) / (xblk - xcur)
+                stry = -fcur * (fblk * dblk - fpre * dpre) / (dblk * dpre * (fblk - fpre))
+            if 2.0 * abs(stry) < min(abs(spre), 3.0 * abs(sbis) - delta):
+                spre, scur = scur, stry             # a good short step
             else:
-                a, fa = c, fc
-    return 0.5 * (a + b)
+                spre = scur = sbis
+        else:
+            spre = scur = sbis
+        xpre, fpre = xcur, fcur
+        xcur += scur if abs(scur) > delta else (delta if sbis > 0 else -delta)
+        fcur = f(xcur)
+    return xcur
 
 
 def minimize_convex(f, a: float, b: float, xtol: float = 1e-10, max_iter: int = 200):

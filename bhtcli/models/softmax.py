@@ -8,8 +8,10 @@ import numpy as np
 
 from bhtcli.maths.divergences import bhattacharyya_weights, column_max, divergences
 from bhtcli.models.readout import Readout
+from bhtcli.models.threads import all_threads
 
 PASS_TIME_WIDTH = 32   # block width of the timed pass (the search's first round of starts)
+THREADED_PRODUCT = 1 << 26  # multiply-adds from which a product uses all the BLAS's threads
 
 
 def block_product(M: np.ndarray, X: np.ndarray, out_dtype=np.float64) -> np.ndarray:
@@ -18,8 +20,15 @@ def block_product(M: np.ndarray, X: np.ndarray, out_dtype=np.float64) -> np.ndar
 
     Every product of the search with the model matrices goes through here (forward K X,
     backward K^T W, the range finder's products), so another backend replaces one place.
+    A product of at least THREADED_PRODUCT multiply-adds runs on all the BLAS's threads, also
+    inside a search's single-threaded block (threads.py).
     """
-    return np.asarray(M @ np.asarray(X, dtype=M.dtype), dtype=out_dtype)
+    X = np.asarray(X, dtype=M.dtype)
+    width = X.shape[1] if X.ndim == 2 else 1
+    if M.shape[0] * M.shape[1] * width >= THREADED_PRODUCT:
+        with all_threads():
+            return np.asarray(M @ X, dtype=out_dtype)
+    return np.asarray(M @ X, dtype=out_dtype)
 
 
 def pass_seconds(pair: "SoftmaxPair", width: int = PASS_TIME_WIDTH, repeats: int = 2) -> float:

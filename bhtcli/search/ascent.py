@@ -25,9 +25,24 @@ class Ascent:
     iterations: int
 
 
+def column_norms(X: np.ndarray) -> np.ndarray:
+    """Euclidean norm of every column, without overflow: a column whose squares overflow
+    (entries beyond ~1e154, e.g. an L-BFGS step on a flat stretch) is scaled by its largest
+    entry first; the others are np.linalg.norm's, bit for bit."""
+    with np.errstate(over="ignore"):
+        norms = np.linalg.norm(X, axis=0)
+    big = ~np.isfinite(norms)
+    if big.any():
+        Y = X[:, big]
+        m = np.max(np.abs(Y), axis=0)
+        with np.errstate(invalid="ignore"):
+            norms[big] = m * np.linalg.norm(Y / np.where(m > 0, m, 1.0), axis=0)
+    return norms
+
+
 def project(X: np.ndarray, energy: float) -> np.ndarray:
     """Project every column onto the ball of radius `energy`."""
-    norms = np.linalg.norm(X, axis=0)
+    norms = column_norms(X)
     scale = np.minimum(1.0, energy / np.maximum(norms, 1e-300))
     return X * scale
 
@@ -101,7 +116,7 @@ class BatchedAscent:
             active_c = mu > 0
             p[:, active_c] -= np.sum(p[:, active_c] * X[:, active_c], axis=0) / E ** 2 * X[:, active_c]
             trial = X + self.ls[idx] * p
-            trial[:, active_c] *= E / np.linalg.norm(trial[:, active_c], axis=0)
+            trial[:, active_c] *= E / column_norms(trial[:, active_c])
             trial = project(trial, E)
             move = trial - X
             ft, wc, wg = self.pair.evaluate(trial)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from bhtcli.models.threads import single_threaded
 from bhtcli.search.result import SearchResult
 
 METHODS = ("auto", "full", "sketch", "ccp", "box")
@@ -47,6 +48,14 @@ def maximize(problem, energy: float, method: str = "auto", *, starts: int | None
     objective : {"bhattacharyya", "kl"}
         "box" only.
     """
+    with single_threaded():     # the small products; the passes take the threads back
+        return _maximize(problem, energy, method, starts=starts, seed=seed,
+                         max_starts=max_starts, keep=keep, progress=progress, carried=carried,
+                         box=box, models=models, objective=objective, tolerances=tolerances)
+
+
+def _maximize(problem, energy, method, *, starts, seed, max_starts, keep, progress, carried,
+              box, models, objective, tolerances) -> SearchResult:
     if method == "box":
         from bhtcli.search.box import default_starts, maximize_box
         lo, hi = box

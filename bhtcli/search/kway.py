@@ -23,7 +23,7 @@ import numpy as np
 from bhtcli.models.kway import KModels, SoftBottleneck, WeightedSum
 from bhtcli.search.ascent import BatchedAscent, distinct, project
 from bhtcli.search.kkt import kkt_residuals
-from bhtcli.search.result import SearchResult
+from bhtcli.search.result import SearchResult, maxima_values
 
 SHARPNESS = (4.0, 16.0, 64.0, 256.0, 1024.0, 4096.0, 16384.0)
 DEFAULT_KWAY_STARTS = 32
@@ -151,9 +151,9 @@ def maximize_bottleneck(models: KModels, energy: float, *, starts: int | None = 
     f, g = obj.value_and_grad(best_x[:, None])
     residual = float(kkt_residuals(best_x[:, None], f, g, energy)[0])
     on_boundary = bool(np.linalg.norm(best_x) >= energy * (1 - 1e-9))
-    values = sorted({float(true[i]) for i in finals} | {best_v}, reverse=True)
     return SearchResult(x=best_x, value=best_v, starts=X0.shape[1], iterations=iterations,
-                        local_maxima=len(finals), values=values[:10], on_boundary=on_boundary,
+                        local_maxima=len(finals), values=maxima_values(true[finals], best_v),
+                        on_boundary=on_boundary,
                         kkt_residual=residual, seconds=time.perf_counter() - t0,
                         method="lbfgs", stop_reason=f"fixed number of starts ({X0.shape[1]})",
                         points=X)

@@ -36,7 +36,7 @@ from bhtcli.models.kway import (KModels, PairView, ReducedKModels, SoftBottlenec
 from bhtcli.models.softmax import block_product
 from bhtcli.search.ascent import BatchedAscent, distinct, project
 from bhtcli.search.kkt import kkt_residuals, lagrangian_gradient
-from bhtcli.search.result import SearchResult
+from bhtcli.search.result import SearchResult, maxima_values
 from bhtcli.search.sketch import (SKETCH_MAX_RANK, SKETCH_MIN_D, SKETCH_MIN_SIZE,
                                   orthonormal_extension, single_row_screen)
 from bhtcli.search.starts import swap_directions
@@ -211,7 +211,7 @@ def sketch_bottleneck(models: KModels, energy: float, *, seed: int = 0, directio
     run.keep(finals[:HALVING_KEEP])
     run.run(SOFT_ITERATIONS, gtol=explore_gtol)
     iterations = run.iterations
-    values = sorted({float(v) for v in true}, reverse=True)
+    explored = true[finals]
     Y = run.X
     if progress:
         progress(f"sharpening the best {Y.shape[1]} in the subspace")
@@ -248,10 +248,9 @@ def sketch_bottleneck(models: KModels, energy: float, *, seed: int = 0, directio
                 x, best, residual = xr[:, 0].copy(), vr, float(kkt_residuals(xr, f, g, energy)[0])
     points = space.Q @ Y
     keep = distinct(points, bottleneck(space.reduced, Y), energy, tol=1e-3)[:HALVING_KEEP]
-    values = sorted(set(values) | {best}, reverse=True)
     result = SearchResult(
         x=x, value=best, starts=X0.shape[1], iterations=iterations, local_maxima=len(finals),
-        values=values[:10], on_boundary=bool(np.linalg.norm(x) >= energy * (1 - 1e-9)),
+        values=maxima_values(explored, best), on_boundary=bool(np.linalg.norm(x) >= energy * (1 - 1e-9)),
         kkt_residual=residual, seconds=time.perf_counter() - t0, method="lbfgs",
         stop_reason=f"successive halving of {X0.shape[1]} screened starts in a subspace of "
                     f"rank {space.Q.shape[1]}",

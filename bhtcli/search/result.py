@@ -66,3 +66,11 @@ def solver_from(r: SearchResult, passes=None, *, adaptive: bool | None = None,
                               "adaptive": adaptive, "max_starts": max_starts if adaptive else None,
                               "ladder": [float(e) for e in r.rungs]}
     return solver
+
+
+def maxima_values(explored, best: float) -> list:
+    """The distinct local maxima's bottleneck values, best first (at most 10), the first raised
+    to the polished winner's value: one value per maximum counted in `local_maxima`."""
+    values = sorted((float(v) for v in explored), reverse=True)
+    values[0] = max(values[0], best)
+    return values[:10]

@@ -26,6 +26,7 @@ import time
 
 import numpy as np
 
+from bhtcli.maths.subspaces import orthonormal_span, orthonormalise
 from bhtcli.models.softmax import SoftmaxPair, block_product
 from bhtcli.search.ascent import BatchedAscent, distinct, project
 from bhtcli.search.kkt import kkt_residuals, lagrangian_gradient
@@ -95,11 +96,10 @@ def _orth(Q: np.ndarray, new: np.ndarray) -> np.ndarray:
     new = new[:, after > 1e-6 * np.maximum(before, 1e-300)]
     if new.shape[1] == 0:
         return new
-    U, s, _ = np.linalg.svd(new / np.linalg.norm(new, axis=0), full_matrices=False)
-    U = U[:, s > 1e-6 * s[0]]
-    if Q.shape[1]:
-        U = U - Q @ (Q.T @ U)
-    return np.linalg.qr(U)[0]
+    U = orthonormal_span(new / np.linalg.norm(new, axis=0), rtol=1e-6)
+    if Q.shape[1] and U.shape[1]:
+        U = orthonormalise(U - Q @ (Q.T @ U))
+    return U
 
 
 orthonormal_extension = _orth     # public: the K-way sketch (kway_sketch.py) grows its basis so

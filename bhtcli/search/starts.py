@@ -13,6 +13,7 @@ import math
 
 import numpy as np
 
+from bhtcli.maths.subspaces import orthonormalise, top_right_singular_vectors
 from bhtcli.models.softmax import SoftmaxPair, block_product
 
 from bhtcli.settings import DEFAULT_STARTS  # noqa: E402,F401  (the first round's size)
@@ -27,33 +28,43 @@ def spectral_directions(pair: SoftmaxPair, r: int, seed: int, power: int = 3) ->
         cache = pair._spectral = {}
     G = pair.G if pair.readout.exp_links else pair.K
     if G.shape[0] * G.shape[1] <= 4_000_000:
-        # exact: one SVD serves every r, seed and power
+        # exact: one decomposition serves every r (up to EXACT_SPECTRAL), seed and power
         if "exact" not in cache:
-            cache["exact"] = np.linalg.svd(np.asarray(G, dtype=np.float64), full_matrices=False)[2]
-        return cache["exact"][:min(r, G.shape[1], G.shape[0])].T.copy()
+            cache["exact"] = _exact_spectral(G)
+        return cache["exact"][:, :min(r, G.shape[1], G.shape[0])].copy()
     key = (r, seed, power)
     if key not in cache:          # every search on the pair asks again: computed once
         cache[key] = _spectral(pair, r, seed, power)
     return cache[key].copy()
 
 
+EXACT_SPECTRAL = 32    # directions kept by the exact decomposition (callers ask for <= 8)
+
+
+def _exact_spectral(G: np.ndarray) -> np.ndarray:
+    """The top EXACT_SPECTRAL right singular vectors of G (columns): from the d x d Gram matrix
+    where d <= n (one product and a small eigendecomposition; an SVD of the tall G makes O(d)
+    calls into the threaded BLAS, each slow on a loaded machine: bhtcli.maths.subspaces)."""
+    n, d = G.shape
+    if d <= n:
+        return top_right_singular_vectors(G, min(EXACT_SPECTRAL, d))
+    vt = np.linalg.svd(np.asarray(G, dtype=np.float64), full_matrices=False)[2]
+    return vt[:EXACT_SPECTRAL].T.copy()
+
+
 def _spectral(pair: SoftmaxPair, r: int, seed: int, power: int) -> np.ndarray:
     G = pair.G if pair.readout.exp_links else pair.K
     n, d = G.shape
     r = min(r, d, n)
-    if n * d <= 4_000_000:
-        _, _, vt = np.linalg.svd(np.asarray(G, dtype=np.float64), full_matrices=False)
-        return vt[:r].T.copy()
     # Randomised subspace iteration: each of the `power` rounds is two block products with G.
     rng = np.random.default_rng(seed + 7919)
-    Q = np.linalg.qr(rng.standard_normal((d, r + 6)))[0]
+    Q = orthonormalise(rng.standard_normal((d, r + 6)))
     for _ in range(power):
-        Q = np.linalg.qr(_matmul(G.T, _matmul(G, Q)))[0]
+        Q = orthonormalise(_matmul(G.T, _matmul(G, Q)))
         pair.passes += 2
     Y = _matmul(G, Q)
     pair.passes += 1
-    _, _, vt = np.linalg.svd(Y, full_matrices=False)
-    return (Q @ vt.T)[:, :r]
+    return Q @ top_right_singular_vectors(Y, r)
 
 
 def _matmul(M: np.ndarray, X: np.ndarray) -> np.ndarray:

@@ -1,0 +1,117 @@
+"""Chernoff's adaptive rule for K models (docs/maths.md §3.6), by Monte Carlo vectorised over
+trials.
+
+After each answer the leader k (the model with the largest log-likelihood so far) asks its
+next query from the mix λ^k over candidate queries that maximises
+min_{j != k} Σ_q λ_q KL(P_k(x_q) || P_j(x_q)), a linear programme per model; the first answer
+uses the simulated query. The candidates are the simulated queries (the design, its schedule
+or the given ones) and, for every ordered pair (k, j), the query of the ball that maximises
+KL(P_k || P_j) (the search `design` runs). The matrix SPRT stops: its error guarantee holds
+for adaptively chosen queries too.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from bhtcli.models.softmax import SoftmaxPair
+from bhtcli.search.entry import maximize
+from bhtcli.search.kway import schedule_lp
+
+
+def kl_matrices(logp: list) -> np.ndarray:
+    """KL(P_k || P_j) at each query: an m x K x K array from the K x n log-probabilities of
+    each query (P_k = exp of row k)."""
+    out = []
+    for L in logp:
+        P = np.exp(L)
+        out.append((P * L).sum(axis=1)[:, None] - P @ L.T)
+    return np.maximum(np.array(out), 0.0)
+
+
+def kl_queries(mats, energy: float, starts: int | None, seed: int) -> list:
+    """For every ordered pair (k, j), the query of the ball that maximises KL(P_k || P_j)."""
+    K = len(mats)
+    return [maximize(SoftmaxPair(mats[k], mats[j], objective="kl"), energy, "auto",
+                     starts=starts, seed=seed).x
+            for k in range(K) for j in range(K) if j != k]
+
+
+def leader_mixes(kl: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(mixes, exponents): row k of mixes is the λ^k over the m queries that maximises
+    min_{j != k} Σ_q λ_q KL_q(k || j); exponents[k] is that maximum."""
+    m, K, _ = kl.shape
+    mixes, exponents = np.zeros((K, m)), np.zeros(K)
+    for k in range(K):
+        others = [j for j in range(K) if j != k]
+        value, w, _ = schedule_lp(kl[:, k, others].T)
+        mixes[k], exponents[k] = w, value
+    return mixes, exponents
+
+
+def matrix_sprt_runs(logp: list, choose, threshold: float, trials: int, rng, cap: int) -> dict:
+    """Monte Carlo of the matrix SPRT under each true model, the query of every answer given by
+    choose(t, L) (t the answer's 0-based position, L the live trials' K log-likelihoods; an
+    array of query indices): mean answers, errors, undecided (still running after `cap`)."""
+    K = logp[0].shape[0]
+    cdfs = [np.cumsum(np.exp(lp), axis=1) for lp in logp]
+    means, errors, undecided = [], [], 0
+    for k in range(K):
+        L = np.zeros((trials, K))
+        stop = np.full(trials, cap)
+        named = np.full(trials, -1)
+        live = np.ones(trials, dtype=bool)
+        for t in range(cap):
+            idx = np.flatnonzero(live)
+            if idx.size == 0:
+                break
+            q = choose(t, L[idx])
+            for query in np.unique(q):
+                rows = idx[q == query]
+                cdf = cdfs[query][k]
+                a = np.minimum(np.searchsorted(cdf, rng.uniform(size=rows.size) * cdf[-1],
+                                               side="right"), cdf.size - 1)
+                L[rows] += logp[query][:, a].T
+            top2 = np.sort(L[idx], axis=1)[:, -2:]
+            fin = idx[top2[:, 1] - top2[:, 0] >= threshold]
+            stop[fin] = t + 1
+            named[fin] = np.argmax(L[fin], axis=1)
+            live[fin] = False
+        undecided += int(live.sum())
+        means.append(float(stop.mean()))
+        errors.append(float(np.mean(named[~live] != k)) if (~live).any() else 0.0)
+    return {"mean_samples": means, "error": errors, "undecided": undecided, "cap": cap}
+
+
+def simulate_chernoff(logp: list, mixes: np.ndarray, first: int, threshold: float, trials: int,
+                      rng, cap: int) -> dict:
+    """The adaptive rule: answer 0 to query `first`, then each to a query drawn from row k of
+    `mixes` (K x m) while model k leads."""
+    cum_mix = np.cumsum(mixes, axis=1)
+    cum_mix[:, -1] = np.inf
+
+    def choose(t, L):
+        if t == 0:
+            return np.full(L.shape[0], first)
+        leader = np.argmax(L, axis=1)
+        return np.argmax(rng.uniform(size=L.shape[0])[:, None] < cum_mix[leader], axis=1)
+    return matrix_sprt_runs(logp, choose, threshold, trials, rng, cap)
+
+
+def adaptive_phase(candidates: np.ndarray, logp: list, threshold: float, trials: int, rng,
+                   cap: int, sequential: dict | None) -> dict:
+    """Each leader's mix over the candidate queries (the simulated ones first, then those of
+    kl_queries; `logp` their K x n log-probabilities) and the Monte Carlo; `sequential` (the
+    matrix SPRT with the simulated queries, if run) gives `saving_vs_sprt`."""
+    mixes, exponents = leader_mixes(kl_matrices(logp))
+    used = np.flatnonzero(mixes.max(axis=0) > 0)
+    if 0 not in used:                   # the first answer's query stays a candidate
+        used = np.concatenate([[0], used])
+    mixes = mixes[:, used] / mixes[:, used].sum(axis=1, keepdims=True)
+    out = simulate_chernoff([logp[q] for q in used], mixes, 0, threshold, trials, rng, cap)
+    out.update(threshold=threshold, queries=candidates[used].tolist(), mixes=mixes.tolist(),
+               exponents=exponents.tolist(),
+               mean_samples_predicted=[threshold / e if e > 0 else None for e in exponents])
+    if sequential is not None:
+        out["saving_vs_sprt"] = float(np.mean([1 - a / s for a, s in
+                                              zip(out["mean_samples"], sequential["mean_samples"])]))
+    return out
