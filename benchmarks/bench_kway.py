@@ -16,6 +16,8 @@ scale:  K = 4 models in memory (A: rows of norm ~1, each other model A + 0.01 N(
         K-way design against the pair design of the first two, both in this process: wall
         times, passes, the measured pass-times (the pair's: one 2n x d product and back with a
         d x 32 block; the K models': Kn x d), wall over the pair's pass-time, and the ratio;
+        also both CPU times of this process and their ratio (steadier than wall time on a
+        shared machine; with OPENBLAS_NUM_THREADS=1 no thread spins while it waits);
         with --reference-starts N, the full K-way search with N starts on the same models.
 quality: the sketched K-way search forced on six seeded mid-size cases (float64) against the
         full K-way search (32 starts): bottleneck ratio, passes, seconds.
@@ -83,12 +85,12 @@ def part_scale(sizes, dtype, energy, reference_starts):
         A = (rng.standard_normal((n, d)) / np.sqrt(d)).astype(np.float32)
         models = [A] + [(A + 0.01 * rng.standard_normal((n, d)) / np.sqrt(d)).astype(np.float32)
                         for _ in range(3)]
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         pair = api.design(models[0], models[1], energy, dtype=dtype)
-        t_pair = time.perf_counter() - t0
-        t0 = time.perf_counter()
+        t_pair, c_pair = time.perf_counter() - t0, time.process_time() - c0
+        t0, c0 = time.perf_counter(), time.process_time()
         kway = api.design(models, energy=energy, dtype=dtype)
-        t_kway = time.perf_counter() - t0
+        t_kway, c_kway = time.perf_counter() - t0, time.process_time() - c0
         ps = pair.solver["pass_seconds"]
         print(f"{n:,} x {d:,}: pair {t_pair:.1f} s ({pair.solver['passes']} passes, "
               f"{t_pair / ps:.0f} pass-times, H^2 {pair.hellinger_squared:.4g}); "
@@ -96,7 +98,9 @@ def part_scale(sizes, dtype, energy, reference_starts):
               f"passes of the 4 models, one = {kway.solver['pass_seconds'] / ps:.2f} pair passes; "
               f"{t_kway / ps:.0f} pair pass-times, of which search {kway.solver['search_seconds'] / ps:.0f}; "
               f"bottleneck D {kway.bhattacharyya_distance:.6g}, KKT residual "
-              f"{kway.solver['kkt_residual']:.2g}); ratio {t_kway / t_pair:.2f}", flush=True)
+              f"{kway.solver['kkt_residual']:.2g}); ratio {t_kway / t_pair:.2f}; CPU seconds (this "
+              f"process, all threads) pair {c_pair:.1f}, K = 4 {c_kway:.1f}, ratio {c_kway / c_pair:.2f}",
+              flush=True)
         if reference_starts:
             t0 = time.perf_counter()
             ref = api.design(models, energy=energy, dtype=dtype, starts=reference_starts)

@@ -127,7 +127,8 @@ def design(A, B=None, energy=None, *, model="softmax", floor=None, error: float 
     progress : callable, optional
         Called with short status strings.
     schedule : bool
-        K models: also the best schedule (queries in fixed proportions, docs/kway.md).
+        K models: also the best schedule (queries in fixed proportions, docs/kway.md); with
+        `candidates`, the best schedule over the eligible candidate rows.
     certificate : {"fast", "exact"}
         "exact" adds the bilinear ceiling to the certificate, as :func:`bound` does: one pair
         at one budget, exp links, no biases (an n x n matrix in memory; minutes at n = 30,000).

@@ -416,6 +416,7 @@ DESIGN.update({
     "schedule.rounds": ("integer", "Rounds of column generation."),
 })
 DESIGN["schedule.candidates"] = ("integer", "Candidate queries the linear programme saw.")
+DESIGN["schedule.indices"] = ("array", "[--candidates] The rows of H the schedule mixes (0-based, in the order of `queries`); its programme has every eligible row as a column, so `dual_bound` is its optimum.")
 BOUND.update({
     "models": ("array", "[K models] The models' names as given."),
     "pairs": ("array of objects", "[K models] Each pair's ceiling."),

@@ -80,7 +80,7 @@ def test_schema_matches_real_outputs(capsys, tmp_path):
                    ["design", A, B, "--subspace", V, "-E", "1"],
                    ["design", A, B, "-E", "2", "--queries", "20"],
                    ["design", A, B, C, "-E", "1", "--schedule"],
-                   ["design", A, B, C, "-E", "1", "--candidates", H, "--top", "2"]],
+                   ["design", A, B, C, "-E", "1", "--candidates", H, "--top", "2", "--schedule"]],
         "design --energy E1,E2,...": [["design", A, B, "-E", "0.5,1,2"], ["design", LA, LB, "--model", "leverage",
                                                                            "-E", "2,4", "--floor", "1"]],
         "rank": [["rank", A, B, H, "-E", "1", "--top", "2"], ["rank", A, B, C, H, "-E", "1", "--top", "2"]],

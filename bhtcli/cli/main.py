@@ -103,7 +103,7 @@ certificate_option = click.option(
 @click.argument("more", nargs=-1, metavar="[M3 ...]", type=PATH)
 @click.option("--schedule", is_flag=True,
               help="Three or more models: also the best schedule, a few queries used in fixed "
-                   "proportions (docs/kway.md).")
+                   "proportions (with --candidates: a mix of the given rows; docs/kway.md).")
 @starts_option
 @click.option("--max-starts", type=int, default=None, metavar="N",
               help="Budget of the adaptive rounds: at most N starts per budget [default: 128]; "

@@ -18,6 +18,7 @@ from bhtcli.maths.counts import query_counts
 from bhtcli.maths.divergences import Tilt, divergences_from_tilt
 from bhtcli.maths.kway import KwayLaw, allocate, kway_counts
 from bhtcli.models.kway import KModels, kway_scores_at
+from bhtcli.models.threads import single_threaded
 from bhtcli.results import KwayBoundResult, KwayDesignResult
 from bhtcli.search.kway import best_schedule, maximize_bottleneck, pair_directions
 from bhtcli.search.kway_sketch import SPECTRAL as SKETCH_SPECTRAL
@@ -143,7 +144,15 @@ def schedule_report(mats, pairs_ij, queries: np.ndarray, weights, single_d: floa
 def search_bottleneck(km: KModels, energy: float, *, search_space: str = "auto",
                       starts: int | None = None, seed: int = 0, progress=None, carried=None):
     """(SearchResult, subspace or None, pair directions): the bottleneck's search, sketched at
-    vocabulary scale (search/kway_sketch.py) or full; `carried` starting points climb too."""
+    vocabulary scale (search/kway_sketch.py) or full; `carried` starting points climb too.
+    One BLAS thread for the small products, as the pair search (models/threads.py); the
+    passes over the K models take the threads back."""
+    with single_threaded():
+        return _search_bottleneck(km, energy, search_space, starts, seed, progress, carried)
+
+
+def _search_bottleneck(km: KModels, energy: float, search_space, starts, seed, progress,
+                       carried):
     if use_kway_sketch(km, search_space, starts):
         directions = pair_directions(km, SKETCH_SPECTRAL, seed)
         found, space = sketch_bottleneck(km, energy, seed=seed, directions=directions,

@@ -13,8 +13,8 @@ for it, with the rows of every binding pair. The search
 2. builds an orthonormal basis Q of all of them and computes S Q (K n x r) in one wide
    product;
 3. scores every start once by the true bottleneck in the subspace, climbs the best 24 a few
-   iterations of the soft minimum, continues the best 4 distinct ones through the sharpness
-   ladder of search/kway.py;
+   iterations of the soft minimum, the best 4 distinct ones 20 more, then continues the best
+   distinct 4, 2 and 1 (by the true bottleneck) at the sharper stages (docs/maths.md §8.8);
 4. lifts (:meth:`Subspace.lift`): at the survivors the full gradient costs one backward
    pass; while the relative KKT residual is large, the Lagrangian gradient and the rows of
    largest weight under each model join Q and the survivors climb again; where the basis
