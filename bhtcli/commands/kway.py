@@ -222,8 +222,9 @@ def design_kway(models, energy: float, error: float = 0.05, starts: int | None =
     if schedule:
         columns = np.concatenate([x[:, None]] + ([found.points] if found.points is not None else []),
                                  axis=1)
-        ss = best_schedule(km, energy, columns, seed=seed, directions=directions,
-                           progress=progress, space=space)
+        with single_threaded():     # its pricing climbs are small products too
+            ss = best_schedule(km, energy, columns, seed=seed, directions=directions,
+                               progress=progress, space=space)
         sched, sched_D = schedule_report(mats, km.pairs, ss.queries, ss.weights, D, error)
         sched.update(dual_bound=ss.dual_bound, converged=ss.converged, rounds=ss.rounds,
                      candidates=ss.columns)
