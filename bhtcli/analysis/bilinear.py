@@ -148,13 +148,13 @@ def _uniform_part(h, c, m, E: float, n: int, d: int) -> float:
 def _choose_eta(g, u, c, uniform: float, E: float, n: int) -> float:
     """eta minimising (1 + eta/2) U + P / (2 eta) with P = E^4/n lambda_max of the quartic with
     weights c (a rough Lanczos estimate: any eta > 0 gives a valid ceiling)."""
-    p = E ** 4 / n * _lanczos_operator_top(g, u, c, tol=1e-2)
+    p = E ** 4 / n * operator_top_estimate(g, u, c, tol=1e-2)
     if not (p > 0 and uniform > 0):
         return 1.0
     return max(math.sqrt(p / uniform), 1e-6)
 
 
-def _lanczos_operator_top(g, u, w, tol: float) -> float:
+def operator_top_estimate(g, u, w, tol: float) -> float:
     """Estimate of the top eigenvalue of Z -> sum_i w_i <M_i, Z> M_i on symmetric d x d Z,
     M_i = sym(g_i u_i^T) (d^2 space, 4 n d^2 flops per product; no n x n matrix)."""
     from scipy.sparse.linalg import LinearOperator, eigsh

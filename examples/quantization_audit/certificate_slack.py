@@ -64,7 +64,7 @@ def bilinear_estimate(A, B, E, heavy: int):
     for y <= R_i (Bennett, and y <= eta/2 + y^2/(2 eta)), so the bulk's sum_i (e^{y_i}/n) q_i is at
     most (1 + eta/2) U2 + (E^4/n)(lambda_phi + lambda_1/(2 eta)), lambda_w the top eigenvalue of
     Z -> sum_i w_i <sym(g_i u_i^T), Z> sym(g_i u_i^T) on symmetric Z (Lanczos estimates here)."""
-    from scipy.sparse.linalg import LinearOperator, eigsh
+    from bhtcli.analysis.bilinear import operator_top_estimate
     n, d = A.shape
     al, be = A - A.mean(0), B - B.mean(0)
     keep = np.ones(n, bool)
@@ -77,14 +77,7 @@ def bilinear_estimate(A, B, E, heavy: int):
     U2 = E * E * float(np.linalg.eigvalsh(u.T @ u / n)[-1])
 
     def top(w):
-        def mv(z):
-            Z = z.reshape(d, d)
-            Z = 0.5 * (Z + Z.T)
-            c = np.einsum("ij,ij->i", g @ Z, u) * w
-            M = g.T @ (u * c[:, None])
-            return (0.5 * (M + M.T)).ravel()
-        op = LinearOperator((d * d, d * d), matvec=mv, dtype=np.float64)
-        return float(eigsh(op, k=1, which="LA", tol=1e-4, ncv=20)[0][0]) * E ** 4 / n
+        return operator_top_estimate(g, u, w, tol=1e-4) * E ** 4 / n
 
     p_phi, p_one = top(phi), top(np.ones(len(phi)))
     eta = math.sqrt(p_one / U2)
