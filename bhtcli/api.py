@@ -172,9 +172,10 @@ def design(A, B=None, energy=None, *, model="softmax", floor=None, error: float 
     _check_design_paths(spec, energies=energies, queries=queries, candidates=candidates,
                         subspace=subspace, names=names, top=top, method=method,
                         search_space=search_space)
+    if certificate != "fast" and spec.leverage:
+        raise InputError(f"{parameter_name('certificate')} exact is for softmax models")
     if certificate != "fast":
-        given = [parameter_name(k) for k, v in (("model", "leverage" if spec.leverage else None),
-                                                ("queries", queries), ("candidates", candidates),
+        given = [parameter_name(k) for k, v in (("queries", queries), ("candidates", candidates),
                                                 ("subspace", subspace)) if v is not None]
         if energies is not None:
             given.append(f"a list of {parameter_name('energy')}")

@@ -149,20 +149,13 @@ def decide_kway(models, query, answers, error: float = 0.05, prior=None,
         used, decision = len(obs), None
     best = np.flatnonzero(total == total.max())
     verdict = int(best[0]) if best.size == 1 else None
-    # every error of the maximum-likelihood test on these queries: max_k sum_j prod_t BC_kj
-    Dsum = np.zeros((K, K))
+    # the maximum-likelihood test on these answers' queries and shares (§8.5): its largest
+    # error as design predicts it, and the union bound max_k sum_j prod_t BC_kj on every error
     counts = np.bincount(qi, minlength=Q.shape[0])
-    for q, L in enumerate(logp):
-        if counts[q] == 0:
-            continue
-        half = 0.5 * (L[:, None, :] + L[None, :, :])
-        Dsum += counts[q] * -logsumexp(half, axis=2)
-    np.fill_diagonal(Dsum, np.inf)
-    bound = float(np.max(np.exp(-Dsum).sum(axis=1)))
-    # the same test's largest error as design predicts it (§8.5), at these answers' shares
     sent = np.flatnonzero(counts)
     scores = [kway_scores_at(mats, Q[q]) for q in sent]
     law = KwayLaw.build([s[0] for s in scores], [s[1] for s in scores], counts[sent])
+    bound = float(law.union_errors(len(obs)).max())
     predicted_error = float(law.ml_errors(len(obs)).max())
     return KwayDecideResult("softmax", n, d, None, error, names, total.tolist(), post.tolist(),
                             priors.tolist(), verdict, min(bound, 1.0), decision, used, len(obs),
