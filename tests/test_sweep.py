@@ -317,7 +317,7 @@ def test_jsonl_manifest_and_retry_failed(capsys, scheduler, tmp_path):
 
 
 @pytest.mark.parametrize("content,name,extra,message", [
-    (None, "m.csv", [], "no such manifest"),
+    (None, "m.csv", [], "m.csv: no such file; give a manifest"),
     ("a,b,enrgy\nm0.npy,m1.npy,1\n", "m.csv", [], "unknown column 'enrgy' (did you mean 'energy'?)"),
     ("a,b\nm0.npy,m1.npy\n", "m.csv", [], "no column 'energy'"),
     ("a,b,energy\nm0.npy,m1.npy\n", "m.csv", [], "line 2: 2 cells but the header has 3"),

@@ -32,6 +32,7 @@ import numpy as np
 
 from bhtcli.errors import InputError, parameter_name
 from bhtcli.io.load import atomic_file, check_output_path, load_pair, read_array
+from bhtcli.io.text import read_text
 from bhtcli.io.validation import MAX_ENTRY
 from bhtcli.models.spec import DesignOptions, ModelSpec
 from bhtcli.maths.counts import lower_count, query_counts, upper_count
@@ -89,17 +90,8 @@ def open_candidates(spec, width: int, what: str, option: str | None = None):
 def load_names(path, m: int, option: str | None = None) -> list:
     """One name per candidate: the lines of a UTF-8 text file (exactly m lines)."""
     option = parameter_name("names") if option is None else option
-    try:
-        with open(path, encoding="utf-8-sig") as fh:
-            names = fh.read().splitlines()
-    except FileNotFoundError:
-        raise InputError(f"{option} {path}: no such file; check the path") from None
-    except IsADirectoryError:
-        raise InputError(f"{option} {path} is a folder; give a text file, one name per line") from None
-    except UnicodeDecodeError:
-        raise InputError(f"{option} {path} is not UTF-8 text; give one name per line") from None
-    except PermissionError:
-        raise InputError(f"{option} {path}: permission denied; make the file readable") from None
+    label, text = read_text(path, "a text file, one name per line", label=f"{option} {path}")
+    names = text.splitlines()
     if len(names) != m:
         raise InputError(f"{option} {path} has {len(names):,} lines but there are {m:,} candidates; "
                          "give exactly one name per candidate row, in the same order")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import os
-import sys
 import time
 
 import numpy as np
@@ -16,7 +15,7 @@ from bhtcli.io.load import read_array
 from bhtcli.io.validation import check_energy, check_error, check_seed
 from bhtcli.maths.divergences import logsumexp
 from bhtcli.maths.kway import KwayLaw, allocate, kway_counts
-from bhtcli.models.answers import read_answers
+from bhtcli.models.answers import answer_entries, as_index, read_answers
 from bhtcli.models.kway import kway_scores_at
 from bhtcli.results import KwayDecideResult, KwaySimulateResult
 
@@ -62,34 +61,25 @@ def read_scheduled_answers(spec, n: int, m: int, stdin=None):
         else:
             a = read_answers_list(spec, n)
         return np.zeros(len(a), dtype=np.int64), a
-    label = "standard input" if spec == "-" else str(spec)
     if isinstance(spec, (str, os.PathLike)):
-        if spec == "-":
-            text = (stdin if stdin is not None else sys.stdin.buffer).read().decode("utf-8-sig")
-        else:
-            if not os.path.exists(spec):
-                raise InputError(f"{spec}: no such file; give the file of observed answers")
-            with open(spec, encoding="utf-8-sig") as fh:
-                text = fh.read()
-        if text.lstrip().startswith("["):
-            import json
-            items = json.loads(text)
-        else:
-            items = [line.split() for line in text.splitlines()
-                     if line.strip() and not line.strip().startswith("#")]
+        label, entries = answer_entries(os.fspath(spec), "the observed answers, a line 'query "
+                                        "answer' each (or a JSON list of [query, answer] pairs)",
+                                        stdin)
     else:
-        items = list(spec)
+        label = parameter_name("answers")
+        entries = [(f"entry {k + 1}", v) for k, v in enumerate(spec)]
     qs, ans = [], []
-    for k, item in enumerate(items):
-        try:
-            q, a = (int(v) for v in item)
-        except (TypeError, ValueError):
-            raise InputError(f"{label}, entry {k + 1}: {item!r} is not 'query answer' (two integers): "
-                             "with a schedule each answer says which query it came from") from None
+    for where, item in entries:
+        parts = item.split() if isinstance(item, str) else item
+        pair = [as_index(v) for v in parts] if np.ndim(parts) == 1 else []
+        if len(pair) != 2 or None in pair:
+            raise InputError(f"{label}, {where}: {item!r} is not 'query answer' (two integers): "
+                             "with a schedule each answer says which query it came from")
+        q, a = pair
         if not 0 <= q < m:
-            raise InputError(f"{label}, entry {k + 1}: query {q} is out of range (0 to {m - 1})")
+            raise InputError(f"{label}, {where}: query {q} is out of range (0 to {m - 1})")
         if not 0 <= a < n:
-            raise InputError(f"{label}, entry {k + 1}: answer {a} is out of range (0 to {n - 1})")
+            raise InputError(f"{label}, {where}: answer {a} is out of range (0 to {n - 1})")
         qs.append(q)
         ans.append(a)
     if not ans:

@@ -2,14 +2,15 @@
 from __future__ import annotations
 
 import json
+import numbers
 import os
-import sys
 from dataclasses import dataclass
 
 import numpy as np
 
 from bhtcli.maths.divergences import Tilt
 from bhtcli.errors import InputError
+from bhtcli.io.text import read_text
 from bhtcli.models.softmax import logits_at
 
 
@@ -54,32 +55,11 @@ def read_answers(spec, n: int, stdin=None) -> np.ndarray:
     Raises InputError naming the line (or list position) of any entry that is not an integer
     in [0, n).
     """
-    label = "standard input" if spec == "-" else str(spec)
-    if spec == "-":
-        raw = (stdin if stdin is not None else sys.stdin.buffer).read()
-    else:
-        if not os.path.exists(spec):
-            raise InputError(f"{spec}: no such file; give the file of observed answers (or - for stdin)")
-        with open(spec, "rb") as fh:
-            raw = fh.read()
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        raise InputError(f"{label} is not text; expected answers one per line or a JSON list") from None
-    if text.lstrip().startswith("["):
-        try:
-            items = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{label}: not a valid JSON list ({exc.msg} at line {exc.lineno})") from None
-        if not isinstance(items, list):
-            raise InputError(f"{label}: expected a JSON list of answers")
-        entries = [(f"item {i + 1}", v) for i, v in enumerate(items)]
-    else:
-        entries = [(f"line {i + 1}", v.strip()) for i, v in enumerate(text.splitlines())
-                   if v.strip() and not v.strip().startswith("#")]
+    label, entries = answer_entries(spec, "the observed answers, one per line or a JSON list "
+                                    "(or - for standard input)", stdin)
     out = np.empty(len(entries), dtype=np.int64)
     for k, (where, v) in enumerate(entries):
-        value = _as_index(v)
+        value = as_index(v)
         if value is None:
             raise InputError(f"{label}, {where}: {v!r} is not an integer answer index")
         if not 0 <= value < n:
@@ -91,11 +71,28 @@ def read_answers(spec, n: int, stdin=None) -> np.ndarray:
     return out
 
 
-def _as_index(v):
-    if isinstance(v, bool):
+def answer_entries(spec, what: str, stdin=None) -> tuple[str, list]:
+    """(label, [(where, value), ...]) of an answers file or '-': the items of a JSON list
+    ("item k"), or the lines that are neither blank nor '#' comments ("line k", stripped)."""
+    label, text = read_text(spec, what, stdin)
+    if text.lstrip().startswith("["):
+        try:
+            items = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{label}: not a valid JSON list ({exc.msg} at line {exc.lineno})") from None
+        if not isinstance(items, list):
+            raise InputError(f"{label}: expected a JSON list of answers")
+        return label, [(f"item {i + 1}", v) for i, v in enumerate(items)]
+    return label, [(f"line {i + 1}", v.strip()) for i, v in enumerate(text.splitlines())
+                   if v.strip() and not v.strip().startswith("#")]
+
+
+def as_index(v) -> int | None:
+    """An answer index from a JSON integer or a decimal string; None for anything else."""
+    if isinstance(v, (bool, np.bool_)):
         return None
-    if isinstance(v, int):
-        return v
+    if isinstance(v, numbers.Integral):
+        return int(v)
     if isinstance(v, str):
         try:
             return int(v, 10)

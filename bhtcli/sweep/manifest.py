@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from bhtcli.errors import InputError
+from bhtcli.io.text import read_text
 
 MODELS = ("softmax", "leverage")
 LABEL_PREFIX = "label_"
@@ -280,17 +281,7 @@ def read_manifest(path) -> Manifest:
     kind = MANIFEST_SUFFIXES.get(os.path.splitext(path)[1].lower())
     if kind is None:
         raise InputError(f"{path}: a manifest is .csv, .tsv or .jsonl (one task per row)")
-    try:
-        with open(path, encoding="utf-8-sig", newline="") as fh:
-            text = fh.read()
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such manifest; check the path") from None
-    except IsADirectoryError:
-        raise InputError(f"{path} is a folder, expected a manifest file (.csv or .jsonl)") from None
-    except PermissionError:
-        raise InputError(f"{path}: permission denied; make the manifest readable") from None
-    except UnicodeDecodeError:
-        raise InputError(f"{path} is not UTF-8 text; save the manifest as UTF-8 CSV or JSONL") from None
+    _, text = read_text(path, "a manifest (.csv, .tsv or .jsonl, UTF-8, one task per row)")
     rows, columns = (_jsonl_rows if kind == "jsonl" else _csv_rows)(text, path, kind)
     rows, columns = _canonical_names(rows, columns, path)
     _check_columns(columns, path)
