@@ -27,7 +27,7 @@ import time
 import numpy as np
 
 from bhtcli.maths.subspaces import orthonormal_span, orthonormalise
-from bhtcli.models.softmax import SoftmaxPair, block_product
+from bhtcli.models.softmax import SoftmaxPair
 from bhtcli.search.ascent import BatchedAscent, distinct, project
 from bhtcli.search.kkt import kkt_residuals, lagrangian_gradient
 from bhtcli.search.result import SearchResult
@@ -47,7 +47,11 @@ HALVING_FIRST = 24            # starts kept after one evaluation of all of them
 HALVING = ((8, 4),)           # (iterations, survivors) before the survivors climb to the end
 SKETCH_HEAVY = 4              # rows of largest weight at the best lifted point added per round
 SKETCH_ROUNDS = 6             # rounds of basis growth at most
-SKETCH_KKT = (1e-7, 1e-3)     # (float64, float32): a lifted point with a smaller relative KKT residual ends the growth
+SKETCH_KKT = (1e-7, 1e-4)     # (float64, float32): a lifted point with a smaller relative KKT residual ends the growth
+SKETCH_RESOLUTION = (0.0, 1e-6)  # (float64, float32): ... and so does one where a growth round could
+                              # raise D by no more than this, relative (growth_gain): float32
+                              # values resolve ~1e-6 (the rise the rounds count as an
+                              # improvement); float64 keeps its residual target alone
 SKETCH_POLISH = (1e-3, 1e-2)  # (float64, float32): a stalled growth still polishes in full d above
 SKETCH_MAX_RANK = 512
 
@@ -183,6 +187,20 @@ def _row_dots(pair: SoftmaxPair) -> np.ndarray:
     return cached
 
 
+def growth_gain(Q: np.ndarray, x: np.ndarray, g: np.ndarray, value: float, energy: float) -> float:
+    """The rise of D, relative to `value`, that a growth round could bring at x = Q y on the
+    sphere: ||g_out||^2 / (2 mu D) with g_out the part of the gradient g outside span(Q) and
+    mu = g.x / ||x||^2 (docs/maths.md §5.3: moving along g_out, the sphere's curvature mu bends
+    D down and D's own curvature there is ~0, the subspace holding the heavy rows). Inside the
+    ball, or where the gradient does not point outward, infinite (no estimate)."""
+    nx2 = float(x @ x)
+    mu = float(g @ x) / max(nx2, 1e-300)
+    if nx2 < (energy * (1 - 1e-9)) ** 2 or not mu > 0 or not value > 0:
+        return math.inf
+    out = g - Q @ (Q.T @ g)
+    return float(out @ out) / (2.0 * mu * value)
+
+
 def successive_halving(reduced: SoftmaxPair, Y0: np.ndarray, energy: float, gtol: float):
     """Score every column once (values only) and keep the best HALVING_FIRST distinct ones,
     then per stage of HALVING climb that many iterations and keep the best distinct ones;
@@ -229,8 +247,7 @@ def sketch_search(pair: SoftmaxPair, energy: float, *, starts=None, seed: int = 
     Q = _orth(np.zeros((d, 0)),
               np.concatenate([V, W, S, np.asarray(pair.C[top], f64).T,
                               np.asarray(pair.G[top], f64).T, extra], axis=1))
-    KQ = block_product(pair.K, Q, out_dtype=pair.dtype)
-    pair.passes += 1
+    KQ = pair.forward(Q, out_dtype=pair.dtype)
     if progress:
         progress(f"[phase 2 of at most {phases}] sketched subspace of rank {Q.shape[1]}")
     reduced = _ReducedPair(KQ, pair.n, pair.readout, pair.objective)
@@ -247,6 +264,16 @@ def sketch_search(pair: SoftmaxPair, energy: float, *, starts=None, seed: int = 
                  f"(budget {energy:g})")
     run = successive_halving(reduced, Y0, energy, explore_gtol)
     iterations = run.iterations
+    # From here on the subspace's products run in float64 on K Q (rounded once, by the pass
+    # that made it): float32 reduced products round every point and every score's sum, and
+    # the climbs stalled at relative residuals ~1e-3 that float64 ones take to ~1e-5. The
+    # survivors climb on to the polish tolerance there (no pass over A and B), so that the
+    # lift measures what the subspace misses, not where the halving stopped (docs/maths.md §5.3)
+    KQ = np.asarray(KQ, dtype=f64)
+    reduced = _ReducedPair(KQ, pair.n, pair.readout, pair.objective)
+    run = BatchedAscent(reduced, run.X, energy)
+    run.run(500, gtol=polish_gtol)
+    iterations += run.iterations
     values = sorted({float(v) for v in run.f}, reverse=True)
     points = Q @ run.X
     # lift: full-d gradients at the survivors; grow the subspace until they are KKT points.
@@ -255,6 +282,8 @@ def sketch_search(pair: SoftmaxPair, energy: float, *, starts=None, seed: int = 
     exact = pair.dtype == np.float64
     best_x, best_f, residual, last_res = None, -np.inf, np.inf, np.inf
     kkt_target = SKETCH_KKT[0] if exact else SKETCH_KKT[1]
+    resolution = SKETCH_RESOLUTION[0] if exact else SKETCH_RESOLUTION[1]
+    gain = np.inf                   # the rise a growth round could still bring, relative
     stalled = False
     Y = run.X
     for rounds in range(1, SKETCH_ROUNDS + 2):
@@ -266,10 +295,11 @@ def sketch_search(pair: SoftmaxPair, energy: float, *, starts=None, seed: int = 
         improved = f_full[b] > best_f * (1 + (1e-9 if exact else 1e-6))
         if f_full[b] >= best_f:
             best_x, best_f, residual = points[:, b].copy(), float(f_full[b]), float(res[b])
+            gain = growth_gain(Q, best_x, g_full[:, b], best_f, energy)
         if progress:
             progress(f"[phase {3 + rounds} of at most {phases}] lifted: D {f_full[b]:.7e}, "
                      f"KKT residual {res[b]:.2e}")
-        if residual <= kkt_target or rounds > SKETCH_ROUNDS:
+        if residual <= kkt_target or gain <= resolution or rounds > SKETCH_ROUNDS:
             break
         if not improved and res[b] >= 0.5 * last_res:
             stalled = True          # float32: the residual left is below what the products resolve
@@ -284,8 +314,7 @@ def sketch_search(pair: SoftmaxPair, energy: float, *, starts=None, seed: int = 
         if grow.shape[1] == 0:
             break
         grow = grow[:, :SKETCH_MAX_RANK - Q.shape[1]]
-        KQ = np.concatenate([KQ, block_product(pair.K, grow, out_dtype=pair.dtype)], axis=1)
-        pair.passes += 1
+        KQ = np.concatenate([KQ, pair.forward(grow)], axis=1)
         Y = np.concatenate([Y, grow.T @ points], axis=0)       # the same points, new coordinates
         Q = np.concatenate([Q, grow], axis=1)
         if progress:
@@ -296,7 +325,8 @@ def sketch_search(pair: SoftmaxPair, energy: float, *, starts=None, seed: int = 
         run.run(500, gtol=polish_gtol)
         iterations += run.iterations
         Y = run.X
-    if residual > kkt_target and (not stalled or residual > SKETCH_POLISH[0 if exact else 1]):
+    if residual > kkt_target and gain > resolution and \
+            (not stalled or residual > SKETCH_POLISH[0 if exact else 1]):
         # the subspace could not grow further (rank cap, nothing new): polish in full d
         if progress:
             progress(f"[phase {phases} of {phases}] polishing the best point in full d")
