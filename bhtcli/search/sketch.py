@@ -201,10 +201,11 @@ def growth_gain(Q: np.ndarray, x: np.ndarray, g: np.ndarray, value: float, energ
     return float(out @ out) / (2.0 * mu * value)
 
 
-def successive_halving(reduced: SoftmaxPair, Y0: np.ndarray, energy: float, gtol: float):
+def successive_halving(reduced: SoftmaxPair, Y0: np.ndarray, energy: float, gtol: float,
+                        finish: bool = True):
     """Score every column once (values only) and keep the best HALVING_FIRST distinct ones,
     then per stage of HALVING climb that many iterations and keep the best distinct ones;
-    the last survivors climb to the end."""
+    the last survivors climb to the end (`finish`; else the caller climbs them on)."""
     Y0 = project(Y0, energy)
     # 32 columns at a time: one n x 100 block of float64 temporaries costs more in fresh pages
     # (~0.4 s at n = 50,000) than the whole evaluation in blocks that the allocator reuses
@@ -213,7 +214,8 @@ def successive_halving(reduced: SoftmaxPair, Y0: np.ndarray, energy: float, gtol
     for steps, survivors in HALVING:
         run.run(steps, gtol=gtol)
         run.keep(distinct(run.X, run.f, energy, tol=1e-3)[:survivors])
-    run.run(500, gtol=gtol)
+    if finish:
+        run.run(500, gtol=gtol)
     return run
 
 
@@ -262,13 +264,13 @@ def sketch_search(pair: SoftmaxPair, energy: float, *, starts=None, seed: int = 
     if progress:
         progress(f"[phase 3 of at most {phases}] climbing from {total} starts in the subspace "
                  f"(budget {energy:g})")
-    run = successive_halving(reduced, Y0, energy, explore_gtol)
+    run = successive_halving(reduced, Y0, energy, explore_gtol, finish=False)
     iterations = run.iterations
-    # From here on the subspace's products run in float64 on K Q (rounded once, by the pass
-    # that made it): float32 reduced products round every point and every score's sum, and
-    # the climbs stalled at relative residuals ~1e-3 that float64 ones take to ~1e-5. The
-    # survivors climb on to the polish tolerance there (no pass over A and B), so that the
-    # lift measures what the subspace misses, not where the halving stopped (docs/maths.md §5.3)
+    # The survivors climb to the end with the subspace's products in float64 on K Q (rounded
+    # once, by the pass that made it): float32 reduced products round every point and every
+    # score's sum, and their climbs stalled at relative KKT residuals ~1e-3 that float64 ones
+    # take to ~1e-5. They climb to the polish tolerance (no pass over A and B), so that the
+    # lift measures what the subspace misses, not where a climb stopped (docs/maths.md §5.3)
     KQ = np.asarray(KQ, dtype=f64)
     reduced = _ReducedPair(KQ, pair.n, pair.readout, pair.objective)
     run = BatchedAscent(reduced, run.X, energy)
