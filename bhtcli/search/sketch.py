@@ -9,7 +9,7 @@ span of the rows (c_i, g_i) that carry weight there (docs/maths.md §5.3). The s
    swap directions, a few spectral directions of A - B and the rows of largest ||c_i||,
    ||g_i||; one wide product gives K Q (2n x r);
 3. evaluates all ~90 starts once in the subspace, climbs the best 24 a few iterations, the
-   best 4 to the polish tolerance with K Q in float64 (successive halving);
+   best 4 to the exploration tolerance (successive halving);
 4. lifts the survivors: values and gradient weights from K Q (x = Q y), the full gradient from
    one backward pass; while the full KKT residual is large and (float32) a growth round could
    still raise D by more than float32 resolves (growth_gain), adds the Lagrangian gradients and
@@ -202,11 +202,10 @@ def growth_gain(Q: np.ndarray, x: np.ndarray, g: np.ndarray, value: float, energ
     return float(out @ out) / (2.0 * mu * value)
 
 
-def successive_halving(reduced: SoftmaxPair, Y0: np.ndarray, energy: float, gtol: float,
-                        finish: bool = True):
+def successive_halving(reduced: SoftmaxPair, Y0: np.ndarray, energy: float, gtol: float):
     """Score every column once (values only) and keep the best HALVING_FIRST distinct ones,
     then per stage of HALVING climb that many iterations and keep the best distinct ones;
-    the last survivors climb to the end (`finish`; else the caller climbs them on)."""
+    the last survivors climb to the end."""
     Y0 = project(Y0, energy)
     # 32 columns at a time: one n x 100 block of float64 temporaries costs more in fresh pages
     # (~0.4 s at n = 50,000) than the whole evaluation in blocks that the allocator reuses
@@ -215,8 +214,7 @@ def successive_halving(reduced: SoftmaxPair, Y0: np.ndarray, energy: float, gtol
     for steps, survivors in HALVING:
         run.run(steps, gtol=gtol)
         run.keep(distinct(run.X, run.f, energy, tol=1e-3)[:survivors])
-    if finish:
-        run.run(500, gtol=gtol)
+    run.run(500, gtol=gtol)
     return run
 
 
@@ -265,18 +263,8 @@ def sketch_search(pair: SoftmaxPair, energy: float, *, starts=None, seed: int = 
     if progress:
         progress(f"[phase 3 of at most {phases}] climbing from {total} starts in the subspace "
                  f"(budget {energy:g})")
-    run = successive_halving(reduced, Y0, energy, explore_gtol, finish=False)
+    run = successive_halving(reduced, Y0, energy, explore_gtol)
     iterations = run.iterations
-    # The survivors climb to the end with the subspace's products in float64 on K Q (rounded
-    # once, by the pass that made it): float32 reduced products round every point and every
-    # score's sum, and their climbs stalled at relative KKT residuals ~1e-3 that float64 ones
-    # take to ~1e-5. They climb to the polish tolerance (no pass over A and B), so that the
-    # lift measures what the subspace misses, not where a climb stopped (docs/maths.md §5.3)
-    KQ = np.asarray(KQ, dtype=f64)
-    reduced = _ReducedPair(KQ, pair.n, pair.readout, pair.objective)
-    run = BatchedAscent(reduced, run.X, energy)
-    run.run(500, gtol=polish_gtol)
-    iterations += run.iterations
     values = sorted({float(v) for v in run.f}, reverse=True)
     points = Q @ run.X
     # lift: full-d gradients at the survivors; grow the subspace until they are KKT points.
@@ -302,7 +290,12 @@ def sketch_search(pair: SoftmaxPair, energy: float, *, starts=None, seed: int = 
         if progress:
             progress(f"[phase {3 + rounds} of at most {phases}] lifted: D {f_full[b]:.7e}, "
                      f"KKT residual {res[b]:.2e}")
-        if residual <= kkt_target or gain <= resolution or rounds > SKETCH_ROUNDS:
+        if residual <= kkt_target or rounds > SKETCH_ROUNDS:
+            break
+        if gain <= resolution:
+            # what is left outside the subspace is worth less than float32 resolves; the rest
+            # of the residual is the subspace's, where the climb ended as a stalled round does
+            stalled = True
             break
         if not improved and res[b] >= 0.5 * last_res:
             stalled = True          # float32: the residual left is below what the products resolve
@@ -317,7 +310,7 @@ def sketch_search(pair: SoftmaxPair, energy: float, *, starts=None, seed: int = 
         if grow.shape[1] == 0:
             break
         grow = grow[:, :SKETCH_MAX_RANK - Q.shape[1]]
-        KQ = np.concatenate([KQ, pair.forward(grow)], axis=1)
+        KQ = np.concatenate([KQ, pair.forward(grow, out_dtype=pair.dtype)], axis=1)
         Y = np.concatenate([Y, grow.T @ points], axis=0)       # the same points, new coordinates
         Q = np.concatenate([Q, grow], axis=1)
         if progress:
@@ -328,8 +321,7 @@ def sketch_search(pair: SoftmaxPair, energy: float, *, starts=None, seed: int = 
         run.run(500, gtol=polish_gtol)
         iterations += run.iterations
         Y = run.X
-    if residual > kkt_target and gain > resolution and \
-            (not stalled or residual > SKETCH_POLISH[0 if exact else 1]):
+    if residual > kkt_target and (not stalled or residual > SKETCH_POLISH[0 if exact else 1]):
         # the subspace could not grow further (rank cap, nothing new): polish in full d
         if progress:
             progress(f"[phase {phases} of {phases}] polishing the best point in full d")
