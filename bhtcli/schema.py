@@ -155,7 +155,7 @@ DESIGN = {
     "solver.search_space": ("string or null", "[softmax lbfgs] full (the full multistart search, after the screened starts where the default search runs it), or sketch: the sketched search alone, screened starts halved in a sketched subspace grown until the winner is a KKT point in full d (--search-space; the default auto gives sketch at n*d >= 5e6 with d >= 256, else full; docs/search.md §6)."),
     "solver.success": ("boolean", "Whether every start of the search ran to its stopping test."),
     "solver.message": ("string", "Why the search stopped (e.g. the best maximum was reached from enough starts)."),
-    "solver.pass_seconds": ("number or null", "[softmax] Measured pass-time in seconds: one forward product of the stacked 2n x d matrix with a d x 32 block plus the backward product, timed in the same process (solver.seconds / solver.pass_seconds compares runs across machines)."),
+    "solver.pass_seconds": ("number or null", "[softmax] Measured pass-time in seconds: the run's own first forward product of the stacked 2n x d matrix plus its first backward product, timed as they ran (no extra product; at vocabulary scale the sketch's d x r block, r ~ 70-100, and a few columns back); a run that made neither, one forward and backward product with a d x 32 block (solver.seconds / solver.pass_seconds compares runs across machines)."),
     "solver.search_seconds": ("number or null", "[softmax] Seconds in the search."),
     "solver.local_maxima": ("integer", "Distinct local maxima found."),
     "solver.local_maxima_values": ("array", "H^2 at the best few local maxima, best first."),

@@ -31,6 +31,46 @@ def test_pass_seconds_is_cached_and_not_counted_as_passes():
     assert pair.passes == 0 and pass_seconds(pair) == t
 
 
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_design_times_its_own_passes(monkeypatch, dtype):
+    """solver.pass_seconds is the run's first forward plus first backward product over A and B,
+    timed as they ran: a design makes no extra timed product for it."""
+    from bhtcli import api
+    from bhtcli.models import softmax
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a design timed an extra pass")
+
+    monkeypatch.setattr(softmax, "measure_pass_seconds", refuse)
+    seen = []
+    original = softmax.SoftmaxPair._timed
+
+    def spy(self, kind, M, X, out_dtype=np.float64):
+        timed_before = set(getattr(self, "_first_seconds", None) or ())
+        Z = original(self, kind, M, X, out_dtype)
+        if kind not in timed_before and type(self) is softmax.SoftmaxPair:     # not a subspace's pair
+            seen.append((kind, self._first_seconds[kind]))
+        return Z
+
+    monkeypatch.setattr(softmax.SoftmaxPair, "_timed", spy)
+    A, B, E = _lowrank_rows_pair(2)
+    for space in ("sketch", "full"):
+        seen.clear()
+        r = api.design(A, B, E, dtype=dtype, search_space=space)
+        first = {kind: seconds for kind, seconds in seen[:2]}
+        assert set(first) == {"forward", "backward"}
+        assert r.solver["pass_seconds"] == first["forward"] + first["backward"]
+
+
+def test_pass_seconds_measures_a_pair_that_made_no_pass():
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((50, 4))
+    pair = SoftmaxPair(A, A + 0.1)
+    assert pass_seconds(pair) > 0 and pair.passes == 0
+    pair.value_and_grad(np.ones((4, 1)))        # one forward, one backward: timed as they ran
+    assert pass_seconds(pair) == pair._first_seconds["forward"] + pair._first_seconds["backward"]
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_block_product_keeps_the_matrix_precision_and_returns_float64(dtype):
     rng = np.random.default_rng(1)

@@ -22,9 +22,9 @@ from bhtcli.search.result import solver_dict
 KKT_WARN = 1e-3      # a relative KKT residual above this is reported as a warning ...
 
 
-KKT_WARN_FLOAT32 = 1e-2  # ... or above this after a float32 search: at ill-conditioned (swap)
-                         # maxima its climb ends near 1e-3 with D resolved to ~1e-7 relative
-                         # (docs/maths.md §5.3)
+KKT_WARN_FLOAT32 = 1e-2  # ... or above this after a float32 search: the sketch stops growing
+                         # its subspace where the rise left is below float32's resolution of D,
+                         # at residuals up to ~1e-3 (docs/maths.md §5.3)
 
 
 def report_for_query(A, B, x, spec: ModelSpec, error: float = 0.05) -> DesignResult:

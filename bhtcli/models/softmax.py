@@ -32,11 +32,25 @@ def block_product(M: np.ndarray, X: np.ndarray, out_dtype=np.float64) -> np.ndar
 
 
 def pass_seconds(pair: "SoftmaxPair", width: int = PASS_TIME_WIDTH, repeats: int = 2) -> float:
-    """The measured *pass-time* of `pair`: one forward product of the stacked 2n x d matrix
-    with a d x `width` block plus the backward product (2n x `width` back to d x `width`),
-    timed in this process (the fastest of `repeats`; once when it takes over 0.5 s), in
-    seconds. Cached on the pair; the
-    timing products are not counted in ``pair.passes``.
+    """The *pass-time* of `pair`, in seconds: what the run's own first forward product of the
+    stacked 2n x d matrix and its first backward product took, timed as they ran (no extra
+    product; at vocabulary scale the sketch's K Q, d x r with r ~ 70-100, and the lift's
+    backward product with a few columns); before the pair has made both, one timed forward
+    and backward product with a d x `width` block (:func:`measure_pass_seconds`). The timings
+    are not counted in ``pair.passes``."""
+    own = getattr(pair, "_first_seconds", None)
+    if own is not None and "forward" in own and "backward" in own:
+        return own["forward"] + own["backward"]
+    return measure_pass_seconds(pair, width, repeats)
+
+
+def measure_pass_seconds(pair: "SoftmaxPair", width: int = PASS_TIME_WIDTH,
+                         repeats: int = 2) -> float:
+    """One forward product of the stacked 2n x d matrix with a d x `width` block plus the
+    backward product (2n x `width` back to d x `width`), timed in this process (the fastest of
+    `repeats`; once when it takes over 0.5 s), in seconds: the pass-time's definition before
+    the runs timed their own products, kept for the benchmarks that compare with it. Cached on
+    the pair; the timing products are not counted in ``pair.passes``.
     """
     cached = getattr(pair, "_pass_seconds", None)
     if cached is not None:
@@ -108,10 +122,26 @@ class SoftmaxPair:
     def G(self) -> np.ndarray:
         return self.K[self.n:]
 
+    def forward(self, X: np.ndarray, out_dtype=np.float64) -> np.ndarray:
+        """K X (2n x k) in `out_dtype`: one pass, counted, and the first one timed
+        (:func:`pass_seconds`)."""
+        self.passes += 1
+        return self._timed("forward", self.K, X, out_dtype)
+
+    def _timed(self, kind: str, M: np.ndarray, X: np.ndarray, out_dtype=np.float64):
+        first = getattr(self, "_first_seconds", None)
+        if first is None:
+            first = self._first_seconds = {}
+        if kind in first:
+            return block_product(M, X, out_dtype=out_dtype)
+        t0 = time.perf_counter()
+        Z = block_product(M, X, out_dtype=out_dtype)
+        first[kind] = time.perf_counter() - t0
+        return Z
+
     def product(self, X: np.ndarray):
         """(m, D) = (C X, G X) for a (d,) query or a (d, k) block, in float64."""
-        self.passes += 1
-        Z = block_product(self.K, X)
+        Z = self.forward(X)
         return Z[: self.n], Z[self.n:]
 
     def logits(self, X: np.ndarray):
@@ -123,7 +153,7 @@ class SoftmaxPair:
         """C^T w_c + G^T w_g in one product (float64 result)."""
         self.passes += 1
         W = np.concatenate([w_c, w_g], axis=0, dtype=self.dtype, casting="same_kind")
-        return block_product(self.K.T, W)
+        return self._timed("backward", self.K.T, W)
 
     def evaluate(self, X: np.ndarray):
         """The objective at each column of X and its gradient weights (w_m, w_D), one pass.

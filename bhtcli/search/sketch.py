@@ -11,13 +11,14 @@ span of the rows (c_i, g_i) that carry weight there (docs/maths.md §5.3). The s
 3. evaluates all ~90 starts once in the subspace, climbs the best 24 a few iterations, the
    best 4 to the exploration tolerance (successive halving);
 4. lifts the survivors: values and gradient weights from K Q (x = Q y), the full gradient from
-   one backward pass; while the full KKT residual is large, adds the Lagrangian gradients and
-   the heaviest rows to Q and climbs again (docs/maths.md §5.3); polishes in full d only where the basis
-   cannot grow or in float64; scans the ray through the winner in the subspace.
+   one backward pass; while the full KKT residual is large and (float32) a growth round could
+   still raise D by more than float32 resolves (growth_gain), adds the Lagrangian gradients and
+   the heaviest rows to Q and climbs again (docs/maths.md §5.3); polishes in full d only where
+   the basis cannot grow; scans the ray through the winner in the subspace.
 
 `solver.passes` counts full passes over A and B (the wide products K Q and the backward
 products of the lift among them); the products in the subspace read n x r numbers, not A and
-B, and are not counted. At 50,000 x 1,024 float32 the whole search is ~8 passes.
+B, and are not counted. At 50,000 x 1,024 float32 the whole search is 5 passes.
 """
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ import time
 import numpy as np
 
 from bhtcli.maths.subspaces import orthonormal_span, orthonormalise
-from bhtcli.models.softmax import SoftmaxPair, block_product
+from bhtcli.models.softmax import SoftmaxPair
 from bhtcli.search.ascent import BatchedAscent, distinct, project
 from bhtcli.search.kkt import kkt_residuals, lagrangian_gradient
 from bhtcli.search.result import SearchResult
@@ -47,7 +48,11 @@ HALVING_FIRST = 24            # starts kept after one evaluation of all of them
 HALVING = ((8, 4),)           # (iterations, survivors) before the survivors climb to the end
 SKETCH_HEAVY = 4              # rows of largest weight at the best lifted point added per round
 SKETCH_ROUNDS = 6             # rounds of basis growth at most
-SKETCH_KKT = (1e-7, 1e-3)     # (float64, float32): a lifted point with a smaller relative KKT residual ends the growth
+SKETCH_KKT = (1e-7, 1e-4)     # (float64, float32): a lifted point with a smaller relative KKT residual ends the growth
+SKETCH_RESOLUTION = (0.0, 1e-6)  # (float64, float32): ... and so does one where a growth round could
+                              # raise D by no more than this, relative (growth_gain): float32
+                              # values resolve ~1e-6 (the rise the rounds count as an
+                              # improvement); float64 keeps its residual target alone
 SKETCH_POLISH = (1e-3, 1e-2)  # (float64, float32): a stalled growth still polishes in full d above
 SKETCH_MAX_RANK = 512
 
@@ -183,6 +188,20 @@ def _row_dots(pair: SoftmaxPair) -> np.ndarray:
     return cached
 
 
+def growth_gain(Q: np.ndarray, x: np.ndarray, g: np.ndarray, value: float, energy: float) -> float:
+    """The rise of D, relative to `value`, that a growth round could bring at x = Q y on the
+    sphere: ||g_out||^2 / (2 mu D) with g_out the part of the gradient g outside span(Q) and
+    mu = g.x / ||x||^2 (docs/maths.md §5.3: moving along g_out, the sphere's curvature mu bends
+    D down and D's own curvature there is ~0, the subspace holding the heavy rows). Inside the
+    ball, or where the gradient does not point outward, infinite (no estimate)."""
+    nx2 = float(x @ x)
+    mu = float(g @ x) / max(nx2, 1e-300)
+    if nx2 < (energy * (1 - 1e-9)) ** 2 or not mu > 0 or not value > 0:
+        return math.inf
+    out = g - Q @ (Q.T @ g)
+    return float(out @ out) / (2.0 * mu * value)
+
+
 def successive_halving(reduced: SoftmaxPair, Y0: np.ndarray, energy: float, gtol: float):
     """Score every column once (values only) and keep the best HALVING_FIRST distinct ones,
     then per stage of HALVING climb that many iterations and keep the best distinct ones;
@@ -229,8 +248,7 @@ def sketch_search(pair: SoftmaxPair, energy: float, *, starts=None, seed: int = 
     Q = _orth(np.zeros((d, 0)),
               np.concatenate([V, W, S, np.asarray(pair.C[top], f64).T,
                               np.asarray(pair.G[top], f64).T, extra], axis=1))
-    KQ = block_product(pair.K, Q, out_dtype=pair.dtype)
-    pair.passes += 1
+    KQ = pair.forward(Q, out_dtype=pair.dtype)
     if progress:
         progress(f"[phase 2 of at most {phases}] sketched subspace of rank {Q.shape[1]}")
     reduced = _ReducedPair(KQ, pair.n, pair.readout, pair.objective)
@@ -255,6 +273,8 @@ def sketch_search(pair: SoftmaxPair, energy: float, *, starts=None, seed: int = 
     exact = pair.dtype == np.float64
     best_x, best_f, residual, last_res = None, -np.inf, np.inf, np.inf
     kkt_target = SKETCH_KKT[0] if exact else SKETCH_KKT[1]
+    resolution = SKETCH_RESOLUTION[0] if exact else SKETCH_RESOLUTION[1]
+    gain = np.inf                   # the rise a growth round could still bring, relative
     stalled = False
     Y = run.X
     for rounds in range(1, SKETCH_ROUNDS + 2):
@@ -266,10 +286,16 @@ def sketch_search(pair: SoftmaxPair, energy: float, *, starts=None, seed: int = 
         improved = f_full[b] > best_f * (1 + (1e-9 if exact else 1e-6))
         if f_full[b] >= best_f:
             best_x, best_f, residual = points[:, b].copy(), float(f_full[b]), float(res[b])
+            gain = growth_gain(Q, best_x, g_full[:, b], best_f, energy)
         if progress:
             progress(f"[phase {3 + rounds} of at most {phases}] lifted: D {f_full[b]:.7e}, "
                      f"KKT residual {res[b]:.2e}")
         if residual <= kkt_target or rounds > SKETCH_ROUNDS:
+            break
+        if gain <= resolution:
+            # what is left outside the subspace is worth less than float32 resolves; the rest
+            # of the residual is the subspace's, where the climb ended as a stalled round does
+            stalled = True
             break
         if not improved and res[b] >= 0.5 * last_res:
             stalled = True          # float32: the residual left is below what the products resolve
@@ -284,8 +310,7 @@ def sketch_search(pair: SoftmaxPair, energy: float, *, starts=None, seed: int = 
         if grow.shape[1] == 0:
             break
         grow = grow[:, :SKETCH_MAX_RANK - Q.shape[1]]
-        KQ = np.concatenate([KQ, block_product(pair.K, grow, out_dtype=pair.dtype)], axis=1)
-        pair.passes += 1
+        KQ = np.concatenate([KQ, pair.forward(grow, out_dtype=pair.dtype)], axis=1)
         Y = np.concatenate([Y, grow.T @ points], axis=0)       # the same points, new coordinates
         Q = np.concatenate([Q, grow], axis=1)
         if progress:
