@@ -45,40 +45,80 @@ class KModels:
         rows = 8192
         for s in range(0, n, rows):
             e = min(s + rows, n)
-            first = np.asarray(models[0][s:e], dtype=np.float64)
+            blocks = [np.asarray(m[s:e]) for m in models]
+            if all(b.dtype == self.dtype for b in blocks):
+                # in the stored precision: a float32 difference is the float64 one rounded
+                # once more (double rounding is exact for p' >= 2p + 2), 20x faster
+                np.copyto(S[s:e], blocks[0])
+                for k in range(1, self.K):
+                    np.subtract(blocks[k], blocks[0], out=S[k * n + s:k * n + e])
+                continue
+            first = np.asarray(blocks[0], dtype=np.float64)
             S[s:e] = first
             for k in range(1, self.K):
-                S[k * n + s:k * n + e] = np.asarray(models[k][s:e], np.float64) - first
+                S[k * n + s:k * n + e] = np.asarray(blocks[k], np.float64) - first
         for k in range(self.K):
             block = S[k * n:(k + 1) * n]
             block -= block.mean(axis=0, dtype=np.float64).astype(self.dtype)
         self.S = S
         self.pairs = list(itertools.combinations(range(self.K), 2))
         self.passes = 0
+        self._fastest = {}          # direction -> seconds of the fastest counted product
+
+    def product(self, X: np.ndarray, out_dtype=np.float64) -> np.ndarray:
+        """S X: one counted pass, timed for :meth:`pass_seconds`."""
+        t0 = time.perf_counter()
+        Z = block_product(self.S, X, out_dtype=out_dtype)
+        self._timed("forward", t0)
+        return Z
+
+    def _timed(self, direction: str, t0: float) -> None:
+        self.passes += 1
+        fastest = getattr(self, "_fastest", None)
+        if fastest is not None:
+            fastest[direction] = min(fastest.get(direction, np.inf), time.perf_counter() - t0)
 
     def scores(self, X: np.ndarray):
         """(r, deltas): r = M_1 X and deltas[k] = (M_k - M_1) X (deltas[0] = 0), float64."""
-        self.passes += 1
-        Z = block_product(self.S, X)
+        Z = self.product(X)
         n = self.n
         deltas = [np.zeros_like(Z[:n])] + [Z[k * n:(k + 1) * n] for k in range(1, self.K)]
         return Z[:n], deltas
 
-    def pair_logits(self, r, deltas, i: int, j: int):
-        """(c, delta) of the pair (i, j): midpoint log-weights and their difference."""
-        return r + 0.5 * (deltas[i] + deltas[j]), deltas[i] - deltas[j]
+    def pair_logits(self, r, deltas, i: int, j: int, out=None):
+        """(c, delta) of the pair (i, j): midpoint log-weights and their difference. With
+        `out` = (c, delta) float64 buffers the values are written there, the same numbers
+        from the stored-precision deltas (deltas[0] may be None: model 1 against itself)."""
+        if out is None:
+            return r + 0.5 * (deltas[i] + deltas[j]), deltas[i] - deltas[j]
+        c, delta = out
+        f64 = np.float64
+        if deltas[i] is None:               # i = 0: c = r + delta_j / 2, delta = -delta_j
+            np.multiply(deltas[j], 0.5, out=c, dtype=f64)
+            np.negative(deltas[j], out=delta, dtype=f64)
+        else:
+            np.add(deltas[i], deltas[j], out=c, dtype=f64)
+            c *= 0.5
+            np.subtract(deltas[i], deltas[j], out=delta, dtype=f64)
+        c += r
+        return c, delta
 
     def pair_distances(self, X: np.ndarray, weights: bool = False):
         """D_p at every column of X for every pair p (rows of a P x k array), one pass; with
-        `weights`, also each pair's gradient weights (w_c, w_g) (docs/maths.md §2.4)."""
+        `weights`, also each pair's gradient weights (w_c, w_g) (docs/maths.md §2.4). The
+        pairs' logits are formed in two buffers shared by all pairs."""
         X = np.asarray(X, dtype=np.float64)
         one = X.ndim == 1
         X2 = X[:, None] if one else X
-        r, deltas = self.scores(X2)
+        Z = self.product(X2, out_dtype=self.S.dtype)      # no float64 copy of K n x k
+        n = self.n
+        r = np.asarray(Z[:n], dtype=np.float64)
+        deltas = [None] + [Z[k * n:(k + 1) * n] for k in range(1, self.K)]
         D = np.empty((len(self.pairs), X2.shape[1]))
+        buffers = (np.empty_like(r), np.empty_like(r))
         ws = []
         for p, (i, j) in enumerate(self.pairs):
-            c, delta = self.pair_logits(r, deltas, i, j)
+            c, delta = self.pair_logits(r, deltas, i, j, buffers)
             Dp, w_c, w_g = bhattacharyya_weights(c, delta)
             D[p] = np.maximum(Dp, 0.0)
             if weights:
@@ -89,41 +129,49 @@ class KModels:
 
     def combine(self, mu: np.ndarray, ws) -> tuple:
         """The stacked gradient weights of sum_p mu_p D_p (mu: P x k): (w_r, w_delta) with
-        grad = R^T w_r + sum_k Delta_k^T w_delta[k] (see :meth:`pullback`)."""
+        grad = R^T w_r + sum_k Delta_k^T w_delta[k] (see :meth:`pullback`). The pairs'
+        weights `ws` are scaled in place (they are not used after), and added in place:
+        w_r = sum_p mu_p w_c,p; model k's block gets mu_p (w_c,p / 2 +- w_g,p)."""
         n, k = ws[0][0].shape
         w_r = np.zeros((n, k))
         w_delta = np.zeros(((self.K - 1) * n, k))
         for p, (i, j) in enumerate(self.pairs):
             w_c, w_g = ws[p]
-            m = mu[p]
-            w_r += m * w_c
-            for model, sign in ((i, 1.0), (j, -1.0)):
+            w_c *= mu[p]
+            w_r += w_c
+            w_c *= 0.5
+            w_g *= mu[p]
+            for model, add in ((i, np.add), (j, np.subtract)):
                 if model > 0:
-                    w_delta[(model - 1) * n:model * n] += m * (0.5 * w_c + sign * w_g)
+                    block = w_delta[(model - 1) * n:model * n]
+                    block += w_c
+                    add(block, w_g, out=block)
         return w_r, w_delta
 
-    def pass_seconds(self, width: int = 32, repeats: int = 2) -> float:
-        """Seconds of one pass (forward K n x d times d x `width`, and back), the fastest of
-        `repeats`, measured in this process; not counted in `passes`. Cached."""
+    def pass_seconds(self, width: int = 32) -> float:
+        """Seconds of one pass, forward and back: the fastest forward product plus the
+        fastest backward product among the counted passes so far (the search's own products,
+        timed as they ran), or, before both ran, one forward K n x d times d x `width` product
+        and one back, timed here (not counted in `passes`). Cached once measured."""
+        fastest = self._fastest
+        if "forward" in fastest and "backward" in fastest:
+            return fastest["forward"] + fastest["backward"]
         if getattr(self, "_pass_seconds", None) is None:
             X = np.full((self.d, width), 1.0 / np.sqrt(self.d))
             W = np.full((self.S.shape[0], width), 1e-3)
-            best = float("inf")
-            for _ in range(repeats):
-                t0 = time.perf_counter()
-                block_product(self.S, X)
-                block_product(self.S.T, W)
-                best = min(best, time.perf_counter() - t0)
-                if best > 0.5:
-                    break
-            self._pass_seconds = best
+            t0 = time.perf_counter()
+            block_product(self.S, X)
+            block_product(self.S.T, W)
+            self._pass_seconds = time.perf_counter() - t0
         return self._pass_seconds
 
     def pullback(self, w_r: np.ndarray, w_delta: np.ndarray) -> np.ndarray:
         """R^T w_r + [Delta_2; ...]^T w_delta in one product (float64 result)."""
-        self.passes += 1
-        W = np.concatenate([w_r, w_delta], axis=0).astype(self.dtype, copy=False)
-        return block_product(self.S.T, W)
+        t0 = time.perf_counter()
+        W = np.concatenate([w_r, w_delta], axis=0, dtype=self.dtype, casting="same_kind")
+        g = block_product(self.S.T, W)
+        self._timed("backward", t0)
+        return g
 
 
 class _PairsObjective:
@@ -221,6 +269,7 @@ class ReducedKModels(KModels):
         self.S = SQ
         self.pairs = list(itertools.combinations(range(K), 2))
         self.passes = 0
+        self._fastest = None        # products in the subspace are not passes: not timed
 
 
 class PairRows:

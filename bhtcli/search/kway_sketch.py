@@ -33,7 +33,6 @@ import time
 import numpy as np
 
 from bhtcli.models.kway import (KModels, PairView, ReducedKModels, SoftBottleneck, block_gram)
-from bhtcli.models.softmax import block_product
 from bhtcli.search.ascent import BatchedAscent, distinct, project
 from bhtcli.search.kkt import kkt_residuals, lagrangian_gradient
 from bhtcli.search.result import SearchResult, maxima_values
@@ -85,8 +84,7 @@ class Subspace:
         self.reduced = ReducedKModels(self._product(Q), models.K, models.n)
 
     def _product(self, Q):
-        self.models.passes += 1
-        return block_product(self.models.S, Q, out_dtype=self.models.dtype)
+        return self.models.product(Q, out_dtype=self.models.dtype)
 
     def grow(self, new: np.ndarray) -> np.ndarray:
         """Add the part of the columns `new` outside span(Q) (up to SKETCH_MAX_RANK); returns

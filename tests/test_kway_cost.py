@@ -1,0 +1,83 @@
+"""The K-way design's cost-saving paths against the direct computations they replace: the
+stacked matrix built in the stored precision, the objectives' values and gradients formed in
+shared buffers against each pair's own (a SoftmaxPair per pair), and the pass-time taken from
+the search's own products."""
+import numpy as np
+import pytest
+
+from bhtcli.models.kway import KModels, SoftBottleneck, WeightedSum, soft_minimum
+from bhtcli.models.softmax import SoftmaxPair
+
+
+def _stacked_reference(models, dtype):
+    """[M_1; M_2 - M_1; ...] from float64 differences rounded once to `dtype`, row-centred
+    as KModels centres them."""
+    n = models[0].shape[0]
+    first = np.asarray(models[0], np.float64)
+    S = np.concatenate([first] + [np.asarray(m, np.float64) - first for m in models[1:]]).astype(dtype)
+    for k in range(len(models)):
+        block = S[k * n:(k + 1) * n]
+        block -= block.mean(axis=0, dtype=np.float64).astype(dtype)
+    return S
+
+
+@pytest.mark.parametrize("stored,given", [(np.float32, np.float32), (np.float32, np.float64),
+                                          (np.float64, np.float32), (np.float64, np.float64)])
+def test_stacked_matrix_is_the_float64_difference_rounded_once(stored, given):
+    rng = np.random.default_rng(11)
+    # several scales, and rows that nearly cancel: a float32 difference must equal the
+    # float64 one rounded to float32 bit for bit (double rounding is exact here)
+    A = rng.standard_normal((9000, 24)) * 10.0 ** rng.integers(-3, 4, size=(9000, 1))
+    models = [A] + [A * (1 + 10.0 ** -rng.integers(3, 8)) + 1e-4 * rng.standard_normal(A.shape)
+                    for _ in range(3)]
+    models = [m.astype(given) for m in models]
+    km = KModels(models, dtype=np.dtype(stored).name)
+    assert km.S.dtype == stored
+    assert np.array_equal(km.S, _stacked_reference(models, stored))
+
+
+def _pair_gradients(models, X):
+    """(D, grad D) of every pair from its own SoftmaxPair (float64): P x k and P x d x k."""
+    K = len(models)
+    Ds, Gs = [], []
+    for i in range(K):
+        for j in range(i + 1, K):
+            D, g = SoftmaxPair(models[i], models[j]).value_and_grad(X)
+            Ds.append(D)
+            Gs.append(g)
+    return np.array(Ds), np.array(Gs)
+
+
+@pytest.mark.parametrize("K,scale", [(3, 0.3), (4, 1e-3), (5, 1e-6)])
+def test_objectives_equal_the_pairs_own_values_and_gradients(K, scale):
+    rng = np.random.default_rng(K)
+    n, d = 400, 10
+    A = rng.standard_normal((n, d))
+    models = [A] + [A + scale * rng.standard_normal((n, d)) for _ in range(K - 1)]
+    X = 2.0 * rng.standard_normal((d, 5))
+    km = KModels(models)
+    D, G = _pair_gradients(models, X)
+    assert np.allclose(km.pair_distances(X), D, rtol=1e-10, atol=0)
+    lam = rng.random(len(km.pairs))
+    f, g = WeightedSum(km, lam).value_and_grad(X)
+    assert np.allclose(f, lam @ D, rtol=1e-10, atol=0)
+    ref = np.einsum("p,pdk->dk", lam, G)
+    assert np.max(np.abs(g - ref)) <= 1e-9 * np.max(np.abs(ref))
+    for s in (4.0, 1024.0):
+        f, g = SoftBottleneck(km, s).value_and_grad(X)
+        fs, w = soft_minimum(D, s)
+        ref = np.einsum("pk,pdk->dk", fs * w / D, G)
+        assert np.allclose(f, fs, rtol=1e-10, atol=0)
+        assert np.max(np.abs(g - ref)) <= 1e-9 * np.max(np.abs(ref))
+
+
+def test_pass_seconds_times_the_search_own_products():
+    rng = np.random.default_rng(2)
+    models = [rng.standard_normal((300, 8)) for _ in range(3)]
+    km = KModels(models)
+    ps = km.pass_seconds()                 # nothing ran yet: one product each way, not counted
+    assert ps > 0 and km.passes == 0
+    f, g = SoftBottleneck(km, 16.0).value_and_grad(rng.standard_normal((8, 4)))
+    assert km.passes == 2
+    ps = km.pass_seconds()
+    assert km.passes == 2 and ps == km._fastest["forward"] + km._fastest["backward"] > 0
