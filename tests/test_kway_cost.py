@@ -97,3 +97,24 @@ def test_block_gram_is_the_row_dot_products_of_the_blocks(dtype):
             ref = np.einsum("ij,ij->i", km.S[k * n:(k + 1) * n], km.S[l * n:(l + 1) * n],
                             dtype=np.float64)
             assert np.array_equal(gram[:, k, l], ref)
+
+
+def test_combine_is_the_direct_expression_bit_for_bit():
+    """The in-place combination gives the bits of the direct expressions (so the search takes
+    the same path as before it was made in place)."""
+    rng = np.random.default_rng(9)
+    models = [rng.standard_normal((200, 6)) for _ in range(4)]
+    km = KModels(models)
+    X = rng.standard_normal((6, 3))
+    D, ws = km.pair_distances(X, weights=True)
+    mu = rng.random(D.shape)
+    n = km.n
+    w_r, w_delta = np.zeros((n, 3)), np.zeros((3 * n, 3))
+    for p, (i, j) in enumerate(km.pairs):
+        w_c, w_g = ws[p]
+        w_r += mu[p] * w_c
+        for model, sign in ((i, 1.0), (j, -1.0)):
+            if model > 0:
+                w_delta[(model - 1) * n:model * n] += mu[p] * (0.5 * w_c + sign * w_g)
+    got = km.combine(mu, ws)
+    assert np.array_equal(got[0], w_r) and np.array_equal(got[1], w_delta)

@@ -128,23 +128,25 @@ class KModels:
 
     def combine(self, mu: np.ndarray, ws) -> tuple:
         """The stacked gradient weights of sum_p mu_p D_p (mu: P x k): (w_r, w_delta) with
-        grad = R^T w_r + sum_k Delta_k^T w_delta[k] (see :meth:`pullback`). The pairs'
-        weights `ws` are scaled in place (they are not used after), and added in place:
-        w_r = sum_p mu_p w_c,p; model k's block gets mu_p (w_c,p / 2 +- w_g,p)."""
+        grad = R^T w_r + sum_k Delta_k^T w_delta[k] (see :meth:`pullback`):
+        w_r = sum_p mu_p w_c,p and model k's block gets mu_p (w_c,p / 2 +- w_g,p), added in
+        place through one buffer (the same operations, in the same order, as the direct
+        expressions: the same bits)."""
         n, k = ws[0][0].shape
         w_r = np.zeros((n, k))
         w_delta = np.zeros(((self.K - 1) * n, k))
+        t = np.empty((n, k))
         for p, (i, j) in enumerate(self.pairs):
             w_c, w_g = ws[p]
-            w_c *= mu[p]
-            w_r += w_c
-            w_c *= 0.5
-            w_g *= mu[p]
-            for model, add in ((i, np.add), (j, np.subtract)):
+            m = mu[p]
+            np.multiply(m, w_c, out=t)
+            w_r += t
+            for model, sign in ((i, np.add), (j, np.subtract)):
                 if model > 0:
-                    block = w_delta[(model - 1) * n:model * n]
-                    block += w_c
-                    add(block, w_g, out=block)
+                    np.multiply(0.5, w_c, out=t)
+                    sign(t, w_g, out=t)
+                    t *= m
+                    w_delta[(model - 1) * n:model * n] += t
         return w_r, w_delta
 
     def pass_seconds(self, width: int = 32) -> float:
