@@ -63,19 +63,20 @@ class KModels:
         self.S = S
         self.pairs = list(itertools.combinations(range(self.K), 2))
         self.passes = 0
-        self._product_seconds = []  # seconds of every counted product (pass_seconds)
+        self._first_seconds = {}    # kind -> seconds of the first counted product (pass_seconds)
 
     def product(self, X: np.ndarray, out_dtype=np.float64) -> np.ndarray:
         """S X: one counted pass, timed for :meth:`pass_seconds`."""
         t0 = time.perf_counter()
         Z = block_product(self.S, X, out_dtype=out_dtype)
-        self._timed(t0)
+        self._timed("forward", t0)
         return Z
 
-    def _timed(self, t0: float) -> None:
+    def _timed(self, kind: str, t0: float) -> None:
+        """Count a pass; keep the seconds of the first one of each kind (forward, backward)."""
         self.passes += 1
-        if self._product_seconds is not None:
-            self._product_seconds.append(time.perf_counter() - t0)
+        if self._first_seconds is not None and kind not in self._first_seconds:
+            self._first_seconds[kind] = time.perf_counter() - t0
 
     def scores(self, X: np.ndarray):
         """(r, deltas): r = M_1 X and deltas[k] = (M_k - M_1) X (deltas[0] = 0), float64."""
@@ -150,13 +151,14 @@ class KModels:
         return w_r, w_delta
 
     def pass_seconds(self, width: int = 32) -> float:
-        """Seconds of one pass forward and back: twice the mean time of the counted products
-        so far (the search's own passes, timed as they ran: no product is added for the
-        measurement), or, before any ran, one forward K n x d times d x `width` product and one
-        back, timed here (not counted in `passes`)."""
-        timed = self._product_seconds
-        if timed:
-            return 2.0 * float(np.mean(timed))
+        """Seconds of one pass forward and back: what the run's own first forward product and
+        first backward product over the K models took, timed as they ran (no product is added
+        to measure it: at vocabulary scale the sketch's S Q, d x r with r ~ 90, and the lift's
+        backward product with a few columns, as the pair's pass-time); before both ran, one
+        forward K n x d times d x `width` product and one back, timed here (not counted)."""
+        first = self._first_seconds
+        if "forward" in first and "backward" in first:
+            return first["forward"] + first["backward"]
         if getattr(self, "_pass_seconds", None) is None:
             X = np.full((self.d, width), 1.0 / np.sqrt(self.d))
             W = np.full((self.S.shape[0], width), 1e-3)
@@ -171,7 +173,7 @@ class KModels:
         t0 = time.perf_counter()
         W = np.concatenate([w_r, w_delta], axis=0, dtype=self.dtype, casting="same_kind")
         g = block_product(self.S.T, W)
-        self._timed(t0)
+        self._timed("backward", t0)
         return g
 
 
@@ -270,7 +272,7 @@ class ReducedKModels(KModels):
         self.S = SQ
         self.pairs = list(itertools.combinations(range(K), 2))
         self.passes = 0
-        self._product_seconds = None   # products in the subspace are not passes: not timed
+        self._first_seconds = None  # products in the subspace are not passes: not timed
 
 
 class PairRows:
