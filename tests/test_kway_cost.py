@@ -119,3 +119,40 @@ def test_combine_is_the_direct_expression_bit_for_bit():
                 w_delta[(model - 1) * n:model * n] += mu[p] * (0.5 * w_c + sign * w_g)
     got = km.combine(mu, ws)
     assert np.array_equal(got[0], w_r) and np.array_equal(got[1], w_delta)
+
+
+def test_residual_inside_is_the_subspace_part_of_the_kkt_residual():
+    """At x = Q y on the sphere, the KKT residual splits into the part in span(Q) and the
+    part outside it (Pythagoras): residual_inside is the first, checked against both."""
+    from bhtcli.search.kkt import kkt_residuals
+    from bhtcli.search.kway_sketch import residual_inside
+    rng = np.random.default_rng(6)
+    d, E = 30, 2.0
+    Q = np.linalg.qr(rng.standard_normal((d, 5)))[0]
+    y = rng.standard_normal(5)
+    x = E * Q @ (y / np.linalg.norm(y))
+    g = 3.0 * x + rng.standard_normal(d)
+    f = 0.7
+    total = kkt_residuals(x[:, None], np.array([f]), g[:, None], E)[0]
+    inside = residual_inside(Q, x, g, f, E)
+    gl = g - (g @ x) / (x @ x) * x
+    outside = np.linalg.norm(gl - Q @ (Q.T @ gl)) / max(np.linalg.norm(g), f / E)
+    assert inside == pytest.approx(np.linalg.norm(Q.T @ gl) / np.linalg.norm(g), rel=1e-12)
+    assert inside ** 2 + outside ** 2 == pytest.approx(total ** 2, rel=1e-10)
+    g_in = Q @ (Q.T @ gl) + (g @ x) / (x @ x) * x        # a gradient with nothing outside
+    assert residual_inside(Q, x, g_in, f, E) == pytest.approx(
+        kkt_residuals(x[:, None], np.array([f]), g_in[:, None], E)[0], rel=1e-12)
+
+
+def test_float32_sketch_ends_at_the_lift_target():
+    """float32: the lifted winner's residual inside the subspace is climbed away in float64
+    (no pass), so the sketch ends below the float32 target instead of stalling above it."""
+    from bhtcli.search.kway import pair_directions
+    from bhtcli.search.kway_sketch import LIFT_KKT, sketch_bottleneck
+    from kway_cases import quality_case
+    models = quality_case(6, 600, 48, 4, "noise")
+    km = KModels(models, dtype="float32")
+    r, _ = sketch_bottleneck(km, 3.0, directions=pair_directions(km, 4, 0))
+    assert r.kkt_residual <= LIFT_KKT[1]
+    full = KModels(models)                          # float64: the value is the bottleneck there
+    assert r.value == pytest.approx(full.pair_distances(r.x).min(), rel=1e-5)
