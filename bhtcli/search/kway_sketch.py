@@ -58,7 +58,7 @@ LIFT_ITERATIONS = 100        # the climb after each growth of the basis
 POLISH_ITERATIONS = 200      # the polish in full d (each iteration a pass over the K models)
 LIFT_KKT = (1e-7, 1e-3)      # (float64, float32): a lifted point below this residual is done
 FINISH_GTOL = 0.1            # float32: the lift's climbs stop at this times its target (relative
-                             # gradient): a tenth of what the lift asks (docs/maths.md §8.9)
+                             # gradient): a tenth of what the lift asks (docs/maths.md §8.10)
 LIFT_POLISH = (1e-3, 1e-2)   # a stalled growth still polishes in full d above this
 
 
@@ -148,7 +148,7 @@ class Subspace:
                 if not exact and not finished and residual > target and \
                         residual_inside(self.Q, best_x, g[:, b], best_f, energy) > target:
                     # the float32 climbs in the subspace stopped short of its KKT point:
-                    # climb on there in float64 before judging the subspace (§8.9)
+                    # climb on there in float64 before judging the subspace (§8.10)
                     finished = True
                     Y[:, b], f[b], g[:, b], more = self._finish_in_float64(
                         make, Y[:, b], energy, gtol)
