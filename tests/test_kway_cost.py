@@ -156,3 +156,17 @@ def test_float32_sketch_ends_at_the_lift_target():
     assert r.kkt_residual <= LIFT_KKT[1]
     full = KModels(models)                          # float64: the value is the bottleneck there
     assert r.value == pytest.approx(full.pair_distances(r.x).min(), rel=1e-5)
+
+
+def test_float32_lift_in_a_subspace_that_spans_everything_does_not_polish():
+    """When the basis already holds the Lagrangian gradient (here it is all of R^d), the
+    float64 finish in the subspace is the better climb of the same problem: no float32
+    polish in full d follows (main polished: 17-20 passes on these cases)."""
+    from bhtcli.search.kway import pair_directions
+    from bhtcli.search.kway_sketch import sketch_bottleneck
+    from kway_cases import quality_case
+    models = quality_case(13, 600, 32, 4, "noise")
+    km = KModels(models, dtype="float32")
+    r, space = sketch_bottleneck(km, 6.0, directions=pair_directions(km, 4, 0))
+    assert space.Q.shape[1] == 32 and km.passes <= 6
+    assert r.value == pytest.approx(KModels(models).pair_distances(r.x).min(), rel=1e-5)

@@ -135,7 +135,7 @@ class Subspace:
         if not exact:               # float32: climbs that end at a tenth of the target suffice
             gtol = max(gtol, FINISH_GTOL * target)
         best_x, best_f, residual, last = None, -np.inf, np.inf, np.inf
-        stalled, finished, iterations = False, False, 0
+        stalled, finished, spanned, iterations = False, False, False, 0
         for rounds in range(1, LIFT_ROUNDS + 2):
             points = self.Q @ Y
             f, w_r, w_d = make(self.reduced).evaluate(Y)
@@ -167,13 +167,17 @@ class Subspace:
             g_lagrange, _ = lagrangian_gradient(points, g, energy, sphere_rtol=1e-9)
             grow = self.grow(np.concatenate([g_lagrange[:, [b]], self.heavy_rows(Y[:, b])], axis=1))
             if grow.shape[1] == 0:
+                spanned = True          # the Lagrangian gradient lies in span Q already
                 break
             Y = np.concatenate([Y, grow.T @ points], axis=0)
             run = BatchedAscent(make(self.reduced), Y, energy)
             run.run(LIFT_ITERATIONS, gtol=gtol)
             iterations += run.iterations
             Y = run.X
-        if residual > target and (not stalled or residual > LIFT_POLISH[0 if exact else 1]):
+        # after a float64 finish in a subspace that holds the Lagrangian gradient, a float32
+        # polish in full d would climb the same problem less precisely (§8.10): done
+        if residual > target and not (finished and spanned) and \
+                (not stalled or residual > LIFT_POLISH[0 if exact else 1]):
             if progress:
                 progress("polishing the best point in full d")
             objective = make(models)
