@@ -19,7 +19,8 @@ for it, with the rows of every binding pair. The search
    pass; while the relative KKT residual is large, the Lagrangian gradient and the rows of
    largest weight under each model join Q and the survivors climb again; where the basis
    stops helping, the best point is polished in full d; the ray through the winner is
-   scanned in the subspace.
+   scanned in the subspace. In float32 the first lifted winner whose residual lies mostly
+   inside the subspace climbs on there in float64 first (docs/maths.md §8.10).
 
 The schedule's column generation (search/kway.py: best_schedule) climbs its weighted
 subproblem sum_p lambda_p D_p(x) in the same subspace and lifts it the same way.
@@ -129,7 +130,8 @@ class Subspace:
         the objective `make(models)` in full d, climbing again after each growth (in float32,
         the first lifted winner whose residual lies mostly inside span(Q) first climbs on there
         in float64: _finish_in_float64); polish in full d where the growth stalls above
-        LIFT_POLISH. Returns (x, f, residual, Y, iterations): the best point in full coordinates and the survivors' coordinates."""
+        LIFT_POLISH. Returns (x, f, residual, Y, iterations): the best point in full
+        coordinates and the survivors' coordinates."""
         models, exact = self.models, self.models.dtype == np.float64
         target = LIFT_KKT[0 if exact else 1]
         if not exact:               # float32: climbs that end at a tenth of the target suffice
