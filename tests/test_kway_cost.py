@@ -14,7 +14,8 @@ def _stacked_reference(models, dtype):
     as KModels centres them."""
     n = models[0].shape[0]
     first = np.asarray(models[0], np.float64)
-    S = np.concatenate([first] + [np.asarray(m, np.float64) - first for m in models[1:]]).astype(dtype)
+    diffs = [np.asarray(m, np.float64) - first for m in models[1:]]
+    S = np.concatenate([first] + diffs).astype(dtype)
     for k in range(len(models)):
         block = S[k * n:(k + 1) * n]
         block -= block.mean(axis=0, dtype=np.float64).astype(dtype)

@@ -327,7 +327,8 @@ def block_gram(models: KModels, rows: int = 256) -> np.ndarray:
         e = min(s + rows, n)
         for k in range(K):
             np.copyto(buf[k, :e - s], models.S[k * n + s:k * n + e], casting="unsafe")
+        rows_k = buf[:, :e - s]
         for k in range(K):
             for l in range(k, K):
-                gram[s:e, k, l] = gram[s:e, l, k] = np.einsum("ij,ij->i", buf[k, :e - s], buf[l, :e - s])
+                gram[s:e, k, l] = gram[s:e, l, k] = np.einsum("ij,ij->i", rows_k[k], rows_k[l])
     return gram
