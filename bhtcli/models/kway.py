@@ -154,8 +154,8 @@ class KModels:
         """Seconds of one pass forward and back: what the run's own first forward product and
         first backward product over the K models took, timed as they ran (no product is added
         to measure it: at vocabulary scale the sketch's S Q, d x r with r ~ 90, and the lift's
-        backward product with a few columns, as the pair's pass-time); before both ran, one
-        forward K n x d times d x `width` product and one back, timed here (not counted)."""
+        backward product with a few columns); before both ran, one forward K n x d times
+        d x `width` product and one back, timed here (not counted)."""
         first = self._first_seconds
         if "forward" in first and "backward" in first:
             return first["forward"] + first["backward"]
