@@ -45,40 +45,80 @@ class KModels:
         rows = 8192
         for s in range(0, n, rows):
             e = min(s + rows, n)
-            first = np.asarray(models[0][s:e], dtype=np.float64)
+            blocks = [np.asarray(m[s:e]) for m in models]
+            if all(b.dtype == self.dtype for b in blocks):
+                # in the stored precision: a float32 difference is the float64 one rounded
+                # once more (double rounding is exact for p' >= 2p + 2), 20x faster
+                np.copyto(S[s:e], blocks[0])
+                for k in range(1, self.K):
+                    np.subtract(blocks[k], blocks[0], out=S[k * n + s:k * n + e])
+                continue
+            first = np.asarray(blocks[0], dtype=np.float64)
             S[s:e] = first
             for k in range(1, self.K):
-                S[k * n + s:k * n + e] = np.asarray(models[k][s:e], np.float64) - first
+                S[k * n + s:k * n + e] = np.asarray(blocks[k], np.float64) - first
         for k in range(self.K):
             block = S[k * n:(k + 1) * n]
             block -= block.mean(axis=0, dtype=np.float64).astype(self.dtype)
         self.S = S
         self.pairs = list(itertools.combinations(range(self.K), 2))
         self.passes = 0
+        self._first_seconds = {}    # kind -> seconds of the first counted product (pass_seconds)
+
+    def product(self, X: np.ndarray, out_dtype=np.float64) -> np.ndarray:
+        """S X: one counted pass, timed for :meth:`pass_seconds`."""
+        t0 = time.perf_counter()
+        Z = block_product(self.S, X, out_dtype=out_dtype)
+        self._timed("forward", t0)
+        return Z
+
+    def _timed(self, kind: str, t0: float) -> None:
+        """Count a pass; keep the seconds of the first one of each kind (forward, backward)."""
+        self.passes += 1
+        if self._first_seconds is not None and kind not in self._first_seconds:
+            self._first_seconds[kind] = time.perf_counter() - t0
 
     def scores(self, X: np.ndarray):
         """(r, deltas): r = M_1 X and deltas[k] = (M_k - M_1) X (deltas[0] = 0), float64."""
-        self.passes += 1
-        Z = block_product(self.S, X)
+        Z = self.product(X)
         n = self.n
         deltas = [np.zeros_like(Z[:n])] + [Z[k * n:(k + 1) * n] for k in range(1, self.K)]
         return Z[:n], deltas
 
-    def pair_logits(self, r, deltas, i: int, j: int):
-        """(c, delta) of the pair (i, j): midpoint log-weights and their difference."""
-        return r + 0.5 * (deltas[i] + deltas[j]), deltas[i] - deltas[j]
+    def pair_logits(self, r, deltas, i: int, j: int, out=None):
+        """(c, delta) of the pair (i, j): midpoint log-weights and their difference. With
+        `out` = (c, delta) float64 buffers the values are written there, the same numbers
+        from the stored-precision deltas (deltas[0] may be None: model 1 against itself)."""
+        if out is None:
+            return r + 0.5 * (deltas[i] + deltas[j]), deltas[i] - deltas[j]
+        c, delta = out
+        f64 = np.float64
+        if deltas[i] is None:               # i = 0: c = r + delta_j / 2, delta = -delta_j
+            np.multiply(deltas[j], 0.5, out=c, dtype=f64)
+            np.negative(deltas[j], out=delta, dtype=f64)
+        else:
+            np.add(deltas[i], deltas[j], out=c, dtype=f64)
+            c *= 0.5
+            np.subtract(deltas[i], deltas[j], out=delta, dtype=f64)
+        c += r
+        return c, delta
 
     def pair_distances(self, X: np.ndarray, weights: bool = False):
         """D_p at every column of X for every pair p (rows of a P x k array), one pass; with
-        `weights`, also each pair's gradient weights (w_c, w_g) (docs/maths.md §2.4)."""
+        `weights`, also each pair's gradient weights (w_c, w_g) (docs/maths.md §2.4). The
+        pairs' logits are formed in two buffers shared by all pairs."""
         X = np.asarray(X, dtype=np.float64)
         one = X.ndim == 1
         X2 = X[:, None] if one else X
-        r, deltas = self.scores(X2)
+        Z = self.product(X2, out_dtype=self.S.dtype)      # no float64 copy of K n x k
+        n = self.n
+        r = np.asarray(Z[:n], dtype=np.float64)
+        deltas = [None] + [Z[k * n:(k + 1) * n] for k in range(1, self.K)]
         D = np.empty((len(self.pairs), X2.shape[1]))
+        buffers = (np.empty_like(r), np.empty_like(r))
         ws = []
         for p, (i, j) in enumerate(self.pairs):
-            c, delta = self.pair_logits(r, deltas, i, j)
+            c, delta = self.pair_logits(r, deltas, i, j, buffers)
             Dp, w_c, w_g = bhattacharyya_weights(c, delta)
             D[p] = np.maximum(Dp, 0.0)
             if weights:
@@ -89,41 +129,52 @@ class KModels:
 
     def combine(self, mu: np.ndarray, ws) -> tuple:
         """The stacked gradient weights of sum_p mu_p D_p (mu: P x k): (w_r, w_delta) with
-        grad = R^T w_r + sum_k Delta_k^T w_delta[k] (see :meth:`pullback`)."""
+        grad = R^T w_r + sum_k Delta_k^T w_delta[k] (see :meth:`pullback`):
+        w_r = sum_p mu_p w_c,p and model k's block gets mu_p (w_c,p / 2 +- w_g,p), added in
+        place through one buffer (the same operations, in the same order, as the direct
+        expressions: the same bits)."""
         n, k = ws[0][0].shape
         w_r = np.zeros((n, k))
         w_delta = np.zeros(((self.K - 1) * n, k))
+        t = np.empty((n, k))
         for p, (i, j) in enumerate(self.pairs):
             w_c, w_g = ws[p]
             m = mu[p]
-            w_r += m * w_c
-            for model, sign in ((i, 1.0), (j, -1.0)):
+            np.multiply(m, w_c, out=t)
+            w_r += t
+            for model, sign in ((i, np.add), (j, np.subtract)):
                 if model > 0:
-                    w_delta[(model - 1) * n:model * n] += m * (0.5 * w_c + sign * w_g)
+                    np.multiply(0.5, w_c, out=t)
+                    sign(t, w_g, out=t)
+                    t *= m
+                    w_delta[(model - 1) * n:model * n] += t
         return w_r, w_delta
 
-    def pass_seconds(self, width: int = 32, repeats: int = 2) -> float:
-        """Seconds of one pass (forward K n x d times d x `width`, and back), the fastest of
-        `repeats`, measured in this process; not counted in `passes`. Cached."""
+    def pass_seconds(self, width: int = 32) -> float:
+        """Seconds of one pass forward and back: what the run's own first forward product and
+        first backward product over the K models took, timed as they ran (no product is added
+        to measure it: at vocabulary scale the sketch's S Q, d x r with r ~ 90, and the lift's
+        backward product with a few columns); before both ran, one forward K n x d times
+        d x `width` product and one back, timed here (not counted)."""
+        first = self._first_seconds
+        if "forward" in first and "backward" in first:
+            return first["forward"] + first["backward"]
         if getattr(self, "_pass_seconds", None) is None:
             X = np.full((self.d, width), 1.0 / np.sqrt(self.d))
             W = np.full((self.S.shape[0], width), 1e-3)
-            best = float("inf")
-            for _ in range(repeats):
-                t0 = time.perf_counter()
-                block_product(self.S, X)
-                block_product(self.S.T, W)
-                best = min(best, time.perf_counter() - t0)
-                if best > 0.5:
-                    break
-            self._pass_seconds = best
+            t0 = time.perf_counter()
+            block_product(self.S, X)
+            block_product(self.S.T, W)
+            self._pass_seconds = time.perf_counter() - t0
         return self._pass_seconds
 
     def pullback(self, w_r: np.ndarray, w_delta: np.ndarray) -> np.ndarray:
         """R^T w_r + [Delta_2; ...]^T w_delta in one product (float64 result)."""
-        self.passes += 1
-        W = np.concatenate([w_r, w_delta], axis=0).astype(self.dtype, copy=False)
-        return block_product(self.S.T, W)
+        t0 = time.perf_counter()
+        W = np.concatenate([w_r, w_delta], axis=0, dtype=self.dtype, casting="same_kind")
+        g = block_product(self.S.T, W)
+        self._timed("backward", t0)
+        return g
 
 
 class _PairsObjective:
@@ -221,6 +272,7 @@ class ReducedKModels(KModels):
         self.S = SQ
         self.pairs = list(itertools.combinations(range(K), 2))
         self.passes = 0
+        self._first_seconds = None  # products in the subspace are not passes: not timed
 
 
 class PairRows:
@@ -263,14 +315,20 @@ class PairView:
         self._row_dots = np.einsum("k,nkl,l->n", a, gram, b)
 
 
-def block_gram(models: KModels) -> np.ndarray:
+def block_gram(models: KModels, rows: int = 256) -> np.ndarray:
     """Per row, the Gram matrix of the K blocks' rows: gram[r, k, l] = S_k[r] . S_l[r]
-    (n x K x K, float64; K(K+1)/2 row-wise dot products, no pass)."""
+    (n x K x K, float64; K(K+1)/2 row-wise dot products, no pass). Row blocks of the K blocks
+    are converted to float64 once into a cache-sized buffer (the same numbers as dot
+    products of the stored rows in float64, 3x faster than converting per product)."""
     K, n = models.K, models.n
     gram = np.empty((n, K, K))
-    for k in range(K):
-        Sk = models.S[k * n:(k + 1) * n]
-        for l in range(k, K):
-            Sl = models.S[l * n:(l + 1) * n]
-            gram[:, k, l] = gram[:, l, k] = np.einsum("ij,ij->i", Sk, Sl, dtype=np.float64)
+    buf = np.empty((K, min(rows, n), models.d))
+    for s in range(0, n, rows):
+        e = min(s + rows, n)
+        for k in range(K):
+            np.copyto(buf[k, :e - s], models.S[k * n + s:k * n + e], casting="unsafe")
+        rows_k = buf[:, :e - s]
+        for k in range(K):
+            for l in range(k, K):
+                gram[s:e, k, l] = gram[s:e, l, k] = np.einsum("ij,ij->i", rows_k[k], rows_k[l])
     return gram

@@ -51,7 +51,7 @@ def pair_directions(models: KModels, r: int, seed: int) -> list:
             out.append(vt[:r].T.copy())
         return out
     rng = np.random.default_rng(seed + 7919)
-    width = min(d, 2 * r * len(models.pairs) + 8)
+    width = min(d, r * len(models.pairs) + 8)
     Q = np.linalg.qr(rng.standard_normal((d, width)))[0]
     from bhtcli.models.softmax import block_product
     Q = np.linalg.qr(block_product(diff.T, block_product(diff, Q)))[0]

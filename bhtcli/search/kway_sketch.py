@@ -19,7 +19,8 @@ for it, with the rows of every binding pair. The search
    pass; while the relative KKT residual is large, the Lagrangian gradient and the rows of
    largest weight under each model join Q and the survivors climb again; where the basis
    stops helping, the best point is polished in full d; the ray through the winner is
-   scanned in the subspace.
+   scanned in the subspace. In float32 the first lifted winner whose residual lies mostly
+   inside the subspace climbs on there in float64 first (docs/maths.md §8.10).
 
 The schedule's column generation (search/kway.py: best_schedule) climbs its weighted
 subproblem sum_p lambda_p D_p(x) in the same subspace and lifts it the same way.
@@ -33,7 +34,6 @@ import time
 import numpy as np
 
 from bhtcli.models.kway import (KModels, PairView, ReducedKModels, SoftBottleneck, block_gram)
-from bhtcli.models.softmax import block_product
 from bhtcli.search.ascent import BatchedAscent, distinct, project
 from bhtcli.search.kkt import kkt_residuals, lagrangian_gradient
 from bhtcli.search.result import SearchResult, maxima_values
@@ -58,6 +58,8 @@ LADDER_KEEP = (4, 2, 1)      # survivors (distinct, best by the bottleneck) ente
 LIFT_ITERATIONS = 100        # the climb after each growth of the basis
 POLISH_ITERATIONS = 200      # the polish in full d (each iteration a pass over the K models)
 LIFT_KKT = (1e-7, 1e-3)      # (float64, float32): a lifted point below this residual is done
+FINISH_GTOL = 0.1            # float32: the lift's climbs stop at this times its target (relative
+                             # gradient): a tenth of what the lift asks (docs/maths.md §8.10)
 LIFT_POLISH = (1e-3, 1e-2)   # a stalled growth still polishes in full d above this
 
 
@@ -85,8 +87,7 @@ class Subspace:
         self.reduced = ReducedKModels(self._product(Q), models.K, models.n)
 
     def _product(self, Q):
-        self.models.passes += 1
-        return block_product(self.models.S, Q, out_dtype=self.models.dtype)
+        return self.models.product(Q, out_dtype=self.models.dtype)
 
     def grow(self, new: np.ndarray) -> np.ndarray:
         """Add the part of the columns `new` outside span(Q) (up to SKETCH_MAX_RANK); returns
@@ -109,15 +110,34 @@ class Subspace:
         return np.concatenate([np.asarray(S[k * n + rows], dtype=np.float64).T
                                for k in range(K)], axis=1)
 
+    def _finish_in_float64(self, make, y: np.ndarray, energy: float, gtol: float):
+        """From here on the subspace's products run in float64 on S Q (rounded once, by the
+        passes that made it; no pass over the models): climb from y there; the end point if
+        it is at least as good, else y. Its full gradient costs one backward pass. Returns
+        (y, f, g, iterations)."""
+        K, n = self.models.K, self.models.n
+        self.reduced = ReducedKModels(np.asarray(self.reduced.S, dtype=np.float64), K, n)
+        objective = make(self.reduced)
+        run = BatchedAscent(objective, y[:, None], energy)
+        start = float(run.f[0])
+        run.run(LIFT_ITERATIONS, gtol=gtol)
+        end = run.X[:, 0] if run.f[0] >= start else y
+        f, w_r, w_d = objective.evaluate(end[:, None])
+        return end, float(f[0]), self.models.pullback(w_r, w_d)[:, 0], run.iterations
+
     def lift(self, make, Y: np.ndarray, energy: float, gtol: float, progress=None):
         """Grow the basis until the best column of Y (subspace coordinates) is a KKT point of
-        the objective `make(models)` in full d, climbing again after each growth; polish in
-        full d where the growth stalls above LIFT_POLISH. Returns (x, f, residual, Y,
-        iterations): the best point in full coordinates and the survivors' coordinates."""
+        the objective `make(models)` in full d, climbing again after each growth (in float32,
+        the first lifted winner whose residual lies mostly inside span(Q) first climbs on there
+        in float64: _finish_in_float64); polish in full d where the growth stalls above
+        LIFT_POLISH. Returns (x, f, residual, Y, iterations): the best point in full
+        coordinates and the survivors' coordinates."""
         models, exact = self.models, self.models.dtype == np.float64
         target = LIFT_KKT[0 if exact else 1]
+        if not exact:               # float32: climbs that end at a tenth of the target suffice
+            gtol = max(gtol, FINISH_GTOL * target)
         best_x, best_f, residual, last = None, -np.inf, np.inf, np.inf
-        stalled, iterations = False, 0
+        stalled, finished, spanned, iterations = False, False, False, 0
         for rounds in range(1, LIFT_ROUNDS + 2):
             points = self.Q @ Y
             f, w_r, w_d = make(self.reduced).evaluate(Y)
@@ -127,6 +147,17 @@ class Subspace:
             improved = f[b] > best_f * (1 + (1e-9 if exact else 1e-6))
             if f[b] >= best_f:
                 best_x, best_f, residual = points[:, b].copy(), float(f[b]), float(res[b])
+                if not exact and not finished and residual > target and \
+                        residual_inside(self.Q, best_x, g[:, b], best_f, energy) > target:
+                    # the float32 climbs in the subspace stopped short of its KKT point:
+                    # climb on there in float64 before judging the subspace (§8.10)
+                    finished = True
+                    Y[:, b], f[b], g[:, b], more = self._finish_in_float64(
+                        make, Y[:, b], energy, gtol)
+                    iterations += more
+                    points[:, b] = self.Q @ Y[:, b]
+                    res[b] = kkt_residuals(points[:, [b]], f[[b]], g[:, [b]], energy)[0]
+                    best_x, best_f, residual = points[:, b].copy(), float(f[b]), float(res[b])
             if progress:
                 progress(f"lifted: objective {f[b]:.7e}, KKT residual {res[b]:.2e}")
             if residual <= target or rounds > LIFT_ROUNDS:
@@ -138,13 +169,17 @@ class Subspace:
             g_lagrange, _ = lagrangian_gradient(points, g, energy, sphere_rtol=1e-9)
             grow = self.grow(np.concatenate([g_lagrange[:, [b]], self.heavy_rows(Y[:, b])], axis=1))
             if grow.shape[1] == 0:
+                spanned = True          # the Lagrangian gradient lies in span Q already
                 break
             Y = np.concatenate([Y, grow.T @ points], axis=0)
             run = BatchedAscent(make(self.reduced), Y, energy)
             run.run(LIFT_ITERATIONS, gtol=gtol)
             iterations += run.iterations
             Y = run.X
-        if residual > target and (not stalled or residual > LIFT_POLISH[0 if exact else 1]):
+        # after a float64 finish in a subspace that holds the Lagrangian gradient, a float32
+        # polish in full d would climb the same problem less precisely (§8.10): done
+        if residual > target and not (finished and spanned) and \
+                (not stalled or residual > LIFT_POLISH[0 if exact else 1]):
             if progress:
                 progress("polishing the best point in full d")
             objective = make(models)
@@ -156,6 +191,17 @@ class Subspace:
                 best_x, best_f = run.X[:, 0].copy(), float(fx[0])
                 residual = float(kkt_residuals(run.X, fx, gx, energy)[0])
         return best_x, best_f, residual, Y, iterations
+
+
+def residual_inside(Q: np.ndarray, x: np.ndarray, g: np.ndarray, value: float,
+                    energy: float) -> float:
+    """The part of the relative KKT residual (search/kkt.py) at x = Q y that lies in span(Q):
+    what a climb in the subspace removes, with no pass over the models."""
+    nx2 = float(x @ x)
+    on = nx2 >= (energy * (1 - 1e-9)) ** 2
+    mu = max(float(g @ x), 0.0) / max(nx2, 1e-300) if on else 0.0
+    scale = max(float(np.linalg.norm(g)), value / energy, 1e-300)
+    return float(np.linalg.norm(Q.T @ (g - mu * x))) / scale
 
 
 def bottleneck(models: KModels, X: np.ndarray) -> np.ndarray:
