@@ -359,3 +359,34 @@ def test_heavy_row_bound_against_sampling():
             z = (0.5 + t) * (ac @ X + at) + (0.5 - t) * (bc @ X + bt)
             best = max(best, float(np.max(weight_cap(z, n, math.log(n - 1)) * ((h - m) @ X + e - mu0) ** 2)))
         assert best <= f
+
+
+@pytest.mark.parametrize("links,biased,dtype,rows,skip", [
+    (("exp", "exp"), False, np.float64, 8192, False), (("exp", "exp"), True, np.float32, 7, True),
+    (("taylor:4", "exp"), True, np.float64, 5, False), (("poly:2", "poly:2"), False, np.float64, 8192, False)])
+def test_ceilings_of_several_budgets_in_one_pass_equal_one_budget_at_a_time(monkeypatch, links, biased,
+                                                                           dtype, rows, skip):
+    """variance_ceilings / analyse_budgets (a budget curve: one streamed pass for all budgets)
+    give every budget exactly what a call with that budget alone gives: heavy rows, biases,
+    links, small row blocks, float32 storage, and the skip test on some budgets and not others."""
+    from bhtcli.analysis import ceilings
+    from bhtcli.analysis.ceilings import variance_ceilings
+    from bhtcli.analysis.facts import analyse_budgets, analyse_pair
+    if skip:
+        monkeypatch.setattr(ceilings, "PER_ROW_SKIP_MIN_WORK", 0.0)
+    rng = np.random.default_rng(11)
+    n, d = 37, 5
+    A = (rng.standard_normal((n, d)) * np.exp(rng.standard_normal((n, 1)))).astype(dtype)
+    B = (A + 0.3 * rng.standard_normal((n, d))).astype(dtype)
+    readout = make_readout(n, *links, *((rng.standard_normal(n), rng.standard_normal(n)) if biased
+                                        else (None, None)))
+    energies = [0.05, 0.7, 2.0, 9.0]
+    spreads = [e * 3.0 for e in energies[:2]] + [math.inf, 0.5]
+    together = variance_ceilings(A, B, energies, spreads, readout, None, rows)
+    alone = [variance_ceiling(A, B, e, s, readout, None, rows) for e, s in zip(energies, spreads)]
+    assert together == alone
+    assert {c.method for c in alone} - {None}, alone          # some budget has a ceiling
+    if links[0] == "exp":
+        assert any(c.candidates["per_row"] is not None for c in alone)
+    facts = analyse_budgets(A, B, A - B, energies, readout)
+    assert facts == [analyse_pair(A, B, A - B, e, readout) for e in energies]

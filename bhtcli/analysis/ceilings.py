@@ -56,19 +56,29 @@ def variance_ceiling(A, B, energy: float, spread: float, readout: Readout | None
     stats : PairStats, optional
         From :func:`pair_stats` (else one more pass computes it).
     """
+    return variance_ceilings(A, B, [energy], [spread], readout, stats, rows)[0]
+
+
+def variance_ceilings(A, B, energies, spreads, readout: Readout | None = None,
+                      stats: PairStats | None = None, rows: int = CEILING_ROWS) -> list:
+    """:func:`variance_ceiling` at each budget (with its spread), the per-row ceilings of all
+    budgets in one streamed pass (:func:`per_row_variances`): the same Ceiling, bit for bit,
+    as one call per budget."""
     readout = Readout() if readout is None else readout
-    cands, values = {}, {}
-    if math.isfinite(spread):
-        values["range"] = spread ** 2 / 4.0
+    ranges = [spread ** 2 / 4.0 if math.isfinite(spread) else None for spread in spreads]
+    per_rows = per_row_variances(A, B, energies, readout, stats, rows, above=ranges)
+    return [_ceiling(range_v, per_row, why) for range_v, (per_row, why) in zip(ranges, per_rows)]
+
+
+def _ceiling(range_v: float | None, per_row: float | None, why: str | None) -> Ceiling:
+    values = {} if range_v is None else {"range": range_v}
     note = None
-    per_row, why = per_row_variance(A, B, energy, readout, stats, rows, above=values.get("range"))
     if per_row is not None:
         values["per_row"] = per_row
     else:
         note = why
     values = {m: v * (1 + CEILING_GUARD) for m, v in values.items()}
-    for m in ("per_row", "range"):
-        cands[m] = h2_from_variance(values[m]) if m in values else None
+    cands = {m: h2_from_variance(values[m]) if m in values else None for m in ("per_row", "range")}
     if not values:
         return Ceiling(None, None, cands, note)
     method = min(values, key=values.get)
@@ -173,48 +183,64 @@ def per_row_variance(A, B, energy: float, readout: Readout | None = None, stats=
     heavy_rows: how many rows may get their own direction-dependent bound (docs/maths.md §4.9;
     default HEAVY_ROWS, 0: none); the smallest of the variants is returned.
     """
+    return per_row_variances(A, B, [energy], readout, stats, rows, above=[above],
+                             heavy_rows=heavy_rows)[0]
+
+
+def per_row_variances(A, B, energies, readout: Readout | None = None, stats=None,
+                      rows: int = CEILING_ROWS, *, above=None, heavy_rows: int | None = None):
+    """:func:`per_row_variance` at each budget of `energies` (with `above`, one value or None
+    per budget), in one streamed pass for all of them: what does not depend on the budget
+    (the rows in float64, their differences and norms) is computed once per block of rows,
+    the caps and the d x d accumulator once per budget. Each budget's result is the same, bit
+    for bit, as a call with that budget alone (the same blocks, the same operations)."""
     readout = Readout() if readout is None else readout
     la, lb = readout.link_a, readout.link_b
     if la.kind == "poly" or lb.kind == "poly":
-        return None, "no per-row ceiling either (no weight cap holds for poly:K)"
+        return [(None, "no per-row ceiling either (no weight cap holds for poly:K)")] * len(energies)
     n, d = A.shape
-    E = float(energy)
     stats = pair_stats(A, B, rows) if stats is None else stats
     abar, bbar = stats.abar, stats.bbar
     alpha = np.zeros(n) if readout.bias_a is None else np.asarray(readout.bias_a, dtype=np.float64)
     beta = np.zeros(n) if readout.bias_b is None else np.asarray(readout.bias_b, dtype=np.float64)
     at, bt = alpha - alpha.mean(), beta - beta.mean()        # centred biases
     e = at - bt                                              # centred bias difference
-    osc_a = osc_b = 0.0
-    if not readout.exp_links:
-        # psi = phi - s oscillates by at most osc over the scores' range [-R, R]
-        na, nb = stats.norm_a, stats.norm_b
-        ra_, rb_ = E * na + float(np.max(np.abs(alpha))), E * nb + float(np.max(np.abs(beta)))
-        osc_a, osc_b = _link_oscillation(la, ra_), _link_oscillation(lb, rb_)
-        if not (math.isfinite(osc_a) and math.isfinite(osc_b)):
-            return None, "per-row ceiling: the links' oscillation is unbounded"
-        # the log-weight spread stays below links.LOG_FLOOR, so no weight is floored
-        from bhtcli.models.links import LOG_FLOOR
-        if 2 * ra_ + osc_a > LOG_FLOOR or 2 * rb_ + osc_b > LOG_FLOOR:
-            return None, "per-row ceiling: log-weights span more than the link floor"
     log_n1 = math.log(n - 1) if n > 1 else -math.inf
     gam = rounding_gamma(n + 2)
     mean_err = mean_rounding(stats, n)
     if heavy_rows is None:      # each variant costs one more d x d eigendecomposition
         heavy_rows = HEAVY_ROWS if d <= HEAVY_SPLIT_MAX_D else 0
     heavy_rows = heavy_rows if readout.exp_links and n > 1 else 0
-    if above is not None and n * d * d >= PER_ROW_SKIP_MIN_WORK:
-        low = per_row_floor(A, B, E, stats, at, bt, e, osc_a, osc_b, mean_err, rows, heavy_rows)
-        if low > above:
-            return None, (f"per-row ceiling not computed: it is at least {h2_from_variance(low):.3g}, above the "
-                          f"range ceiling {h2_from_variance(above):.3g}, so it cannot bind (docs/maths.md §4.11)")
-    S = np.zeros((d, d))
-    sv, sh = np.zeros(d), np.zeros(d)
-    c0 = se = w = 0.0
-    trace_abs = 0.0        # sum_i cap_i ||h_i||^2 (for the Gram rounding margin)
+    above = [None] * len(energies) if above is None else list(above)
+    results, budgets = [None] * len(energies), []
+    for k, energy in enumerate(energies):
+        E = float(energy)
+        osc_a = osc_b = 0.0
+        if not readout.exp_links:
+            # psi = phi - s oscillates by at most osc over the scores' range [-R, R]
+            na, nb = stats.norm_a, stats.norm_b
+            ra_, rb_ = E * na + float(np.max(np.abs(alpha))), E * nb + float(np.max(np.abs(beta)))
+            osc_a, osc_b = _link_oscillation(la, ra_), _link_oscillation(lb, rb_)
+            if not (math.isfinite(osc_a) and math.isfinite(osc_b)):
+                results[k] = (None, "per-row ceiling: the links' oscillation is unbounded")
+                continue
+            # the log-weight spread stays below links.LOG_FLOOR, so no weight is floored
+            from bhtcli.models.links import LOG_FLOOR
+            if 2 * ra_ + osc_a > LOG_FLOOR or 2 * rb_ + osc_b > LOG_FLOOR:
+                results[k] = (None, "per-row ceiling: log-weights span more than the link floor")
+                continue
+        if above[k] is not None and n * d * d >= PER_ROW_SKIP_MIN_WORK:
+            low = per_row_floor(A, B, E, stats, at, bt, e, osc_a, osc_b, mean_err, rows, heavy_rows)
+            if low > above[k]:
+                results[k] = (None, f"per-row ceiling not computed: it is at least {h2_from_variance(low):.3g}, "
+                                    f"above the range ceiling {h2_from_variance(above[k]):.3g}, so it cannot "
+                                    "bind (docs/maths.md §4.11)")
+                continue
+        budgets.append((k, _BudgetSums(E, osc_a, osc_b, d, heavy_rows)))
+    if not budgets:
+        return results
     h_err = 0.0            # max_i of a bound on ||computed h_i - exact h_i||
     gbar = abar - bbar
-    heavy = _HeavyRows(heavy_rows)
     for s in range(0, n, rows):
         a = np.asarray(A[s:s + rows], dtype=np.float64)
         b = np.asarray(B[s:s + rows], dtype=np.float64)
@@ -223,37 +249,69 @@ def per_row_variance(A, B, energy: float, readout: Readout | None = None, stats=
         ac, bc = a - abar, b - bbar
         na = np.sqrt(np.einsum("ij,ij->i", ac, ac))
         nb = np.sqrt(np.einsum("ij,ij->i", bc, bc))
-        rho = np.maximum(E * na + at[s:s + rows] + osc_a, E * nb + bt[s:s + rows] + osc_b)
-        # rounding up: norms (relative (d + 4) eps), the means (mean_err), the biases
-        rho = (rho * (1 + 8 * (d + 4) * EPS) + 2 * E * mean_err
-               + 8 * EPS * (E * (na + nb) + np.abs(at[s:s + rows]) + np.abs(bt[s:s + rows]) + 1.0))
-        cap = weight_cap(rho, n, log_n1) * (1 + 8 * EPS)
         hh = np.einsum("ij,ij->i", h, h)
-        es = e[s:s + rows]
-        S += (h * cap[:, None]).T @ h
-        sv += (cap * es) @ h
-        sh += cap @ h
-        c0 += float(cap @ (es * es))
-        se += float(cap @ es)
-        w += float(cap.sum())
-        trace_abs += float(cap @ hh) + float(cap @ (es * es))
+        block = (s, h, ac, bc, na, nb, hh, e[s:s + rows], at[s:s + rows], bt[s:s + rows])
+        for _, sums in budgets:
+            sums.add(block, n, d, log_n1, mean_err)
         gn = np.sqrt(np.einsum("ij,ij->i", g, g))
         h_err = max(h_err, float(np.max(2 * EPS * (gn + np.sqrt(hh)))))
-        heavy.offer(s, cap * hh, cap, h, ac, bc, na, nb, es, at[s:s + rows], bt[s:s + rows])
     h_err += 2 * mean_err
     e_err = 4 * EPS * (float(np.max(np.abs(alpha))) + float(np.max(np.abs(beta)))) * (1 + gam)
-    sums = (S, sv, sh, c0, se, w)
-    best = quad_bound(sums, E, d, gam, trace_abs)
-    # the heavy-row split (docs/maths.md §4.9): the k rows of largest cap_i |h_i|^2 leave the
-    # Gram and get their own direction-dependent bound; any k gives a valid V, the smallest is kept
-    for k in sorted({1, heavy_rows}) if heavy_rows else ():
-        rows_k = heavy.top(k)
-        if 0 < len(rows_k) < n and len(rows_k) == k:
-            best = min(best, _split_bound(sums, rows_k, E, n, d, gam, trace_abs, mean_err,
-                                          float(np.max(np.abs(at))) + float(np.max(np.abs(bt))), h_err))
-    # Minkowski: the inexact h and e add at most E h_err + e_err to the root-mean-square
-    root = math.sqrt(max(best, 0.0)) + E * h_err + e_err + osc_a + osc_b
-    return root * root * (1 + 4 * EPS), None
+    bias_abs = float(np.max(np.abs(at))) + float(np.max(np.abs(bt)))
+    for k, sums in budgets:
+        results[k] = (sums.bound(n, d, gam, mean_err, bias_abs, h_err, e_err), None)
+    return results
+
+
+class _BudgetSums:
+    """One budget's share of :func:`per_row_variances`: the caps of each block of rows, the
+    cap-weighted sums (S, sv, sh, c0, se, w) and the heavy rows."""
+
+    def __init__(self, E: float, osc_a: float, osc_b: float, d: int, heavy_rows: int):
+        self.E, self.osc_a, self.osc_b = E, osc_a, osc_b
+        self.S, self.sv, self.sh = np.zeros((d, d)), np.zeros(d), np.zeros(d)
+        self.c0 = self.se = self.w = 0.0
+        self.trace_abs = 0.0        # sum_i cap_i ||h_i||^2 (for the Gram rounding margin)
+        self.heavy_rows = heavy_rows
+        self.heavy = _HeavyRows(heavy_rows)
+
+    def add(self, block, n: int, d: int, log_n1: float, mean_err: float) -> None:
+        s, h, ac, bc, na, nb, hh, es, ats, bts = block
+        E, osc_a, osc_b = self.E, self.osc_a, self.osc_b
+        rho = np.maximum(E * na + ats + osc_a, E * nb + bts + osc_b)
+        # rounding up: norms (relative (d + 4) eps), the means (mean_err), the biases
+        rho = (rho * (1 + 8 * (d + 4) * EPS) + 2 * E * mean_err
+               + 8 * EPS * (E * (na + nb) + np.abs(ats) + np.abs(bts) + 1.0))
+        cap = weight_cap(rho, n, log_n1) * (1 + 8 * EPS)
+        # the Gram as Hs^T Hs, Hs = diag(s) H with s_i^2 >= cap_i (a symmetric rank-k update,
+        # half the multiply-adds of (W H)^T H): sum_i s_i^2 h_i h_i^T is above sum_i cap_i h_i
+        # h_i^T in the PSD order, and so is every recentred or split form (docs/maths.md §4.8)
+        hs = h * np.sqrt(cap * (1 + 8 * EPS))[:, None]
+        self.S += hs.T @ hs
+        self.sv += (cap * es) @ h
+        self.sh += cap @ h
+        self.c0 += float(cap @ (es * es))
+        self.se += float(cap @ es)
+        self.w += float(cap.sum())
+        # s_i^2 <= cap_i (1 + 16 eps): the Gram's rounding margin scales with this trace
+        self.trace_abs += float(cap @ hh) * (1 + 16 * EPS) + float(cap @ (es * es))
+        self.heavy.offer(s, cap * hh, cap, h, ac, bc, na, nb, es, ats, bts)
+
+    def bound(self, n: int, d: int, gam: float, mean_err: float, bias_abs: float, h_err: float,
+              e_err: float) -> float:
+        E = self.E
+        sums = (self.S, self.sv, self.sh, self.c0, self.se, self.w)
+        best = quad_bound(sums, E, d, gam, self.trace_abs)
+        # the heavy-row split (docs/maths.md §4.9): the k rows of largest cap_i |h_i|^2 leave the
+        # Gram and get their own direction-dependent bound; any k gives a valid V, the smallest is kept
+        for k in sorted({1, self.heavy_rows}) if self.heavy_rows else ():
+            rows_k = self.heavy.top(k)
+            if 0 < len(rows_k) < n and len(rows_k) == k:
+                best = min(best, _split_bound(sums, rows_k, E, n, d, gam, self.trace_abs, mean_err,
+                                              bias_abs, h_err))
+        # Minkowski: the inexact h and e add at most E h_err + e_err to the root-mean-square
+        root = math.sqrt(max(best, 0.0)) + E * h_err + e_err + self.osc_a + self.osc_b
+        return root * root * (1 + 4 * EPS)
 
 
 HEAVY_ROWS = 4     # rows taken out of the per-row Gram for their own bound (docs/maths.md §4.9)

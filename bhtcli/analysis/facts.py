@@ -4,11 +4,11 @@ behind the certificate (ceilings.py), for one budget or, through PairBase, for m
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-from bhtcli.analysis.ceilings import Ceiling, abs_max, PairStats, pair_stats, variance_ceiling
+from bhtcli.analysis.ceilings import Ceiling, abs_max, PairStats, pair_stats, variance_ceilings
 from bhtcli.maths.certificate import h2_from_variance
 from bhtcli.analysis.diameter import DifferenceRows, Diameter, row_diameter, row_norm_2inf
 from bhtcli.maths.certificate import EPS
@@ -74,11 +74,35 @@ def analyse_pair(A: np.ndarray, B: np.ndarray, pair_G: np.ndarray, energy: float
     §1.2, §4.3, §4.4). pair_G: A - B (centred or not). `base` (:func:`pair_base`) reuses the
     budget-independent part; then one streamed pass over A and B (the per-row ceiling's
     accumulator) is all a further budget costs."""
+    return analyse_budgets(A, B, pair_G, [energy], readout, base)[0]
+
+
+def analyse_budgets(A: np.ndarray, B: np.ndarray, pair_G: np.ndarray, energies,
+                    readout: Readout | None = None, base: PairBase | None = None) -> list:
+    """:func:`analyse_pair` at each budget of `energies` (every budget checked before any
+    work), the per-row ceilings of all of them in one streamed pass over A and B
+    (:func:`bhtcli.analysis.ceilings.variance_ceilings`): the same PairFacts, bit for bit, as
+    one call per budget."""
     readout = Readout() if readout is None else readout
     base = pair_base(A, B, pair_G, readout) if base is None else base
+    stats = base.stats
+    for energy in energies:
+        check_logit_scale(energy, max(stats.norm_a, stats.norm_b),
+                          _visible_scale(A, B, energy, base, readout))
+    facts = [_facts_before_ceiling(A, energy, readout, base) for energy in energies]
+    open_ = [k for k, f in enumerate(facts) if f.distinguishable]
+    ceilings = variance_ceilings(A, B, [energies[k] for k in open_], [facts[k].spread for k in open_],
+                                 readout, stats)
+    for k, ceiling in zip(open_, ceilings):
+        facts[k] = replace(facts[k], ceiling=ceiling)
+    return facts
+
+
+def _facts_before_ceiling(A, energy: float, readout: Readout, base: PairBase) -> PairFacts:
+    """analyse_pair's facts at one budget, the variance ceiling still to come when the models
+    differ (when they are the same the facts are final)."""
     stats, diam = base.stats, base.diameter
     norm_a, norm_b = stats.norm_a, stats.norm_b
-    check_logit_scale(energy, max(norm_a, norm_b), _visible_scale(A, B, energy, base, readout))
     if base.same:
         if base.same_exact:
             return PairFacts(stats.eps_2inf, diam, False, base.same, 0.0, None)
@@ -112,8 +136,7 @@ def analyse_pair(A: np.ndarray, B: np.ndarray, pair_G: np.ndarray, energy: float
                        "(docs/maths.md §7.2)" if capped < math.inf else "")
                     + "; valid but looser than for exp links")
         spread = min(spread, capped)
-    ceiling = variance_ceiling(A, B, energy, spread, readout, stats)
-    return PairFacts(stats.eps_2inf, diam, True, None, spread, note, ceiling)
+    return PairFacts(stats.eps_2inf, diam, True, None, spread, note)
 
 
 def _visible_scale(A, B, energy: float, base: PairBase, readout: Readout) -> float | None:

@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from bhtcli.analysis.facts import analyse_pair, pair_base
+from bhtcli.analysis.facts import analyse_budgets, analyse_pair, pair_base
 from bhtcli.commands.design import solver_record
 from bhtcli.commands.report import ReportContext, report, same_model_report
 from bhtcli.errors import NotReachable, parameter_name
@@ -45,7 +45,7 @@ def design_curve(A, B, energies, spec: ModelSpec, options: DesignOptions = Desig
     A, B, pair, error, starts, seed, max_starts, method = _setup(A, B, spec, options)
     t0 = time.perf_counter()
     base = pair_base(A, B, pair.G, pair.readout)       # the diameter once for every budget
-    facts = [analyse_pair(A, B, pair.G, e, pair.readout, base) for e in energies]
+    facts = analyse_budgets(A, B, pair.G, list(energies), pair.readout, base)   # one pass for all
     if not facts[0].distinguishable:
         solver = solver_dict("lbfgs", 0, 0, pair.passes, 0, [], 0.0, 0.0)
         return BudgetCurveResult([same_model_report(ReportContext(A, B, pair, e, error, f, t0), solver)
