@@ -167,17 +167,21 @@ def run_design(a: str, b: str, energy: float, dtype: str | None, starts: int | N
 
 
 def paths_table(a: str, b: str, label: str, energy: float, dtype: str | None, tp: float) -> None:
-    """One design at `energy`, the 4-budget curve E/4, E/2, 3E/4, E and `--queries N` (N: 1.3x
-    the single design's predicted count, so that the budget found is below E), each a whole
-    `bht design` process; wall time in pass-times and its ratio to the single design's."""
+    """One design at `energy`, the 4-budget curve E/4, E/2, 3E/4, E, `--queries N` (N: 1.3x
+    the single design's predicted count, so that the budget found is below E) and, the curve's
+    peer, one design per budget of the curve, each a whole `bht design` process; wall time in
+    pass-times and its ratio to the single design's."""
+    budgets = [f"{energy * k / 4:g}" for k in (1, 2, 3, 4)]
     runs = [("design", energy, ()),
-            ("curve", ",".join(f"{energy * k / 4:g}" for k in (1, 2, 3, 4)), ()),
-            ("queries", energy, None)]
-    base = None
+            ("curve", ",".join(budgets), ()),
+            ("queries", energy, None),
+            ("designs alone", budgets, ())]     # the peer of the curve: one run per budget
+    base, costs = None, {}
     for name, e, extra in runs:
         if extra is None:
             extra = ("--queries", str(int(1.3 * base["samples"]["predicted"])))
-        info = run_design(a, b, e, dtype, None, extra)
+        info = (run_design(a, b, e, dtype, None, extra) if isinstance(e, (int, float, str))
+                else _separate_designs(a, b, e, dtype))
         print(info["command"], file=sys.stderr)
         if info["code"] != 0:
             print(f"| {label} | {name} | failed (exit {info['code']}) | | | | | | |", flush=True)
@@ -189,6 +193,7 @@ def paths_table(a: str, b: str, label: str, energy: float, dtype: str | None, tp
         cost = info["wall"] / tp
         if base is None:
             base, base_cost = r, cost
+        costs[name] = cost
         passes = designs[-1]["solver"]["passes"]
         # the searches' own share (a --queries result reports its last trial's search only)
         search = sum(d["solver"]["search_seconds"] or 0.0 for d in designs) / tp
@@ -199,6 +204,22 @@ def paths_table(a: str, b: str, label: str, energy: float, dtype: str | None, tp
             h2 += f" at E = {r['energy']:.6g} ({len(search['rungs'])} trials, {r['samples']['predicted']:,} queries)"
         print(f"| {label} | {name} | {info['wall']:.1f} | {tp:.3f} | {own:.3f} | {cost:.0f} | {cost / base_cost:.2f}x "
               f"| {search_text} | {passes} | {h2} |", flush=True)
+    print(f"{label}: the curve costs {costs['curve'] / costs['designs alone']:.2f}x its budgets' separate "
+          f"designs ({costs['curve'] / costs['design']:.2f}x the design at E = {energy:g})", flush=True)
+
+
+def _separate_designs(a: str, b: str, energies, dtype: str | None) -> dict:
+    """One `bht design` process per budget, as run_design reports one run: walls summed, the
+    results gathered as a curve's `designs`."""
+    runs = [run_design(a, b, e, dtype, None, ()) for e in energies]
+    for info in runs:
+        print(info["command"], file=sys.stderr)
+    bad = [info for info in runs if info["code"] != 0]
+    if bad:
+        return bad[0]
+    designs = [json.loads(info["stdout"]) for info in runs]
+    return {"code": 0, "wall": sum(info["wall"] for info in runs), "stdout": json.dumps({"designs": designs}),
+            "command": f"{len(runs)} separate runs", "stderr": ""}
 
 
 HEADER = ("| n x d | dtype | run | wall s | passes | pass-time s | own pass_seconds | wall / pass-time | H² "

@@ -24,7 +24,7 @@ import time
 import numpy as np
 
 from bhtcli.maths.divergences import bhattacharyya_weights
-from bhtcli.models.softmax import block_product
+from bhtcli.models.softmax import block_product, own_pass_seconds, timed_product
 
 TINY_D = 1e-300      # D below this counts as this in the soft minimum (plateaus: D == 0)
 
@@ -67,16 +67,8 @@ class KModels:
 
     def product(self, X: np.ndarray, out_dtype=np.float64) -> np.ndarray:
         """S X: one counted pass, timed for :meth:`pass_seconds`."""
-        t0 = time.perf_counter()
-        Z = block_product(self.S, X, out_dtype=out_dtype)
-        self._timed("forward", t0)
-        return Z
-
-    def _timed(self, kind: str, t0: float) -> None:
-        """Count a pass; keep the seconds of the first one of each kind (forward, backward)."""
         self.passes += 1
-        if self._first_seconds is not None and kind not in self._first_seconds:
-            self._first_seconds[kind] = time.perf_counter() - t0
+        return timed_product(self, "forward", self.S, X, out_dtype)
 
     def scores(self, X: np.ndarray):
         """(r, deltas): r = M_1 X and deltas[k] = (M_k - M_1) X (deltas[0] = 0), float64."""
@@ -156,9 +148,9 @@ class KModels:
         to measure it: at vocabulary scale the sketch's S Q, d x r with r ~ 90, and the lift's
         backward product with a few columns); before both ran, one forward K n x d times
         d x `width` product and one back, timed here (not counted)."""
-        first = self._first_seconds
-        if "forward" in first and "backward" in first:
-            return first["forward"] + first["backward"]
+        own = own_pass_seconds(self)
+        if own is not None:
+            return own
         if getattr(self, "_pass_seconds", None) is None:
             X = np.full((self.d, width), 1.0 / np.sqrt(self.d))
             W = np.full((self.S.shape[0], width), 1e-3)
@@ -170,11 +162,9 @@ class KModels:
 
     def pullback(self, w_r: np.ndarray, w_delta: np.ndarray) -> np.ndarray:
         """R^T w_r + [Delta_2; ...]^T w_delta in one product (float64 result)."""
-        t0 = time.perf_counter()
+        self.passes += 1
         W = np.concatenate([w_r, w_delta], axis=0, dtype=self.dtype, casting="same_kind")
-        g = block_product(self.S.T, W)
-        self._timed("backward", t0)
-        return g
+        return timed_product(self, "backward", self.S.T, W)
 
 
 class _PairsObjective:

@@ -31,6 +31,28 @@ def block_product(M: np.ndarray, X: np.ndarray, out_dtype=np.float64) -> np.ndar
     return np.asarray(M @ X, dtype=out_dtype)
 
 
+def timed_product(owner, kind: str, M: np.ndarray, X: np.ndarray, out_dtype=np.float64) -> np.ndarray:
+    """M X (:func:`block_product`); the first product of each `kind` ("forward", "backward")
+    made for `owner` (a pair, or the K models) is timed into ``owner._first_seconds`` (absent:
+    a new dict; None: never timed, e.g. products in a subspace): the run's own pass-time."""
+    first = getattr(owner, "_first_seconds", {})
+    if first is not None and not hasattr(owner, "_first_seconds"):
+        owner._first_seconds = first
+    if first is None or kind in first:
+        return block_product(M, X, out_dtype=out_dtype)
+    t0 = time.perf_counter()
+    Z = block_product(M, X, out_dtype=out_dtype)
+    first[kind] = time.perf_counter() - t0
+    return Z
+
+
+def own_pass_seconds(owner) -> float | None:
+    """The first forward plus the first backward product's seconds (:func:`timed_product`),
+    None until both ran."""
+    first = getattr(owner, "_first_seconds", None) or {}
+    return first["forward"] + first["backward"] if "forward" in first and "backward" in first else None
+
+
 def pass_seconds(pair: "SoftmaxPair", width: int = PASS_TIME_WIDTH, repeats: int = 2) -> float:
     """The *pass-time* of `pair`, in seconds: what the run's own first forward product of the
     stacked 2n x d matrix and its first backward product took, timed as they ran (no extra
@@ -38,10 +60,8 @@ def pass_seconds(pair: "SoftmaxPair", width: int = PASS_TIME_WIDTH, repeats: int
     backward product with a few columns); before the pair has made both, one timed forward
     and backward product with a d x `width` block (:func:`measure_pass_seconds`). The timings
     are not counted in ``pair.passes``."""
-    own = getattr(pair, "_first_seconds", None)
-    if own is not None and "forward" in own and "backward" in own:
-        return own["forward"] + own["backward"]
-    return measure_pass_seconds(pair, width, repeats)
+    own = own_pass_seconds(pair)
+    return own if own is not None else measure_pass_seconds(pair, width, repeats)
 
 
 def measure_pass_seconds(pair: "SoftmaxPair", width: int = PASS_TIME_WIDTH,
@@ -126,18 +146,7 @@ class SoftmaxPair:
         """K X (2n x k) in `out_dtype`: one pass, counted, and the first one timed
         (:func:`pass_seconds`)."""
         self.passes += 1
-        return self._timed("forward", self.K, X, out_dtype)
-
-    def _timed(self, kind: str, M: np.ndarray, X: np.ndarray, out_dtype=np.float64):
-        first = getattr(self, "_first_seconds", None)
-        if first is None:
-            first = self._first_seconds = {}
-        if kind in first:
-            return block_product(M, X, out_dtype=out_dtype)
-        t0 = time.perf_counter()
-        Z = block_product(M, X, out_dtype=out_dtype)
-        first[kind] = time.perf_counter() - t0
-        return Z
+        return timed_product(self, "forward", self.K, X, out_dtype)
 
     def product(self, X: np.ndarray):
         """(m, D) = (C X, G X) for a (d,) query or a (d, k) block, in float64."""
@@ -153,7 +162,7 @@ class SoftmaxPair:
         """C^T w_c + G^T w_g in one product (float64 result)."""
         self.passes += 1
         W = np.concatenate([w_c, w_g], axis=0, dtype=self.dtype, casting="same_kind")
-        return self._timed("backward", self.K.T, W)
+        return timed_product(self, "backward", self.K.T, W)
 
     def evaluate(self, X: np.ndarray):
         """The objective at each column of X and its gradient weights (w_m, w_D), one pass.
