@@ -9,15 +9,8 @@ import pytest
 from safetensors.numpy import save_file
 
 from bhtcli import InputError, load_matrix
-from bhtcli.cli.main import main
+from cli_run import run
 from bhtcli.commands.quantize import TYPES
-
-
-def run(capsys, *args):
-    with pytest.raises(SystemExit) as exc:
-        main(list(args))
-    captured = capsys.readouterr()
-    return exc.value.code, captured.out, captured.err
 
 
 def hf_folder(path, tensors, config=None, shards=2):

@@ -6,7 +6,7 @@ import sys
 import numpy as np
 import pytest
 
-from bhtcli.cli.main import main
+from cli_run import run
 
 DESIGN_KEYS = ["model", "n", "d", "energy", "target_error", "query", "query_norm", "hellinger",
                "hellinger_squared", "total_variation", "kl_ab", "kl_ba", "chernoff_information",
@@ -16,13 +16,6 @@ BOUND_KEYS = ["model", "n", "d", "energy", "target_error", "row_norm_2inf", "dis
 # the certificate of bound has the keys of design's certificate
 CERTIFICATE_KEYS = ["row_diameter", "row_diameter_exact", "hellinger_squared_max_bound",
                     "samples_lower_any_strategy", "mean_samples_lower_sequential", "note"]
-
-
-def run(capsys, *args):
-    with pytest.raises(SystemExit) as exc:
-        main(list(args))
-    out = capsys.readouterr()
-    return exc.value.code, out.out, out.err
 
 
 def test_design_json(capsys, pair_files):

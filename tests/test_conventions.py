@@ -18,19 +18,12 @@ import time
 import numpy as np
 import pytest
 
-from bhtcli.cli.main import main
+from cli_run import run
 from bhtcli.io.load import atomic_file, load_matrix, load_query
 
 BHT = os.path.join(os.path.dirname(sys.executable), "bht")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLES = os.path.join(ROOT, "examples")
-
-
-def run(capsys, *args):
-    with pytest.raises(SystemExit) as exc:
-        main(list(args))
-    out = capsys.readouterr()
-    return exc.value.code, out.out, out.err
 
 
 def bht(*args, env=None, **kwargs):

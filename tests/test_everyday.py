@@ -9,13 +9,7 @@ import numpy as np
 import pytest
 
 from bhtcli.cli.main import main
-
-
-def run(capsys, *args):
-    with pytest.raises(SystemExit) as exc:
-        main(list(args))
-    out = capsys.readouterr()
-    return exc.value.code, out.out, out.err
+from cli_run import run
 
 
 @pytest.fixture

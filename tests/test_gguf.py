@@ -11,7 +11,7 @@ import pytest
 from gguf import GGMLQuantizationType as Q
 
 from bhtcli import InputError, load_matrix
-from bhtcli.cli.main import main
+from cli_run import run
 from bhtcli.io.checkpoint import checkpoint_softcap
 from bhtcli.io.gguf_file import open_gguf
 from bhtcli.io.load import read_array
@@ -47,13 +47,6 @@ def quantizable():
             continue
         out.append(qtype)
     return out
-
-
-def run(capsys, *args):
-    with pytest.raises(SystemExit) as exc:
-        main(list(args))
-    captured = capsys.readouterr()
-    return exc.value.code, captured.out, captured.err
 
 
 @pytest.mark.parametrize("qtype", quantizable(), ids=lambda q: q.name)

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from bhtcli import api
-from bhtcli.cli.main import main
+from cli_run import run
 from bhtcli.commands.kway_loop import ml_errors_mc, log_probs_at
 from bhtcli.errors import InputError
 from bhtcli.maths.kway import KwayLaw, kway_counts, union_upper
@@ -217,13 +217,6 @@ def test_decide_posterior_follows_the_prior():
     post = 0.8 ** np.array([1, 0, 0]) * np.array([1, 1, 1]) * np.exp(L - L.max())
     post = np.array([0.8, 0.1, 0.1]) * np.exp(L - L.max())
     assert np.allclose(tilted.posterior, post / post.sum())
-
-
-def run(capsys, *args):
-    with pytest.raises(SystemExit) as exc:
-        main(list(args))
-    out = capsys.readouterr()
-    return exc.value.code, out.out, out.err
 
 
 def test_cli_json_equals_api_to_dict(capsys):

@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from bhtcli.cli.main import main
+from cli_run import run
 from bhtcli.models.leverage import LeverageModel, LeveragePair
 from bhtcli.commands.leverage_design import thm42_quantities, tv_bound
 from test_samples import monte_carlo_count
@@ -26,13 +26,6 @@ def explicit_leverage(A, s):
     X = A / s[:, None]
     P = X @ np.linalg.pinv(X.T @ X) @ X.T
     return np.diag(P) / np.linalg.matrix_rank(A)
-
-
-def run(capsys, *args):
-    with pytest.raises(SystemExit) as exc:
-        main(list(args))
-    out = capsys.readouterr()
-    return exc.value.code, out.out, out.err
 
 
 @pytest.mark.parametrize("n,d,deficient", [(9, 3, False), (20, 4, True), (5, 1, False)])

@@ -8,21 +8,10 @@ from scipy.special import softmax
 from scipy.stats import chisquare
 
 from bhtcli.models.answers import sample
-from bhtcli.cli.main import main
+from cli_run import run
 from bhtcli.api import decide, simulate
 
 LN3 = math.log(3.0)
-
-
-def run(capsys, *args, stdin=None, monkeypatch=None):
-    if stdin is not None:
-        import io
-        import sys
-        monkeypatch.setattr(sys, "stdin", type("S", (), {"buffer": io.BytesIO(stdin.encode())})())
-    with pytest.raises(SystemExit) as exc:
-        main(list(args))
-    out = capsys.readouterr()
-    return exc.value.code, out.out, out.err
 
 
 @pytest.fixture

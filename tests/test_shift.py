@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from scipy.special import softmax
 
 from bhtcli import InputError, shift
-from bhtcli.cli.main import main
+from cli_run import run
 from bhtcli.commands.shift import (load_data, softmax_regression_grad, softmax_regression_loss,
                           softmax_regression_loss_and_grad)
 
@@ -44,13 +44,6 @@ def fd_grad(f, A, h=1e-4):
         E[idx] = h
         G[idx] = (-f(A + 2 * E) + 8 * f(A + E) - 8 * f(A - E) + f(A - 2 * E)) / (12 * h)
     return G
-
-
-def run(capsys, *args):
-    with pytest.raises(SystemExit) as exc:
-        main(list(args))
-    out = capsys.readouterr()
-    return exc.value.code, out.out, out.err
 
 
 @pytest.fixture

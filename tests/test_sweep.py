@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from bhtcli.api import design as api_design
 from bhtcli.api import sweep
 from bhtcli.api import bound
-from bhtcli.cli.main import main
+from cli_run import run
 from bhtcli.api import design
 from bhtcli.errors import InputError
 from bhtcli.sweep.journal import Journal
@@ -37,13 +37,6 @@ def scheduler():
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
                       silence_logs=logging.ERROR) as cluster:
         yield cluster.scheduler_address
-
-
-def run(capsys, *args):
-    with pytest.raises(SystemExit) as exc:
-        main(list(args))
-    out = capsys.readouterr()
-    return exc.value.code, out.out, out.err
 
 
 def write_zoo(folder, checkpoints=4, n=12, d=3):

@@ -5,17 +5,10 @@ every command that reads them (K-way `decide` used to raise a traceback on all b
 import numpy as np
 import pytest
 
-from bhtcli.cli.main import main
+from cli_run import run
 from bhtcli.commands.kway_loop import read_scheduled_answers
 from bhtcli.errors import InputError
 from bhtcli.io.text import read_text
-
-
-def run(capsys, *args):
-    with pytest.raises(SystemExit) as exc:
-        main(list(args))
-    out = capsys.readouterr()
-    return exc.value.code, out.out, out.err
 
 
 @pytest.fixture
