@@ -90,7 +90,7 @@ def open_candidates(spec, width: int, what: str, option: str | None = None):
 def load_names(path, m: int, option: str | None = None) -> list:
     """One name per candidate: the lines of a UTF-8 text file (exactly m lines)."""
     option = parameter_name("names") if option is None else option
-    label, text = read_text(path, "a text file, one name per line", label=f"{option} {path}")
+    _, text = read_text(path, "a text file, one name per line", label=f"{option} {path}")
     names = text.splitlines()
     if len(names) != m:
         raise InputError(f"{option} {path} has {len(names):,} lines but there are {m:,} candidates; "

@@ -28,8 +28,6 @@ def read_text(spec, what: str, stdin=None, label: str | None = None) -> tuple[st
             raise InputError(f"{label} is a folder, not a file; give {what}") from None
         except PermissionError:
             raise InputError(f"{label}: permission denied; make the file readable") from None
-    if isinstance(raw, str):
-        return label, raw.removeprefix("\ufeff")
     try:
         return label, raw.decode("utf-8-sig")
     except UnicodeDecodeError:

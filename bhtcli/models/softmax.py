@@ -33,11 +33,10 @@ def block_product(M: np.ndarray, X: np.ndarray, out_dtype=np.float64) -> np.ndar
 
 def timed_product(owner, kind: str, M: np.ndarray, X: np.ndarray, out_dtype=np.float64) -> np.ndarray:
     """M X (:func:`block_product`); the first product of each `kind` ("forward", "backward")
-    made for `owner` (a pair, or the K models) is timed into ``owner._first_seconds`` (absent:
-    a new dict; None: never timed, e.g. products in a subspace): the run's own pass-time."""
-    first = getattr(owner, "_first_seconds", {})
-    if first is not None and not hasattr(owner, "_first_seconds"):
-        owner._first_seconds = first
+    made for `owner` (a pair, or the K models) is timed into ``owner._first_seconds`` (a dict
+    set by the owner's constructor; None: never timed, e.g. products in a subspace): the run's
+    own pass-time."""
+    first = owner._first_seconds
     if first is None or kind in first:
         return block_product(M, X, out_dtype=out_dtype)
     t0 = time.perf_counter()
@@ -49,7 +48,7 @@ def timed_product(owner, kind: str, M: np.ndarray, X: np.ndarray, out_dtype=np.f
 def own_pass_seconds(owner) -> float | None:
     """The first forward plus the first backward product's seconds (:func:`timed_product`),
     None until both ran."""
-    first = getattr(owner, "_first_seconds", None) or {}
+    first = owner._first_seconds or {}
     return first["forward"] + first["backward"] if "forward" in first and "backward" in first else None
 
 
@@ -130,6 +129,7 @@ class SoftmaxPair:
             G -= G.mean(axis=0, dtype=np.float64).astype(self.dtype)
         self.K = K
         self.passes = 0
+        self._first_seconds = {}    # kind -> seconds of the first counted product (pass_seconds)
         if objective not in ("bhattacharyya", "kl"):
             raise ValueError(f"unknown objective {objective!r}")
         self.objective = objective

@@ -66,6 +66,7 @@ class _ReducedPair(SoftmaxPair):
         self.dtype = np.dtype(KQ.dtype)
         self.K = KQ
         self.passes = 0
+        self._first_seconds = None  # products in the subspace are not passes: not timed
 
 
 def use_sketch(pair: SoftmaxPair, search_space: str | None, starts: int | None = None) -> bool:
