@@ -13,6 +13,9 @@
    doubling) until the evidence says the best maximum has been found -- it was reached from
    BEST_HITS independent starts, or a whole round found nothing better -- or the budget of
    starts runs out (reported). `starts=N` fixes the number exactly instead (one round).
+   The first round climbs every start to the end (what a fixed number of starts does); a
+   later round only looks for a maximum above the best found, so its starts climb by
+   successive halving (LATER_ROUND_HALVING) and the survivors to the end.
 3. Then the best few distinct maxima are polished and the ray through the winner is checked
    for interior maxima (optimize.finish).
 """
@@ -35,6 +38,9 @@ MAX_GRID_RUNGS = 5          # grid points climbed below the smallest requested b
 RUNG_RATIO = 4.0            # ratio of consecutive rungs below the smallest requested budget
 RUNG_ITERATIONS = 10        # loose climbs on the intermediate rungs
 CARRY = 4                   # best distinct points carried from rung to rung
+LATER_ROUND_HALVING = ((20, 2), (20, 4), (40, 8))   # a later round: (iterations, then keep the
+                            # best distinct 1/m of its starts, at least HALVING_KEEP), in turn
+HALVING_KEEP = 4
 
 
 def default_tolerances(pair: SoftmaxPair) -> tuple:
@@ -199,6 +205,10 @@ def _target(pair, energy, carried, starts, seed, max_starts, keep, progress,
         run = BatchedAscent(pair, X0, energy)
         run.tick = _tick_after(getattr(progress, "tick", None), iterations,
                                max(map(np.max, ends_f), default=-math.inf))
+        if rounds > 1:
+            for steps, m in LATER_ROUND_HALVING:
+                run.run(steps, gtol=explore_gtol)
+                run.keep(distinct(run.X, run.f, energy, tol=1e-3)[:max(X0.shape[1] // m, HALVING_KEEP)])
         run.run(500, gtol=explore_gtol)
         iterations += run.iterations
         total += X0.shape[1] - (skip if rounds == 1 else 0)    # the search's own starts

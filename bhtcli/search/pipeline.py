@@ -157,8 +157,10 @@ def screened_pool(pair: SoftmaxPair, energy: float, seed: int, carried=None) -> 
 def screened_search(pair: SoftmaxPair, energy: float, *, seed: int = 0, progress=None,
                     tolerances, carried=None, polish: bool = True) -> SearchResult:
     """The screened starts climbed in full d (where a subspace would not pay): successive
-    halving as in the sketch, then (`polish`) the polish of the best distinct maxima and the
-    ray check; without, the best end of the halving (the full search polishes it)."""
+    halving as in the sketch, the survivors climbed to the end, then the polish of the best
+    distinct maxima and the ray check. Without `polish` (the full search follows), the
+    survivors of the halving as they are: the full search's first round climbs them with its
+    own starts, to the end, in the same passes."""
     from bhtcli.search.ascent import distinct
     from bhtcli.search.sketch import successive_halving
     t0 = time.perf_counter()
@@ -166,7 +168,7 @@ def screened_search(pair: SoftmaxPair, energy: float, *, seed: int = 0, progress
     X0 = screened_pool(pair, energy, seed, carried)
     if progress:
         progress(f"climbing from {X0.shape[1]} screened starts in full d (budget {energy:g})")
-    run = successive_halving(pair, X0, energy, explore_gtol)
+    run = successive_halving(pair, X0, energy, explore_gtol, climb=500 if polish else 0)
     if polish:
         found = finish(pair, run.X, run.f, energy, polish_gtol=polish_gtol, ray_gtol=ray_gtol,
                        progress=progress)

@@ -203,10 +203,11 @@ def growth_gain(Q: np.ndarray, x: np.ndarray, g: np.ndarray, value: float, energ
     return float(out @ out) / (2.0 * mu * value)
 
 
-def successive_halving(reduced: SoftmaxPair, Y0: np.ndarray, energy: float, gtol: float):
+def successive_halving(reduced: SoftmaxPair, Y0: np.ndarray, energy: float, gtol: float,
+                       climb: int = 500):
     """Score every column once (values only) and keep the best HALVING_FIRST distinct ones,
     then per stage of HALVING climb that many iterations and keep the best distinct ones;
-    the last survivors climb to the end."""
+    the last survivors climb `climb` more iterations (500: to the end)."""
     Y0 = project(Y0, energy)
     # 32 columns at a time: one n x 100 block of float64 temporaries costs more in fresh pages
     # (~0.4 s at n = 50,000) than the whole evaluation in blocks that the allocator reuses
@@ -215,7 +216,7 @@ def successive_halving(reduced: SoftmaxPair, Y0: np.ndarray, energy: float, gtol
     for steps, survivors in HALVING:
         run.run(steps, gtol=gtol)
         run.keep(distinct(run.X, run.f, energy, tol=1e-3)[:survivors])
-    run.run(500, gtol=gtol)
+    run.run(climb, gtol=gtol)
     return run
 
 
