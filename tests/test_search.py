@@ -410,10 +410,9 @@ def test_a_narrow_maximum_near_zero_is_found_at_every_budget_in_one_dimension():
 
 def test_later_rounds_halving_keeps_the_start_that_finds_the_better_maximum():
     """The adaptive rounds' later rounds climb by successive halving (ladder.LATER_ROUND_HALVING).
-    On this seeded pair the second and third rounds each find a better maximum, the best one
-    only from starts that are below the round's leaders for the first ~10 iterations; a harsher
-    schedule (halving after 10 iterations) stopped 10% below. The adaptive full search must
-    reach what 1,024 fixed starts reach."""
+    On this seeded pair the later rounds find better maxima; a harsher schedule (halving after
+    10 iterations) dropped the start that finds the best one and stopped 10% below it. The
+    adaptive full search must reach what 1,024 fixed starts reach."""
     rng = np.random.default_rng(1)
     n, d, E = 300, int(rng.choice([8, 12, 16])), float(rng.choice([4, 6, 8]))
     s = 3 / np.sqrt(d)
