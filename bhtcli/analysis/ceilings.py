@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bhtcli.analysis.diameter import DifferenceRows, sub_rows
+from bhtcli.analysis.diameter import DifferenceRows, f64_rows, sub_rows
 from bhtcli.analysis.floors import FloorBudget, floor_context, per_row_floors, trace_floors
 from bhtcli.maths.certificate import EPS, rounding_gamma, h2_from_variance, trust_region_max, weight_cap
 from bhtcli.models.readout import Readout
@@ -251,19 +251,23 @@ def per_row_variances(A, B, energies, readout: Readout | None = None, stats=None
         return results
     h_err = 0.0            # max_i of a bound on ||computed h_i - exact h_i||
     gbar = abar - bbar
+    # row blocks in buffers made once (fresh 8,192 x d temporaries cost their page faults at
+    # every block); the same operations on the same values: the same bits
+    width = min(rows, n)
+    ta, tb, th, tac, tbc, ths = (np.empty((width, d)) for _ in range(6))
     for s in range(0, n, rows):
-        a = np.asarray(A[s:s + rows], dtype=np.float64)
-        b = np.asarray(B[s:s + rows], dtype=np.float64)
-        g = a - b
-        h = g - gbar
-        ac, bc = a - abar, b - bbar
+        m = min(n, s + rows) - s
+        a, b = f64_rows(A, s, m, ta), f64_rows(B, s, m, tb)
+        g = np.subtract(a, b, out=th[:m])
+        gn = np.sqrt(np.einsum("ij,ij->i", g, g))
+        h = np.subtract(g, gbar, out=g)             # g - gbar, in g's place
+        ac, bc = np.subtract(a, abar, out=tac[:m]), np.subtract(b, bbar, out=tbc[:m])
         na = np.sqrt(np.einsum("ij,ij->i", ac, ac))
         nb = np.sqrt(np.einsum("ij,ij->i", bc, bc))
         hh = np.einsum("ij,ij->i", h, h)
-        block = (s, h, ac, bc, na, nb, hh, e[s:s + rows], at[s:s + rows], bt[s:s + rows])
+        block = (s, h, ac, bc, na, nb, hh, e[s:s + rows], at[s:s + rows], bt[s:s + rows], ths[:m])
         for _, sums in budgets:
             sums.add(block, n, d, log_n1, mean_err)
-        gn = np.sqrt(np.einsum("ij,ij->i", g, g))
         h_err = max(h_err, float(np.max(2 * EPS * (gn + np.sqrt(hh)))))
     h_err += 2 * mean_err
     e_err = 4 * EPS * (float(np.max(np.abs(alpha))) + float(np.max(np.abs(beta)))) * (1 + gam)
@@ -286,7 +290,7 @@ class _BudgetSums:
         self.heavy = _HeavyRows(heavy_rows)
 
     def add(self, block, n: int, d: int, log_n1: float, mean_err: float) -> None:
-        s, h, ac, bc, na, nb, hh, es, ats, bts = block
+        s, h, ac, bc, na, nb, hh, es, ats, bts, room = block
         E, osc_a, osc_b = self.E, self.osc_a, self.osc_b
         rho = np.maximum(E * na + ats + osc_a, E * nb + bts + osc_b)
         # rounding up: norms (relative (d + 4) eps), the means (mean_err), the biases
@@ -296,7 +300,7 @@ class _BudgetSums:
         # the Gram as Hs^T Hs, Hs = diag(s) H with s_i^2 >= cap_i (a symmetric rank-k update,
         # half the multiply-adds of (W H)^T H): sum_i s_i^2 h_i h_i^T is above sum_i cap_i h_i
         # h_i^T in the PSD order, and so is every recentred or split form (docs/maths.md §4.8)
-        hs = h * np.sqrt(cap * (1 + 8 * EPS))[:, None]
+        hs = np.multiply(h, np.sqrt(cap * (1 + 8 * EPS))[:, None], out=room)
         self.S += hs.T @ hs
         self.sv += (cap * es) @ h
         self.sh += cap @ h

@@ -188,10 +188,10 @@ def rayleigh_floors(A, B, budgets, sh: FloorContext) -> None:
     u = U v of the top eigenvector v of the cap-weighted covariance of Y, and
     E^2 var_c(H u) / ||u||^2 + c0, every rounding taken off."""
     n, d, sub = sh.n, sh.d, sh.sub
-    bases = [_basis(A, B, b, sh) for b in budgets]
-    Ys = [np.empty((n, U.shape[1])) for U in bases]
     ta, tb, tc = (np.empty((sub, d)) for _ in range(3))
     with single_threaded():     # small products: threads would wait on busy cores (threads.py)
+        bases = [_basis(A, B, b, sh) for b in budgets]
+        Ys = [np.empty((n, U.shape[1])) for U in bases]
         for k in range(0, n, sub):
             m = min(n, k + sub) - k
             a, bb = f64_rows(A, k, m, ta), f64_rows(B, k, m, tb)
@@ -200,8 +200,8 @@ def rayleigh_floors(A, B, budgets, sh: FloorContext) -> None:
             for U, Y in zip(bases, Ys):
                 if U.shape[1]:
                     Y[k:k + m] = h @ U
-    for b, U, Y in zip(budgets, bases, Ys):
-        b.rayleigh = _rayleigh_value(b, U, Y, sh) if U.shape[1] else 0.0
+        for b, U, Y in zip(budgets, bases, Ys):
+            b.rayleigh = _rayleigh_value(b, U, Y, sh) if U.shape[1] else 0.0
 
 
 def _basis(A, B, b: FloorBudget, sh: FloorContext) -> np.ndarray:
