@@ -32,7 +32,7 @@ from bhtcli.models.softmax import SoftmaxPair
 from bhtcli.search.ascent import BatchedAscent, distinct, project
 from bhtcli.search.kkt import kkt_residuals, lagrangian_gradient
 from bhtcli.search.result import SearchResult
-from bhtcli.search.starts import row_norms, spectral_directions, swap_directions
+from bhtcli.search.starts import norm_order, row_norms, spectral_directions, swap_directions
 
 from bhtcli.settings import DEFAULT_SEARCH_SPACE, SEARCH_SPACES  # noqa: F401 (re-exported)
 SKETCH_MIN_SIZE = 5_000_000   # n * d from which search_space="auto" uses the sketch ...
@@ -231,9 +231,8 @@ def sketch_search(pair: SoftmaxPair, energy: float, *, starts=None, seed: int = 
     explore_gtol, polish_gtol, ray_gtol = tolerances
     f64 = np.float64
     d = pair.d
-    cn, gn = row_norms(pair)
-    top = np.unique(np.concatenate([np.argsort(-cn, kind="stable")[:SKETCH_ROWS],
-                                    np.argsort(-gn, kind="stable")[:SKETCH_ROWS]]))
+    by_c, by_g = norm_order(pair)
+    top = np.unique(np.concatenate([by_c[:SKETCH_ROWS], by_g[:SKETCH_ROWS]]))
     V = spectral_directions(pair, SKETCH_SPECTRAL, seed, power=1)
     rows, S = single_row_screen(pair, energy, SKETCH_CANDIDATES, ranked=SWAP_ANCHORS)
     W = swap_directions(pair, energy, SKETCH_SWAPS, bulk=True, exact=False,
