@@ -252,20 +252,18 @@ def per_row_variances(A, B, energies, readout: Readout | None = None, stats=None
     h_err = 0.0            # max_i of a bound on ||computed h_i - exact h_i||
     gbar = abar - bbar
     # row blocks in buffers made once (fresh 8,192 x d temporaries cost their page faults at
-    # every block); the same operations on the same values: the same bits
+    # every block), filled by cache-sized sub-blocks (the conversions and differences stay in
+    # cache; only h, and the centred rows where the split keeps some, reach the block): the
+    # same operations on the same values, row by row: the same bits
     width = min(rows, n)
-    ta, tb, th, tac, tbc, ths = (np.empty((width, d)) for _ in range(6))
+    th, ths = np.empty((width, d)), np.empty((width, d))
+    centred = (np.empty((width, d)), np.empty((width, d))) if heavy_rows > 0 else None
+    sub = sub_rows(d, rows)
+    tmp = [np.empty((min(sub, width), d)) for _ in range(4)]
     for s in range(0, n, rows):
         m = min(n, s + rows) - s
-        a, b = f64_rows(A, s, m, ta), f64_rows(B, s, m, tb)
-        g = np.subtract(a, b, out=th[:m])
-        gn = np.sqrt(np.einsum("ij,ij->i", g, g))
-        h = np.subtract(g, gbar, out=g)             # g - gbar, in g's place
-        ac, bc = np.subtract(a, abar, out=tac[:m]), np.subtract(b, bbar, out=tbc[:m])
-        na = np.sqrt(np.einsum("ij,ij->i", ac, ac))
-        nb = np.sqrt(np.einsum("ij,ij->i", bc, bc))
-        hh = np.einsum("ij,ij->i", h, h)
-        block = (s, h, ac, bc, na, nb, hh, e[s:s + rows], at[s:s + rows], bt[s:s + rows], ths[:m])
+        h, ac, bc, na, nb, hh, gn = _centred_block(A, B, s, m, sub, abar, bbar, gbar, th, centred, tmp)
+        block = (s, h[:m], ac, bc, na, nb, hh, e[s:s + rows], at[s:s + rows], bt[s:s + rows], ths[:m])
         for _, sums in budgets:
             sums.add(block, n, d, log_n1, mean_err)
         h_err = max(h_err, float(np.max(2 * EPS * (gn + np.sqrt(hh)))))
@@ -275,6 +273,28 @@ def per_row_variances(A, B, energies, readout: Readout | None = None, stats=None
     for k, sums in budgets:
         results[k] = (sums.bound(n, d, gam, mean_err, bias_abs, h_err, e_err), None)
     return results
+
+
+def _centred_block(A, B, s: int, m: int, sub: int, abar, bbar, gbar, th, centred, tmp):
+    """Rows s .. s+m of the per-row pass: h_i = (a_i - b_i) - gbar into th, ||a_i - abar||,
+    ||b_i - bbar||, ||h_i||^2 and ||a_i - b_i||, and (centred: two buffers) a_i - abar and
+    b_i - bbar (else None), each row computed exactly as from the whole block."""
+    na, nb, hh, gn = (np.empty(m) for _ in range(4))
+    ta, tb, tg, tc = tmp
+    for k in range(0, m, sub):
+        q = min(m, k + sub) - k
+        a, b = f64_rows(A, s + k, q, ta), f64_rows(B, s + k, q, tb)
+        g = np.subtract(a, b, out=tg[:q])
+        gn[k:k + q] = np.sqrt(np.einsum("ij,ij->i", g, g))
+        h = np.subtract(g, gbar, out=th[k:k + q])
+        hh[k:k + q] = np.einsum("ij,ij->i", h, h)
+        ac = np.subtract(a, abar, out=tc[:q] if centred is None else centred[0][k:k + q])
+        na[k:k + q] = np.sqrt(np.einsum("ij,ij->i", ac, ac))
+        bc = np.subtract(b, bbar, out=tc[:q] if centred is None else centred[1][k:k + q])
+        nb[k:k + q] = np.sqrt(np.einsum("ij,ij->i", bc, bc))
+    if centred is None:
+        return th[:m], None, None, na, nb, hh, gn
+    return th[:m], centred[0][:m], centred[1][:m], na, nb, hh, gn
 
 
 class _BudgetSums:
