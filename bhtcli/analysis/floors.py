@@ -209,7 +209,9 @@ def _basis(A, B, b: FloorBudget, sh: FloorContext) -> np.ndarray:
     rows = sorted(j for _, j in b.mass)
     if not rows:
         return np.zeros((sh.d, 0))
-    H = np.asarray(A[rows], dtype=np.float64) - np.asarray(B[rows], dtype=np.float64) - sh.gbar
+    # row by row (slices: any matrix the streamed passes read), as the passes compute h_j
+    H = np.vstack([np.asarray(A[j:j + 1], dtype=np.float64) - np.asarray(B[j:j + 1], dtype=np.float64)
+                   for j in rows]) - sh.gbar
     return orthonormal_span(H.T, rtol=1e-6)
 
 
