@@ -1,7 +1,7 @@
 """Lower bounds on the per-row ceiling (docs/maths.md §4.11, §4.16): when one exceeds the range
 ceiling, the per-row value could not bind and its d x d Gram is not computed.
 
-Two floors, both for any number of budgets in one streamed pass over A and B:
+Two floors, each for any number of budgets in one streamed pass over A and B:
 
 - the *trace* floor (:func:`trace_floors`): the quadratic averaged over 2d points +-E q_k
   of an orthonormal basis, (E^2 / d) times the cap-weighted trace plus the bias part, O(n d);
@@ -91,7 +91,7 @@ def floor_context(A, stats, at, bt, e, mean_err, rows, heavy_rows=0) -> "FloorCo
     n, d = A.shape
     abar, bbar = stats.abar, stats.bbar
     return FloorContext(n, d, abar, bbar, abar - bbar, at, bt, e, mean_err, sub_rows(d, rows),
-                   max(heavy_rows, 0))
+                        max(heavy_rows, 0))
 
 
 def trace_floors(A, B, budgets, sh: FloorContext) -> None:
