@@ -48,26 +48,28 @@ def test_skip_only_when_the_range_ceiling_binds_anyway(case):
     V, _ = per_row_variance(A, B, E, readout)
     if V is not None:
         spread = full.spread
-        forced = _floor(A, B, E, readout)
+        forced = _floor(A, B, E, readout, above=spread ** 2 / 4.0)
         assert forced <= V
         skipped = cs.candidates["per_row"] is None
         assert skipped == (forced > spread ** 2 / 4.0)
 
 
-def _floor(A, B, E, readout):
-    """per_row_floor with the arguments per_row_variance gives it."""
+def _floor(A, B, E, readout, above=math.inf):
+    """The floor per_row_variance compares with `above` (the trace floor, and the Rayleigh
+    floor where it is tried), from the arguments per_row_variance gives per_row_floors."""
     seen = {}
-    real = bounds.per_row_floor
+    real = bounds.per_row_floors
 
     def spy(*args, **kw):
-        seen["v"] = real(*args, **kw)
-        return seen["v"]
+        floors = real(*args, **kw)
+        seen["v"] = floors[0].value
+        return floors
     old = bounds.PER_ROW_SKIP_MIN_WORK
-    bounds.PER_ROW_SKIP_MIN_WORK, bounds.per_row_floor = 0.0, spy
+    bounds.PER_ROW_SKIP_MIN_WORK, bounds.per_row_floors = 0.0, spy
     try:
-        per_row_variance(A, B, E, readout, above=math.inf)
+        per_row_variance(A, B, E, readout, above=above)
     finally:
-        bounds.PER_ROW_SKIP_MIN_WORK, bounds.per_row_floor = old, real
+        bounds.PER_ROW_SKIP_MIN_WORK, bounds.per_row_floors = old, real
     return seen["v"]
 
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from bhtcli.analysis.diameter import DifferenceRows, f64_rows, sub_rows
+from bhtcli.analysis.floors import FloorBudget, floor_context, per_row_floors, trace_floors
 from bhtcli.maths.certificate import EPS, rounding_gamma, h2_from_variance, trust_region_max, weight_cap
 from bhtcli.models.readout import Readout
 from bhtcli.models.threads import single_threaded
@@ -17,8 +18,8 @@ CEILING_ROWS = 8192
 
 
 # The per-row ceiling's d x d Gram (2 n d^2 flops) and eigendecomposition are skipped when a
-# cheap lower bound on their result (one O(n d) pass) already exceeds the range ceiling, so
-# that they could not bind (docs/maths.md §4.11), for pairs with n d^2 at least this (below it
+# cheap lower bound on their result (one or two O(n d) passes: analysis/floors.py) already
+# exceeds the range ceiling, so that they could not bind (docs/maths.md §4.11, §4.16), for pairs with n d^2 at least this (below it
 # they cost little and the per-row value is reported as well). math.inf: never skip.
 PER_ROW_SKIP_MIN_WORK = float(1 << 30)
 
@@ -179,7 +180,8 @@ def per_row_variance(A, B, energy: float, readout: Readout | None = None, stats=
     One streamed pass over A and B (plus :func:`pair_stats` when not given), a d x d
     accumulator and one d x d eigendecomposition; rounding can only increase the result
     (float64 throughout, margins from the standard error bounds: docs/maths.md). The skip
-    test costs one streamed pass without the d x d work (docs/maths.md §4.11).
+    test costs one streamed pass without the d x d work (the trace floor, docs/maths.md §4.11),
+    and one more where the Rayleigh floor is tried (§4.16; analysis/floors.py).
     heavy_rows: how many rows may get their own direction-dependent bound (docs/maths.md §4.9;
     default HEAVY_ROWS, 0: none); the smallest of the variants is returned.
     """
@@ -212,7 +214,7 @@ def per_row_variances(A, B, energies, readout: Readout | None = None, stats=None
         heavy_rows = HEAVY_ROWS if d <= HEAVY_SPLIT_MAX_D else 0
     heavy_rows = heavy_rows if readout.exp_links and n > 1 else 0
     above = [None] * len(energies) if above is None else list(above)
-    results, budgets = [None] * len(energies), []
+    results, budgets, tests = [None] * len(energies), [], []
     for k, energy in enumerate(energies):
         E = float(energy)
         osc_a = osc_b = 0.0
@@ -230,30 +232,40 @@ def per_row_variances(A, B, energies, readout: Readout | None = None, stats=None
                 results[k] = (None, "per-row ceiling: log-weights span more than the link floor")
                 continue
         if above[k] is not None and n * d * d >= PER_ROW_SKIP_MIN_WORK:
-            low = per_row_floor(A, B, E, stats, at, bt, e, osc_a, osc_b, mean_err, rows, heavy_rows)
-            if low > above[k]:
-                results[k] = (None, f"per-row ceiling not computed: it is at least {h2_from_variance(low):.3g}, "
-                                    f"above the range ceiling {h2_from_variance(above[k]):.3g}, so it cannot "
-                                    "bind (docs/maths.md §4.11)")
-                continue
-        budgets.append((k, _BudgetSums(E, osc_a, osc_b, d, heavy_rows)))
+            tests.append((k, FloorBudget(E, osc_a, osc_b, above[k])))
+        else:
+            budgets.append((k, _BudgetSums(E, osc_a, osc_b, d, heavy_rows)))
+    if tests:
+        # the floors of all budgets tried in one pass (two where the Rayleigh floor is tried)
+        per_row_floors(A, B, [f for _, f in tests], stats, at, bt, e, mean_err, rows, heavy_rows)
+    for k, floor in tests:
+        low = floor.value
+        if low > above[k]:
+            results[k] = (None, f"per-row ceiling not computed: it is at least {h2_from_variance(low):.3g}, "
+                                f"above the range ceiling {h2_from_variance(above[k]):.3g}, so it cannot "
+                                "bind (docs/maths.md §4.11)")
+        else:
+            budgets.append((k, _BudgetSums(floor.E, floor.osc_a, floor.osc_b, d, heavy_rows)))
+    budgets.sort(key=lambda kb: kb[0])
     if not budgets:
         return results
     h_err = 0.0            # max_i of a bound on ||computed h_i - exact h_i||
     gbar = abar - bbar
+    # row blocks in buffers made once (fresh 8,192 x d temporaries cost their page faults at
+    # every block), filled by cache-sized sub-blocks (the conversions and differences stay in
+    # cache; only h, and the centred rows where the split keeps some, reach the block): the
+    # same operations on the same values, row by row: the same bits
+    width = min(rows, n)
+    th, ths = np.empty((width, d)), np.empty((width, d))
+    centred = (np.empty((width, d)), np.empty((width, d))) if heavy_rows > 0 else None
+    sub = sub_rows(d, rows)
+    tmp = [np.empty((min(sub, width), d)) for _ in range(4)]
     for s in range(0, n, rows):
-        a = np.asarray(A[s:s + rows], dtype=np.float64)
-        b = np.asarray(B[s:s + rows], dtype=np.float64)
-        g = a - b
-        h = g - gbar
-        ac, bc = a - abar, b - bbar
-        na = np.sqrt(np.einsum("ij,ij->i", ac, ac))
-        nb = np.sqrt(np.einsum("ij,ij->i", bc, bc))
-        hh = np.einsum("ij,ij->i", h, h)
-        block = (s, h, ac, bc, na, nb, hh, e[s:s + rows], at[s:s + rows], bt[s:s + rows])
+        m = min(n, s + rows) - s
+        h, ac, bc, na, nb, hh, gn = _centred_block(A, B, s, m, sub, abar, bbar, gbar, th, centred, tmp)
+        block = (s, h[:m], ac, bc, na, nb, hh, e[s:s + rows], at[s:s + rows], bt[s:s + rows], ths[:m])
         for _, sums in budgets:
             sums.add(block, n, d, log_n1, mean_err)
-        gn = np.sqrt(np.einsum("ij,ij->i", g, g))
         h_err = max(h_err, float(np.max(2 * EPS * (gn + np.sqrt(hh)))))
     h_err += 2 * mean_err
     e_err = 4 * EPS * (float(np.max(np.abs(alpha))) + float(np.max(np.abs(beta)))) * (1 + gam)
@@ -261,6 +273,28 @@ def per_row_variances(A, B, energies, readout: Readout | None = None, stats=None
     for k, sums in budgets:
         results[k] = (sums.bound(n, d, gam, mean_err, bias_abs, h_err, e_err), None)
     return results
+
+
+def _centred_block(A, B, s: int, m: int, sub: int, abar, bbar, gbar, th, centred, tmp):
+    """Rows s .. s+m of the per-row pass: h_i = (a_i - b_i) - gbar into th, ||a_i - abar||,
+    ||b_i - bbar||, ||h_i||^2 and ||a_i - b_i||, and (centred: two buffers) a_i - abar and
+    b_i - bbar (else None), each row computed exactly as from the whole block."""
+    na, nb, hh, gn = (np.empty(m) for _ in range(4))
+    ta, tb, tg, tc = tmp
+    for k in range(0, m, sub):
+        q = min(m, k + sub) - k
+        a, b = f64_rows(A, s + k, q, ta), f64_rows(B, s + k, q, tb)
+        g = np.subtract(a, b, out=tg[:q])
+        gn[k:k + q] = np.sqrt(np.einsum("ij,ij->i", g, g))
+        h = np.subtract(g, gbar, out=th[k:k + q])
+        hh[k:k + q] = np.einsum("ij,ij->i", h, h)
+        ac = np.subtract(a, abar, out=tc[:q] if centred is None else centred[0][k:k + q])
+        na[k:k + q] = np.sqrt(np.einsum("ij,ij->i", ac, ac))
+        bc = np.subtract(b, bbar, out=tc[:q] if centred is None else centred[1][k:k + q])
+        nb[k:k + q] = np.sqrt(np.einsum("ij,ij->i", bc, bc))
+    if centred is None:
+        return th[:m], None, None, na, nb, hh, gn
+    return th[:m], centred[0][:m], centred[1][:m], na, nb, hh, gn
 
 
 class _BudgetSums:
@@ -276,7 +310,7 @@ class _BudgetSums:
         self.heavy = _HeavyRows(heavy_rows)
 
     def add(self, block, n: int, d: int, log_n1: float, mean_err: float) -> None:
-        s, h, ac, bc, na, nb, hh, es, ats, bts = block
+        s, h, ac, bc, na, nb, hh, es, ats, bts, room = block
         E, osc_a, osc_b = self.E, self.osc_a, self.osc_b
         rho = np.maximum(E * na + ats + osc_a, E * nb + bts + osc_b)
         # rounding up: norms (relative (d + 4) eps), the means (mean_err), the biases
@@ -286,7 +320,7 @@ class _BudgetSums:
         # the Gram as Hs^T Hs, Hs = diag(s) H with s_i^2 >= cap_i (a symmetric rank-k update,
         # half the multiply-adds of (W H)^T H): sum_i s_i^2 h_i h_i^T is above sum_i cap_i h_i
         # h_i^T in the PSD order, and so is every recentred or split form (docs/maths.md §4.8)
-        hs = h * np.sqrt(cap * (1 + 8 * EPS))[:, None]
+        hs = np.multiply(h, np.sqrt(cap * (1 + 8 * EPS))[:, None], out=room)
         self.S += hs.T @ hs
         self.sv += (cap * es) @ h
         self.sh += cap @ h
@@ -332,12 +366,17 @@ def quad_bound(sums, E: float, d: int, gam: float, trace_abs: float, m=None, mu0
     c0 = max(c0 - 2 * mu0 * se + w * mu0 * mu0, 0.0)
     S = 0.5 * (S + S.T)
     with single_threaded():     # a threaded eigh waits on busy cores (models/threads.py)
-        sigma, Q = np.linalg.eigh(S)
+        if np.any(sv):
+            sigma, Q = np.linalg.eigh(S)
+            st = Q.T @ sv
+        else:
+            # no linear term (no biases): the dual needs the eigenvalues alone, which cost a
+            # third of the eigenvectors' work at d = 1,024 (the same backward error bound)
+            sigma, st = np.linalg.eigvalsh(S), np.zeros(d)
     # exact S <= computed S + delta I: Gram rounding (gamma_{n+2} sum cap |h|^2, Frobenius <=
     # trace for the PSD |H|^T W |H|) and the eigensolver's backward error
     top = max(float(np.max(np.abs(sigma))), 0.0)
     delta = 3 * gam * trace_abs + 16 * (d + 1) * EPS * top
-    st = Q.T @ sv
     quad = trust_region_max(sigma + delta, st, c0, E)
     return quad * (1 + 16 * (d + 1) * EPS) + 3 * gam * trace_abs + 16 * (d + 1) * EPS * (c0 + E * float(np.linalg.norm(sv)))
 
@@ -432,68 +471,15 @@ def heavy_row_bound(h, ac, bc, na, nb, e, at_i, bt_i, m, mu0, E, n, d, log_n1, m
 
 def per_row_floor(A, B, E: float, stats: PairStats, at, bt, e, osc_a: float, osc_b: float,
                   mean_err: float, rows: int = CEILING_ROWS, heavy_rows: int = 0) -> float:
-    """A lower bound on the value :func:`per_row_variance` computes (docs/maths.md §4.11):
-    (E^2 / d) min_m sum_i c_i ||h_i - m||^2 + min_mu sum_i c_i (e_i - mu)^2, with caps c_i
-    below the exact kappa(rho_i) (rho deflated by more than its rounding), minus the rounding
-    of these sums. One streamed pass, O(n d), no d x d work.
-
-    at, bt, e: the centred biases and their difference (as per_row_variance computes them);
-    osc_a, osc_b: the links' oscillations (0 for exp); mean_err: the bound on the rounding of
-    the mean rows. heavy_rows > 0: also a lower bound on the heavy-row split's variants with up
-    to that many rows out of the Gram (docs/maths.md §4.9): the most those rows can contribute
-    to the averaged quadratic is subtracted.
-    """
-    n, d = A.shape
-    sub = sub_rows(d, rows)
-    abar, bbar = stats.abar, stats.bbar
-    gbar = abar - bbar                          # as per_row_variance: the same h, bit for bit
-    log_n1 = math.log(n - 1) if n > 1 else -math.inf
-    bias_err = 2 * rounding_gamma(n + 2) * (abs_max(at) + abs_max(bt) + 1.0)
-    ta, tb, tc = (np.empty((sub, d)) for _ in range(3))
-    v = np.zeros(d)
-    t1 = c2 = c1 = w = 0.0
-    top_caps = np.zeros(max(heavy_rows, 0))          # the largest caps seen
-    h2max = e2max = 0.0
-    for k in range(0, n, sub):
-        m = min(n, k + sub) - k
-        a, b = f64_rows(A, k, m, ta), f64_rows(B, k, m, tb)
-        c = np.subtract(a, abar, out=tc[:m])
-        na = np.sqrt(np.einsum("ij,ij->i", c, c))
-        c = np.subtract(b, bbar, out=tc[:m])
-        nb = np.sqrt(np.einsum("ij,ij->i", c, c))
-        ak, bk = at[k:k + m], bt[k:k + m]
-        rho = np.maximum(E * na + ak + osc_a, E * nb + bk + osc_b)
-        # rounding down, by more than per_row_variance rounds up: the exact rho is above
-        rho = (rho * (1 - 16 * (d + 4) * EPS) - 2 * E * mean_err - bias_err
-               - 16 * EPS * (E * (na + nb) + np.abs(ak) + np.abs(bk) + np.abs(rho) + log_n1 + 1.0))
-        cap = weight_cap(rho, n, log_n1) * (1 - 16 * EPS)
-        h = np.subtract(a, b, out=tc[:m])
-        h -= gbar
-        es = e[k:k + m]
-        hh = np.einsum("ij,ij->i", h, h)
-        t1 += float(cap @ hh)
-        if heavy_rows > 0:
-            h2max = max(h2max, float(hh.max()))
-            e2max = max(e2max, float(np.max(es * es)))
-            top_caps = np.sort(np.concatenate([top_caps, np.sort(cap)[-heavy_rows:]]))[-heavy_rows:]
-        v += cap @ h
-        w += float(cap.sum())
-        c2 += float(cap @ (es * es))
-        c1 += float(cap @ es)
-    if not w > 0:
-        return 0.0
-    gam = rounding_gamma(n + d + 8)
-    trace = t1 - float(v @ v) / w - 8 * gam * t1
-    c0 = c2 - c1 * c1 / w - 8 * gam * c2
-    if heavy_rows > 0:
-        # rows T out of the Gram: min_m sum_{i not in T} c_i |h_i - m|^2 >= (the same over all
-        # rows) - sum_{i in T} c_i (2 max|h|)^2 (the bulk's mean lies in the hull of the h_i),
-        # and likewise for e; c_i <= the heavy_rows largest caps (computed caps are above the
-        # floor's own, so their sum is inflated by 16 eps)
-        ct = float(top_caps.sum()) * (1 + 16 * EPS)
-        trace -= ct * 4 * h2max * (1 + 16 * EPS)
-        c0 -= ct * 4 * e2max * (1 + 16 * EPS)
-    return (E * E * max(trace, 0.0) / d + max(c0, 0.0)) * (1 - 32 * EPS)
+    """The trace floor alone (docs/maths.md §4.11) of one budget: a lower bound on the value
+    :func:`per_row_variance` computes, in one streamed pass, O(n d), no d x d work
+    (:func:`bhtcli.analysis.floors.trace_floors`). at, bt, e: the centred biases and their
+    difference (as per_row_variance computes them); osc_a, osc_b: the links' oscillations (0
+    for exp); mean_err: the bound on the rounding of the mean rows; heavy_rows > 0: also below
+    the heavy-row split's variants (§4.9)."""
+    floor = FloorBudget(float(E), osc_a, osc_b)
+    trace_floors(A, B, [floor], floor_context(A, stats, at, bt, e, mean_err, rows, heavy_rows))
+    return floor.trace
 
 
 def abs_max(v) -> float:

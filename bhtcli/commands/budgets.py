@@ -11,7 +11,7 @@ import numpy as np
 
 from bhtcli.analysis.facts import analyse_budgets, analyse_pair, pair_base
 from bhtcli.commands.design import solver_record
-from bhtcli.commands.report import ReportContext, report, same_model_report
+from bhtcli.commands.report import ReportContext, report, report_logits, same_model_report
 from bhtcli.errors import NotReachable, parameter_name
 from bhtcli.io.load import load_pair
 from bhtcli.maths.counts import query_counts
@@ -68,9 +68,13 @@ def design_curve(A, B, energies, spec: ModelSpec, options: DesignOptions = Desig
             r.x, r.value = prev.x.copy(), prev.value
             r.on_boundary, r.kkt_residual = kkt_state(pair, r.x, energies[i])
     designs = []
-    for e, f, r in zip(energies, facts, found):
+    # the float64 scores of every budget's query in one pass over A and B (float32 searches)
+    logits = report_logits(ReportContext(A, B, pair, energies[-1], error, facts[-1], t0),
+                           [r.x for r in found])
+    for e, f, r, at_x in zip(energies, facts, found, logits):
         ctx = ReportContext(A, B, pair, e, error, f, t0)
-        designs.append(report(ctx, r.x, r.on_boundary, solver_record(r, starts, max_starts)))
+        designs.append(report(ctx, r.x, r.on_boundary, solver_record(r, starts, max_starts),
+                              logits=at_x))
         if len(designs) > 1 and designs[-1].hellinger_squared < designs[-2].hellinger_squared:
             # float64 rounding of the report against the search's own precision
             x = np.asarray(designs[-2].query)

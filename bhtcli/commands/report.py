@@ -12,7 +12,7 @@ from bhtcli.errors import parameter_name
 from bhtcli.io.load import load_pair
 from bhtcli.maths.counts import query_counts
 from bhtcli.maths.divergences import Tilt, divergences_from_tilt
-from bhtcli.models.softmax import SoftmaxPair, logits_at, pass_seconds
+from bhtcli.models.softmax import SoftmaxPair, logits_at_each, pass_seconds
 from bhtcli.models.spec import ModelSpec
 from bhtcli.results import DesignResult
 from bhtcli.search.kkt import kkt_state
@@ -64,14 +64,18 @@ def readout_warnings(readout) -> list:
     return []
 
 
-def report(ctx: ReportContext, x, on_boundary, solver, extra_passes: int = 0):
+def report(ctx: ReportContext, x, on_boundary, solver, extra_passes: int = 0, logits=None):
+    """The design report at x. `logits`: (c, delta) at x already computed by
+    :func:`report_logits` (a budget curve's queries share its pass)."""
     pair = ctx.pair
     # The reported numbers come from float64 scores at x: the pair's own product when it is
     # float64, one streamed float64 pass over A and B after a float32 search.
-    if pair.dtype == np.float64:
+    if logits is not None:
+        c, delta = logits
+    elif pair.dtype == np.float64:
         c, delta = pair.logits(x)
     else:
-        c, delta = logits_at(ctx.A, ctx.B, x, pair.readout)
+        c, delta = logits_at_each(ctx.A, ctx.B, [x], pair.readout)[0]
     tilt = Tilt.from_logits(c, delta)
     div = divergences_from_tilt(tilt)
     counts = query_counts(tilt, div.bhattacharyya_distance, ctx.error)
@@ -106,6 +110,16 @@ def report(ctx: ReportContext, x, on_boundary, solver, extra_passes: int = 0):
         certificate=certificate,
         **paper_dict(ctx, True), solver=solver, warnings=warnings,
         readout=pair.readout.description, dtype=str(pair.dtype))
+
+
+def report_logits(ctx: ReportContext, queries) -> list:
+    """(c, delta) at each query for :func:`report` after a float32 search: one streamed
+    float64 pass over A and B for all the queries (:func:`bhtcli.models.softmax.logits_at_each`:
+    the same bits as a pass per query). None for each query of a float64 pair: the report
+    takes the pair's own product, counted in its passes as it goes."""
+    if ctx.pair.dtype == np.float64:
+        return [None] * len(queries)
+    return logits_at_each(ctx.A, ctx.B, queries, ctx.pair.readout)
 
 
 def same_model_report(ctx: ReportContext, solver):

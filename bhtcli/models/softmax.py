@@ -211,17 +211,27 @@ def logits_at(A: np.ndarray, B: np.ndarray, x: np.ndarray, readout: Readout | No
     """(c, delta) for one query, streamed over row blocks in float64: no 2n x d matrix is
     built. The scores' difference comes from the difference matrix, so nearly equal models
     keep it. `rows` (default: :func:`stream_rows`) changes no digit, only the speed."""
+    return logits_at_each(A, B, [x], readout, rows)[0]
+
+
+def logits_at_each(A: np.ndarray, B: np.ndarray, queries, readout: Readout | None = None,
+                   rows: int | None = None) -> list:
+    """:func:`logits_at` for each query of `queries` in one streamed pass over A and B (the
+    rows converted once, each query's own matrix-vector products): every query's (c, delta)
+    the same, bit for bit, as a pass of its own (a budget curve's reports)."""
     n = A.shape[0]
     rows = stream_rows(A.shape[1]) if rows is None else rows
-    x = np.asarray(x, dtype=np.float64)
-    m, D = np.empty(n), np.empty(n)
+    xs = [np.asarray(x, dtype=np.float64) for x in queries]
+    ms, Ds = [np.empty(n) for _ in xs], [np.empty(n) for _ in xs]
     for s in range(0, n, rows):
         a = np.asarray(A[s:s + rows], dtype=np.float64)
         b = np.asarray(B[s:s + rows], dtype=np.float64)
-        m[s:s + rows] = (0.5 * (a + b)) @ x
-        D[s:s + rows] = (a - b) @ x
-    c, delta, _ = (Readout() if readout is None else readout).forward(m, D)
-    return c, delta
+        mid, diff = 0.5 * (a + b), a - b
+        for x, m, D in zip(xs, ms, Ds):
+            m[s:s + rows] = mid @ x
+            D[s:s + rows] = diff @ x
+    readout = Readout() if readout is None else readout
+    return [readout.forward(m, D)[:2] for m, D in zip(ms, Ds)]
 
 
 def scores_at(A: np.ndarray, x: np.ndarray, rows: int | None = None) -> np.ndarray:

@@ -32,7 +32,7 @@ from bhtcli.models.softmax import SoftmaxPair
 from bhtcli.search.ascent import BatchedAscent, distinct, project
 from bhtcli.search.kkt import kkt_residuals, lagrangian_gradient
 from bhtcli.search.result import SearchResult
-from bhtcli.search.starts import row_norms, spectral_directions, swap_directions
+from bhtcli.search.starts import norm_order, row_norms, spectral_directions, swap_directions
 
 from bhtcli.settings import DEFAULT_SEARCH_SPACE, SEARCH_SPACES  # noqa: F401 (re-exported)
 SKETCH_MIN_SIZE = 5_000_000   # n * d from which search_space="auto" uses the sketch ...
@@ -152,9 +152,10 @@ def single_row_screen(pair: SoftmaxPair, energy: float, count: int,
     a, b = energy * np.cos(t), energy * np.sin(t)
     w = nc[:, None] * a + bm - math.log(n - 1)             # row i's logit against the bulk's
     best, best_t, best_s = np.full(n, -np.inf), np.zeros(n), np.ones(n)
+    midpoint = np.logaddexp(0.0, w)         # the same for both signs: computed once
     for sign in (1.0, -1.0):
         delta = gpar[:, None] * a + sign * gperp[:, None] * b + bd
-        D = row_against_bulk(w, delta)
+        D = row_against_bulk(w, delta, midpoint)
         j = np.argmax(D, axis=1)
         v = D[np.arange(n), j]
         better = v > best
@@ -172,12 +173,13 @@ def single_row_screen(pair: SoftmaxPair, energy: float, count: int,
     return ranking, np.concatenate([first.T, second.T], axis=1)
 
 
-def row_against_bulk(w, delta):
+def row_against_bulk(w, delta, midpoint=None):
     """D between two laws on {row i, bulk}: row i with log-weight w + delta/2 (A) or
     w - delta/2 (B) against a bulk of log-weight 0 under both, w = z_i - log(n - 1)
-    (docs/maths.md §5.2)."""
+    (docs/maths.md §5.2). `midpoint`: log(1 + e^w) if already computed (the same bits)."""
+    midpoint = np.logaddexp(0.0, w) if midpoint is None else midpoint
     return 0.5 * (np.logaddexp(0.0, w + 0.5 * delta) + np.logaddexp(0.0, w - 0.5 * delta)) \
-        - np.logaddexp(0.0, w)
+        - midpoint
 
 
 def _row_dots(pair: SoftmaxPair) -> np.ndarray:
@@ -232,9 +234,8 @@ def sketch_search(pair: SoftmaxPair, energy: float, *, starts=None, seed: int = 
     explore_gtol, polish_gtol, ray_gtol = tolerances
     f64 = np.float64
     d = pair.d
-    cn, gn = row_norms(pair)
-    top = np.unique(np.concatenate([np.argsort(-cn, kind="stable")[:SKETCH_ROWS],
-                                    np.argsort(-gn, kind="stable")[:SKETCH_ROWS]]))
+    by_c, by_g = norm_order(pair)
+    top = np.unique(np.concatenate([by_c[:SKETCH_ROWS], by_g[:SKETCH_ROWS]]))
     V = spectral_directions(pair, SKETCH_SPECTRAL, seed, power=1)
     rows, S = single_row_screen(pair, energy, SKETCH_CANDIDATES, ranked=SWAP_ANCHORS)
     W = swap_directions(pair, energy, SKETCH_SWAPS, bulk=True, exact=False,

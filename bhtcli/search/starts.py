@@ -148,25 +148,19 @@ def swap_directions(pair: SoftmaxPair, energy: float, keep: int, bulk: bool = Fa
     if n < 3 or keep <= 0:
         return np.zeros((d, 0))
     cn, gn = row_norms(pair)
-    by_g, by_c = np.argsort(-gn, kind="stable"), np.argsort(-cn, kind="stable")
+    by_c, by_g = norm_order(pair)
     top = np.unique(np.concatenate([by_g[:SWAP_TOP], by_c[:2 * SWAP_TOP],
                                     np.asarray([] if anchors is None else anchors, dtype=int)]))
-    partners = SWAP_PARTNERS // 2 if bulk else SWAP_PARTNERS   # three mixes: half the partners
-    half = partners // 2
-    J = np.arange(n) if n <= partners else \
-        np.unique(np.concatenate([by_g[:half], by_c[:half]]))
-    R = by_c[:SWAP_ROWS // 4 if bulk else SWAP_ROWS]     # with the bulk counted, fewer suffice
+    J, CJ, GJ, R, CR, GR, gc_j = _partners(pair, bulk)
     f64 = np.float64
-    CJ, GJ = np.asarray(pair.C[J], f64), np.asarray(pair.G[J], f64)       # m x d
     CT, GT = np.asarray(pair.C[top], f64).T, np.asarray(pair.G[top], f64).T  # d x t
-    CR, GR = np.asarray(pair.C[R], f64), np.asarray(pair.G[R], f64)
     # Every score at x = E u is linear in (g_i, g_j, c_i, c_j): one set of products serves
     # all candidates (rows R against the partners and the top rows; partners against tops).
     if not bulk:       # with the bulk the rows R are counted in a second stage (below)
         RJ = {(a, b): Ra @ Mb.T for a, Ra in (("c", CR), ("g", GR)) for b, Mb in (("c", CJ), ("g", GJ))}
         RT = {(a, b): Ra @ Mb for a, Ra in (("c", CR), ("g", GR)) for b, Mb in (("c", CT), ("g", GT))}
     JT = {(a, b): Ma @ Mb for a, Ma in (("c", CJ), ("g", GJ)) for b, Mb in (("c", CT), ("g", GT))}
-    cc_j, gg_j, gc_j = cn[J], gn[J], np.einsum("ij,ij->i", CJ, GJ)
+    cc_j, gg_j = cn[J], gn[J]
     in_r = R[:, None] == J[None, :]
     scores, dirs = [], []
     for t, i in enumerate(top):
@@ -260,6 +254,44 @@ def swap_directions(pair: SoftmaxPair, energy: float, keep: int, bulk: bool = Fa
     scores = np.concatenate([pair.value(cand[:, s:s + 64]) for s in range(0, cand.shape[1], 64)])
     order = np.argsort(-scores, kind="stable")[:keep]
     return cand[:, order] / np.maximum(np.linalg.norm(cand[:, order], axis=0), 1e-300)
+
+
+def norm_order(pair: SoftmaxPair):
+    """(rows by decreasing ||c_i||, rows by decreasing ||g_i||) (stable: ties by row), computed
+    once per pair: every budget's screens start from them."""
+    cached = getattr(pair, "_norm_order", None)
+    if cached is None:
+        cn, gn = row_norms(pair)
+        cached = (np.argsort(-cn, kind="stable"), np.argsort(-gn, kind="stable"))
+        for order in cached:
+            order.flags.writeable = False
+        pair._norm_order = cached
+    return cached
+
+
+def _partners(pair: SoftmaxPair, bulk: bool):
+    """The budget-free part of swap_directions, computed once per pair and mode: the partner
+    rows J (by ||g_j|| and ||c_j||) and the rows R of largest ||c||, in float64, and
+    c_j . g_j (read only: every budget's screen shares them, and gets the same bits)."""
+    cache = getattr(pair, "_swap_partners", None)
+    if cache is None:
+        cache = pair._swap_partners = {}
+    if bulk not in cache:
+        n = pair.n
+        by_c, by_g = norm_order(pair)
+        partners = SWAP_PARTNERS // 2 if bulk else SWAP_PARTNERS   # three mixes: half the partners
+        half = partners // 2
+        J = np.arange(n) if n <= partners else \
+            np.unique(np.concatenate([by_g[:half], by_c[:half]]))
+        R = by_c[:SWAP_ROWS // 4 if bulk else SWAP_ROWS]     # with the bulk counted, fewer suffice
+        f64 = np.float64
+        CJ, GJ = np.asarray(pair.C[J], f64), np.asarray(pair.G[J], f64)       # m x d
+        CR, GR = np.asarray(pair.C[R], f64), np.asarray(pair.G[R], f64)
+        entry = (J, CJ, GJ, R, CR, GR, np.einsum("ij,ij->i", CJ, GJ))
+        for M in entry:
+            M.flags.writeable = False
+        cache[bulk] = entry
+    return cache[bulk]
 
 
 def _restricted_d(c: np.ndarray, g: np.ndarray) -> np.ndarray:
