@@ -24,6 +24,7 @@ import time
 import numpy as np
 
 from bhtcli.maths.divergences import bhattacharyya_weights
+from bhtcli.maths.kway_pairs import fused_pairs
 from bhtcli.models.softmax import block_product, own_pass_seconds, timed_product
 
 TINY_D = 1e-300      # D below this counts as this in the soft minimum (plateaus: D == 0)
@@ -95,18 +96,48 @@ class KModels:
         c += r
         return c, delta
 
-    def pair_distances(self, X: np.ndarray, weights: bool = False):
-        """D_p at every column of X for every pair p (rows of a P x k array), one pass; with
-        `weights`, also each pair's gradient weights (w_c, w_g) (docs/maths.md §2.4). The
-        pairs' logits are formed in two buffers shared by all pairs."""
+    def _stored_scores(self, X: np.ndarray):
+        """(X as a d x k block, whether X was one vector, r in float64, deltas in the stored
+        precision with deltas[0] None): one pass, no float64 copy of K n x k."""
         X = np.asarray(X, dtype=np.float64)
         one = X.ndim == 1
         X2 = X[:, None] if one else X
-        Z = self.product(X2, out_dtype=self.S.dtype)      # no float64 copy of K n x k
+        Z = self.product(X2, out_dtype=self.S.dtype)
         n = self.n
         r = np.asarray(Z[:n], dtype=np.float64)
-        deltas = [None] + [Z[k * n:(k + 1) * n] for k in range(1, self.K)]
-        D = np.empty((len(self.pairs), X2.shape[1]))
+        return X2, one, r, [None] + [Z[k * n:(k + 1) * n] for k in range(1, self.K)]
+
+    def pair_distances(self, X: np.ndarray, weights: bool = False):
+        """D_p at every column of X for every pair p (rows of a P x k array), one pass; with
+        `weights`, also each pair's gradient weights (w_c, w_g) (docs/maths.md §2.4), pair by
+        pair. Without weights the pairs are evaluated together (maths/kway_pairs.py) where
+        the columns allow it."""
+        X2, one, r, deltas = self._stored_scores(X)
+        fused = None if weights else fused_pairs(r, deltas, self.pairs, keep_u=False)
+        if fused is not None:
+            D = np.maximum(fused.D, 0.0)
+        else:
+            D, ws = self._pairwise(r, deltas, X2.shape[1], weights)
+        if one:
+            D = D[:, 0]
+        return (D, ws) if weights else D
+
+    def pair_terms(self, X: np.ndarray):
+        """(D, combine) at the columns of X, one pass: D as :meth:`pair_distances` and
+        combine(mu) the stacked weights (w_r, w_delta) of sum_p mu_p D_p (:meth:`combine`'s
+        layout), from the pairs evaluated together (maths/kway_pairs.py) where the columns
+        allow it, else pair by pair."""
+        X2, _, r, deltas = self._stored_scores(X)
+        fused = fused_pairs(r, deltas, self.pairs, keep_u=True)
+        if fused is not None:
+            return np.maximum(fused.D, 0.0), fused.combine
+        D, ws = self._pairwise(r, deltas, X2.shape[1], True)
+        return D, lambda mu: self.combine(mu, ws)
+
+    def _pairwise(self, r, deltas, k: int, weights: bool):
+        """(D, per-pair weights or []) pair by pair (bhattacharyya_weights); the pairs'
+        logits are formed in two buffers shared by all pairs."""
+        D = np.empty((len(self.pairs), k))
         buffers = (np.empty_like(r), np.empty_like(r))
         ws = []
         for p, (i, j) in enumerate(self.pairs):
@@ -115,9 +146,7 @@ class KModels:
             D[p] = np.maximum(Dp, 0.0)
             if weights:
                 ws.append((w_c, w_g))
-        if one:
-            D = D[:, 0]
-        return (D, ws) if weights else D
+        return D, ws
 
     def combine(self, mu: np.ndarray, ws) -> tuple:
         """The stacked gradient weights of sum_p mu_p D_p (mu: P x k): (w_r, w_delta) with
@@ -195,9 +224,9 @@ class WeightedSum(_PairsObjective):
         self.weights = np.asarray(weights, dtype=np.float64)
 
     def evaluate(self, X):
-        D, ws = self.models.pair_distances(X, weights=True)
+        D, combine = self.models.pair_terms(X)
         mu = np.repeat(self.weights[:, None], D.shape[1], axis=1)
-        return self.weights @ D, *self.models.combine(mu, ws)
+        return self.weights @ D, *combine(mu)
 
     def value(self, X):
         return self.weights @ self.models.pair_distances(X)
@@ -226,10 +255,10 @@ class SoftBottleneck(_PairsObjective):
         self.sharpness = float(sharpness)
 
     def evaluate(self, X):
-        D, ws = self.models.pair_distances(X, weights=True)
+        D, combine = self.models.pair_terms(X)
         f, lam = soft_minimum(D, self.sharpness)
         mu = f * lam / np.maximum(D, TINY_D)
-        return f, *self.models.combine(mu, ws)
+        return f, *combine(mu)
 
     def value(self, X):
         return soft_minimum(self.models.pair_distances(X), self.sharpness)[0]
