@@ -69,3 +69,12 @@ def test_the_fallback_is_scipys_integrator():
     b = np.array([1.0, 0.5, 2.0])
     two = multivariate_normal.cdf(b[1:], cov=R[1:, 1:], abseps=1e-10, releps=1e-10)
     assert orthant_probability(b, R) == pytest.approx(two, abs=1e-6)
+
+
+def test_phi_and_its_inverse_match_scipy():
+    from scipy.special import ndtr as s_ndtr, ndtri as s_ndtri
+    from bhtcli.maths.orthant import ndtr, ndtri
+    x = np.concatenate([np.linspace(-37, 8, 301), [0.0, -1e-9, 1e-9]])
+    assert np.allclose(ndtr(x), s_ndtr(x), rtol=1e-12, atol=0)      # x/sqrt 2 rounds: ~x^2 eps
+    p = np.concatenate([np.geomspace(1e-300, 0.5, 200), 1 - np.geomspace(1e-15, 0.5, 50)])
+    assert np.allclose(ndtri(p), s_ndtri(p), rtol=1e-13, atol=1e-15)

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 from bhtcli.maths.counts import ceil_count, lower_count
 from bhtcli.maths.divergences import Tilt, logsumexp
-from bhtcli.maths.orthant import orthant_probability
+from bhtcli.maths.orthant import ndtri, orthant_probability
 from bhtcli.maths.scalar import log_ndtr, root_bracketed
 
 
@@ -186,7 +186,6 @@ class KwayLaw:
         union = float(tails.sum())
         if union < 1e-6:            # copula complement would cancel: Bonferroni is exact here
             return union
-        from scipy.special import ndtri
         joint = orthant_probability(-ndtri(tails), self.correlations[k])
         return min(max(1.0 - float(joint), float(tails.max())), union)
 

@@ -7,19 +7,20 @@ delta_j; :func:`bhtcli.maths.divergences.bhattacharyya_weights` evaluates it wit
 transcendental functions per entry (exp(c - m), exp(dbar/2), expm1(dbar/2)), so P = K(K-1)/2
 pairs cost 3P per entry. Here, with per-column shifts m_0 = max r and s_k = max delta_k / 2,
 
-    e_0 = exp(r - m_0),   F_k = exp(delta_k/2 - s_k)   (F_1 = 1),
-    exp(c - m_0 - s_i - s_j) = e_0 F_i F_j,   exp(dbar/2) = (F_i / F_j) exp(s_i - s_j - h),
+    e_0 = exp(r - m_0),   F_k = exp(delta_k/2 - s_k),   G_k = exp(s_k - delta_k/2)   (F_1 = G_1 = 1),
+    exp(c - m_0 - s_i - s_j) = e_0 F_i F_j,   exp(-dbar/2) = F_j G_i exp(h - s_i + s_j),
 
 (h = E_pi[delta]/2), products of positive numbers (a few roundings, no cancellation), and only
-u = expm1(dbar/2), which carries the cancellation-free difference, is taken per pair: K + P
-transcendental functions per entry instead of 3P (10 against 18 at K = 4). The sums are those
+u = expm1(dbar/2), which carries the cancellation-free difference, is taken per pair: 2K - 1 + P
+transcendental functions per entry instead of 3P (13 against 18 at K = 4), and the divisions by
+1 + u = exp(dbar/2) become multiplications by exp(-dbar/2). The sums are those
 of bhattacharyya_weights, over row blocks that stay in cache, every pair's in turn while the
 block's e_0 and F_k are loaded.
 
 Columns qualify when every delta_k (k >= 2) spans at most FUSED_SPREAD/2 and r is finite: then
 every pair's delta spans at most FUSED_SPREAD (bhattacharyya_weights' own condition), the
 shift of a pair overshoots its true maximum by at most FUSED_SPREAD/2 (no weight underflows
-that did not before beyond e^-20), and exp(dbar/2) lies in [e^-20, e^20]. When a column does
+that did not before beyond e^-20), and exp(+-dbar/2) lies in [e^-20, e^20]. When a column does
 not qualify :func:`fused_pairs` returns None and the caller takes the per-pair form.
 """
 from __future__ import annotations
@@ -40,6 +41,7 @@ class FusedPairs:
         self.shift = [np.zeros(k)] + [0.5 * hi[q] for q in range(1, K)]
         self.e0 = np.empty((n, k))
         self.F = [None] + [np.empty((n, k)) for _ in range(1, K)]
+        self.G = [None] + [np.empty((n, k)) for _ in range(1, K)]      # 1 / F_k
         P = len(pairs)
         self.U = [np.empty((n, k)) for _ in range(P)] if keep_u else None
         S, M1 = np.zeros((P, k)), np.zeros((P, k))
@@ -52,7 +54,9 @@ class FusedPairs:
                 Fq = self.F[q][s:e]
                 np.multiply(deltas[q][s:e], 0.5, out=Fq)
                 Fq -= self.shift[q]
+                np.negative(Fq, out=self.G[q][s:e])
                 np.exp(Fq, out=Fq)
+                np.exp(self.G[q][s:e], out=self.G[q][s:e])
             o = np.ones(e - s)
             for p, (i, j) in enumerate(pairs):
                 tb, db = self._weight(s, e, i, j, t), self._difference(s, e, i, j, dl)
@@ -63,9 +67,9 @@ class FusedPairs:
         self.half_mean = 0.5 * (M1 / S)
         Yp, Ym, T = np.zeros((P, k)), np.zeros((P, k)), np.zeros((P, k))
         u_buf, v = np.empty((min(rows, n), k)), np.empty((min(rows, n), k))
-        self.ratio_scale = np.empty((P, k))
+        self.inverse_scale = np.empty((P, k))
         for p, (i, j) in enumerate(pairs):
-            self.ratio_scale[p] = np.exp(self.shift[i] - self.shift[j] - self.half_mean[p])
+            self.inverse_scale[p] = np.exp(self.half_mean[p] - self.shift[i] + self.shift[j])
         for s in range(0, n, rows):
             e = min(s + rows, n)
             o = np.ones(e - s)
@@ -76,11 +80,11 @@ class FusedPairs:
                 u *= 0.5
                 u -= self.half_mean[p]              # dbar/2
                 np.expm1(u, out=u)                  # u = expm1(dbar/2)
-                vb = self._ratio(s, e, p, i, j, v)  # exp(dbar/2) = 1 + u
+                vb = self._inverse_ratio(s, e, p, i, j, v)  # exp(-dbar/2) = 1/(1 + u)
                 db = dl[:e - s]
                 np.multiply(tb, u, out=db)          # e u
                 Yp[p] += o @ db
-                np.divide(db, vb, out=db)           # e u/(1+u)
+                db *= vb                            # e u/(1+u)
                 Ym[p] -= o @ db
                 db *= u                             # e u^2/(1+u) >= 0
                 T[p] += o @ db
@@ -109,14 +113,14 @@ class FusedPairs:
             np.subtract(self.deltas[i][s:e], self.deltas[j][s:e], out=db)
         return db
 
-    def _ratio(self, s, e, p, i, j, out):
-        """exp(dbar/2) = (F_i / F_j) exp(s_i - s_j - h) on rows s:e."""
+    def _inverse_ratio(self, s, e, p, i, j, out, scale=None):
+        """exp(-dbar/2) = F_j G_i exp(h - s_i + s_j) on rows s:e (G = 1/F), times `scale`
+        (per column) when given: multiplications only."""
         vb = out[:e - s]
-        if i == 0:
-            np.divide(self.ratio_scale[p], self.F[j][s:e], out=vb)
-        else:
-            np.divide(self.F[i][s:e], self.F[j][s:e], out=vb)
-            vb *= self.ratio_scale[p]
+        c = self.inverse_scale[p] if scale is None else self.inverse_scale[p] * scale
+        np.multiply(self.F[j][s:e], c, out=vb)
+        if i > 0:
+            vb *= self.G[i][s:e]
         return vb
 
     def pair_weights(self, p: int):
@@ -168,9 +172,8 @@ class FusedPairs:
             ab = a[:e - s]
             np.multiply(self.U[p][s:e], E1, out=ab)
             ab += F1                                # a
-            qb = self._ratio(s, e, p, i, j, q)
-            qb *= E1                                # 1 + a
-            np.divide(ab, qb, out=qb)               # a/(1+a)
+            qb = self._inverse_ratio(s, e, p, i, j, q, 1.0 / E1)   # 1/(1 + a)
+            qb *= ab                                # a/(1+a)
             wcb = wc[:e - s]
             np.multiply(ab, qb, out=wcb)            # a^2/(1+a)
             wcb *= al
