@@ -126,6 +126,7 @@ class KwayLaw:
     weights: np.ndarray        # per query, summing to 1
     exponents: dict            # (i, j), i < j -> PairExponent
     correlations: list         # per model k: correlation of log p_k / p_j, j != k
+    tilts: dict | None = None  # (i, j) -> the pair's Tilt at each query (their cgf memoised)
 
     @classmethod
     def build(cls, r_list, deltas_list, weights) -> "KwayLaw":
@@ -133,14 +134,14 @@ class KwayLaw:
         weights = np.asarray(weights, dtype=np.float64)
         weights = weights / weights.sum()
         K = len(deltas_list[0])
-        exps = {}
+        exps, tilts = {}, {}
         for i in range(K):
             for j in range(i + 1, K):
-                tilts = [Tilt.from_logits(r + 0.5 * (dl[i] + dl[j]), dl[i] - dl[j])
-                         for r, dl in zip(r_list, deltas_list)]
-                exps[(i, j)] = pair_exponent(tilts, weights)
+                tilts[(i, j)] = [Tilt.from_logits(r + 0.5 * (dl[i] + dl[j]), dl[i] - dl[j])
+                                 for r, dl in zip(r_list, deltas_list)]
+                exps[(i, j)] = pair_exponent(tilts[(i, j)], weights)
         corr = [llr_correlations(r_list, deltas_list, weights, k) for k in range(K)]
-        return cls(K, weights, exps, corr)
+        return cls(K, weights, exps, corr, tilts)
 
     def distance_matrix(self) -> np.ndarray:
         """D_ij per answer (symmetric, zero diagonal)."""
