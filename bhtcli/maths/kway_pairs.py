@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from bhtcli.maths.divergences import BLOCK_ENTRIES, FUSED_SPREAD, _column_extremes
+from bhtcli.maths.divergences import BLOCK_ENTRIES, FUSED_SPREAD, column_max
 
 
 class FusedPairs:
@@ -195,14 +195,14 @@ def fused_pairs(r: np.ndarray, deltas: list, pairs, keep_u: bool = True,
     n, k = r.shape
     rows = max(16, block // max(k, 1))
     deltas = [None] + [np.asarray(dk, dtype=np.float64) for dk in deltas[1:]]
-    m0, _ = _column_extremes(r, None, rows)
+    m0 = column_max(r)
     if not np.isfinite(m0).all():
         return None
     hi = [None]
     for dk in deltas[1:]:
-        top, spread = _column_extremes(dk, dk, rows)
+        top = column_max(dk)
         with np.errstate(invalid="ignore"):
-            if not (spread <= FUSED_SPREAD / 2).all():
+            if not (top + column_max(-dk) <= FUSED_SPREAD / 2).all():
                 return None
         hi.append(top)
     return FusedPairs(r, deltas, pairs, m0, hi, rows, keep_u)
