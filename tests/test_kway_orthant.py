@@ -78,3 +78,16 @@ def test_phi_and_its_inverse_match_scipy():
     assert np.allclose(ndtr(x), s_ndtr(x), rtol=1e-12, atol=0)      # x/sqrt 2 rounds: ~x^2 eps
     p = np.concatenate([np.geomspace(1e-300, 0.5, 200), 1 - np.geomspace(1e-15, 0.5, 50)])
     assert np.allclose(ndtri(p), s_ndtri(p), rtol=1e-13, atol=1e-15)
+
+
+def test_infinite_limits():
+    """A tail that underflowed to 0 gives a limit of +inf (its event is sure), as scipy's
+    ndtri and integrator treat it."""
+    from bhtcli.maths.orthant import ndtri
+    assert ndtri(np.array([0.0, 1.0]))[0] == -np.inf and ndtri(np.array([1.0]))[0] == np.inf
+    R = np.array([[1.0, 0.4, 0.2], [0.4, 1.0, 0.5], [0.2, 0.5, 1.0]])
+    b = np.array([0.7, np.inf, 1.3])
+    two = multivariate_normal.cdf(b[[0, 2]], cov=R[np.ix_([0, 2], [0, 2])], abseps=1e-12, releps=1e-12)
+    assert orthant_probability(b, R) == pytest.approx(two, abs=1e-12)
+    assert orthant_probability(np.array([np.inf, np.inf]), R[:2, :2]) == 1.0
+    assert orthant_probability(np.array([-np.inf, 1.0]), R[:2, :2]) == 0.0

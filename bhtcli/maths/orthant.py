@@ -44,10 +44,14 @@ def ndtr(x) -> np.ndarray:
 
 
 def ndtri(p) -> np.ndarray:
-    """Phi^-1(p) elementwise for 0 < p < 1 (statistics.NormalDist: Wichura's AS241)."""
+    """Phi^-1(p) elementwise (statistics.NormalDist: Wichura's AS241); -inf at p <= 0, +inf
+    at p >= 1, as scipy.special.ndtri."""
     from statistics import NormalDist
     inv = NormalDist().inv_cdf
-    return np.array([inv(float(v)) for v in np.ravel(p)]).reshape(np.shape(p))
+
+    def one(v):
+        return -math.inf if v <= 0.0 else math.inf if v >= 1.0 else inv(v)
+    return np.array([one(float(v)) for v in np.ravel(p)]).reshape(np.shape(p))
 
 
 def _cholesky(R: np.ndarray):
@@ -64,9 +68,16 @@ def _cholesky(R: np.ndarray):
 
 
 def orthant_probability(b: np.ndarray, R: np.ndarray) -> float:
-    """P(Z_i <= b_i for all i), Z ~ N(0, R) with unit diagonal (module docstring)."""
+    """P(Z_i <= b_i for all i), Z ~ N(0, R) with unit diagonal (module docstring). A limit
+    b_i = +inf leaves Z_i out (its event is sure); one at -inf makes the probability 0."""
     b = np.asarray(b, dtype=np.float64)
     R = np.asarray(R, dtype=np.float64)
+    if (b == -math.inf).any():
+        return 0.0
+    keep = np.flatnonzero(b < math.inf)
+    if keep.size == 0:
+        return 1.0
+    b, R = b[keep], R[np.ix_(keep, keep)]
     m = len(b)
     L = _cholesky(R)
     nodes = None if L is None else max(MIN_NODES, int(np.ceil(NODES_PER_PIVOT / np.diag(L).min())))
