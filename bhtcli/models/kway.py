@@ -196,24 +196,23 @@ class KModels:
         return timed_product(self, "backward", self.S.T, W)
 
 
-HUGE_PAGE_BYTES = 64 << 20     # arrays from this size are asked for in transparent huge pages
+PLAIN_PAGES_BYTES = 64 << 20    # arrays from this size are mapped without huge-page advice
 
 
 def large_empty(shape, dtype) -> np.ndarray:
-    """np.empty(shape, dtype), in anonymous memory advised for transparent huge pages when it
-    is large and the platform has them (Linux): the first touch of the K models' stacked
-    copy (0.8 GB at 50,000 x 1,024 float32, K = 4) then faults 2 MB pages instead of 4 kB
-    ones, 0.5 s instead of 1.5 s of CPU measured. Freed with the array (it holds the map)."""
+    """np.empty(shape, dtype); when large, in a private anonymous map with no huge-page
+    advice (Linux and macOS). numpy advises transparent huge pages for large arrays, and when
+    the kernel has to compact memory to find them the first touch of the K models' stacked
+    copy (0.8 GB at 50,000 x 1,024 float32, K = 4) took 1.0-2.0 s of CPU; with 4 kB pages it
+    takes 0.33-0.39 s every time (0.05 s when huge pages happen to be free). Freed with the
+    array (it holds the map)."""
     import mmap
     dtype = np.dtype(dtype)
     size = int(np.prod(shape)) * dtype.itemsize
-    if size < HUGE_PAGE_BYTES or not hasattr(mmap, "MADV_HUGEPAGE"):
+    private = getattr(mmap, "MAP_PRIVATE", None)
+    if size < PLAIN_PAGES_BYTES or private is None or not hasattr(mmap, "MAP_ANONYMOUS"):
         return np.empty(shape, dtype=dtype)
-    buf = mmap.mmap(-1, size)
-    try:
-        buf.madvise(mmap.MADV_HUGEPAGE)
-    except OSError:
-        pass
+    buf = mmap.mmap(-1, size, flags=private | mmap.MAP_ANONYMOUS)
     return np.frombuffer(buf, dtype=dtype).reshape(shape)
 
 
