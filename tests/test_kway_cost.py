@@ -171,3 +171,48 @@ def test_float32_lift_in_a_subspace_that_spans_everything_does_not_polish():
     r, space = sketch_bottleneck(km, 6.0, directions=pair_directions(km, 4, 0))
     assert space.Q.shape[1] == 32 and km.passes <= 6
     assert r.value == pytest.approx(KModels(models).pair_distances(r.x).min(), rel=1e-5)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_fused_pairs_equal_the_per_pair_kernel(seed):
+    """maths/kway_pairs.py (each model's exponentials once, the pairs read off them) gives
+    every pair's D and gradient weights, and their combination, as bhattacharyya_weights pair
+    by pair (KModels.pair_distances(weights=True), combine) to 1e-12, for models far apart
+    and nearly equal (1e-3, 1e-6)."""
+    from bhtcli.maths.kway_pairs import fused_pairs
+    rng = np.random.default_rng(seed)
+    K, n, d, k = 3 + seed % 4, 3000 + 17 * seed, 8, 1 + seed % 5
+    scale = (1.0, 1e-3, 1e-6)[seed % 3]
+    base = rng.standard_normal((n, d))
+    km = KModels([base + scale * rng.standard_normal((n, d)) for _ in range(K)])
+    X = (0.5 if scale == 1.0 else 3.0) * rng.standard_normal((d, k))
+    D, ws = km.pair_distances(X, weights=True)
+    Z = km.S @ X
+    fused = fused_pairs(Z[:n], [None] + [Z[q * n:(q + 1) * n] for q in range(1, K)], km.pairs)
+    assert fused is not None
+    assert np.allclose(fused.D, D, rtol=1e-12, atol=0)
+    for p in range(len(km.pairs)):
+        for got, ref in zip(fused.pair_weights(p), ws[p]):
+            assert np.max(np.abs(got - ref)) <= 1e-12 * np.max(np.abs(ref))
+    mu = rng.random(D.shape)
+    for got, ref in zip(fused.combine(mu), km.combine(mu, ws)):
+        assert np.max(np.abs(got - ref)) <= 1e-12 * np.max(np.abs(ref))
+    # the objectives take the fused form, the same numbers
+    D2, combine = km.pair_terms(X)
+    assert np.allclose(D2, D, rtol=1e-12, atol=0)
+
+
+def test_fused_pairs_decline_wide_columns():
+    """A column where some delta_k spans more than FUSED_SPREAD / 2 is left to the per-pair
+    form (pair_terms falls back and gives its numbers)."""
+    from bhtcli.maths.kway_pairs import fused_pairs
+    rng = np.random.default_rng(3)
+    km = KModels([rng.standard_normal((300, 5)) for _ in range(3)])
+    X = 40.0 * rng.standard_normal((5, 2))
+    Z = km.S @ X
+    assert fused_pairs(Z[:300], [None, Z[300:600], Z[600:]], km.pairs) is None
+    D, ws = km.pair_distances(X, weights=True)
+    D2, combine = km.pair_terms(X)
+    mu = rng.random(D.shape)
+    assert np.array_equal(D2, D)
+    assert all(np.array_equal(a, b) for a, b in zip(combine(mu), km.combine(mu, ws)))

@@ -15,7 +15,7 @@ from bhtcli.io.load import load_matrix
 from bhtcli.io.validation import check_dtype, check_energy, check_error
 from bhtcli.maths.certificate import certificate_from_variance
 from bhtcli.maths.counts import query_counts
-from bhtcli.maths.divergences import Tilt, divergences_from_tilt
+from bhtcli.maths.divergences import divergences_from_tilt
 from bhtcli.maths.kway import KwayLaw, allocate, kway_counts
 from bhtcli.models.kway import KModels, kway_scores_at
 from bhtcli.models.threads import single_threaded
@@ -107,14 +107,15 @@ def kway_certificate(facts: list, pairs: list, error: float, bottleneck_d: float
 
 def _law_at(mats, queries, weights):
     scores = [kway_scores_at(mats, x) for x in queries]
-    return KwayLaw.build([s[0] for s in scores], [s[1] for s in scores], weights), scores
+    return KwayLaw.build([s[0] for s in scores], [s[1] for s in scores], weights)
 
 
-def _pairs_at(scores, pairs, error) -> list:
-    r, deltas = scores
+def _pairs_at(law: KwayLaw, pairs, error) -> list:
+    """Each pair's H^2, D and predicted count at the law's one query, from the law's tilts
+    (what the counts already evaluated of them is reused)."""
     out = []
     for i, j in pairs:
-        tilt = Tilt.from_logits(r + 0.5 * (deltas[i] + deltas[j]), deltas[i] - deltas[j])
+        tilt = law.tilts[(i, j)][0]
         div = divergences_from_tilt(tilt)
         counts = query_counts(tilt, div.bhattacharyya_distance, error)
         out.append({"i": i, "j": j, "hellinger_squared": div.hellinger_squared,
@@ -129,7 +130,7 @@ def schedule_report(mats, pairs_ij, queries: np.ndarray, weights, single_d: floa
     (d x m) used in proportions `weights`, recomputed in float64: its bottleneck exponent
     min_p sum_l w_l D_p(x_l), counts, answers per query, and the gain over the single query's
     bottleneck `single_d`."""
-    law, _ = _law_at(mats, list(queries.T), weights)
+    law = _law_at(mats, list(queries.T), weights)
     Dm = law.distance_matrix()
     per_pair = [float(Dm[i, j]) for i, j in pairs_ij]
     sD = min(per_pair)
@@ -166,8 +167,8 @@ def _search_bottleneck(km: KModels, energy: float, search_space, starts, seed, p
 
 def at_query(mats, pairs_ij, x, error: float):
     """(pairs, index of the bottleneck pair, samples) at the query x, in float64."""
-    law, scores = _law_at(mats, [x], [1.0])
-    pairs = _pairs_at(scores[0], pairs_ij, error)
+    law = _law_at(mats, [x], [1.0])
+    pairs = _pairs_at(law, pairs_ij, error)
     worst = min(range(len(pairs)), key=lambda p: pairs[p]["bhattacharyya_distance"])
     return pairs, worst, kway_counts(law, error)
 

@@ -24,16 +24,10 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import brentq
-from scipy.special import log_ndtr, ndtri
-
 from bhtcli.maths.counts import ceil_count, lower_count
 from bhtcli.maths.divergences import Tilt, logsumexp
-
-# Accuracy of the Gaussian copula's joint probability (scipy's quasi-Monte Carlo integrator):
-# errors of 1e-7 absolute change no count at alpha >= 1e-4, and cost ~1/20 of 1e-9's time
-# (0.02 s against 0.4 s per call with three other models).
-COPULA_ABSEPS, COPULA_RELEPS = 1e-7, 1e-5
+from bhtcli.maths.orthant import ndtri, orthant_probability
+from bhtcli.maths.scalar import log_ndtr, root_bracketed
 
 
 @dataclass(frozen=True)
@@ -75,7 +69,7 @@ def pair_exponent(tilts, weights) -> PairExponent:
     elif d_hi <= 0:
         lam = hi
     else:
-        lam = brentq(lambda t: k(t, 1), lo, hi, xtol=1e-12)
+        lam = root_bracketed(lambda t: k(t, 1), lo, hi, xtol=1e-12)
     return PairExponent(max(D, 0.0), lam, min(k(lam, 0), -0.0), k(lam, 2))
 
 
@@ -96,7 +90,7 @@ def _lr_log_lower(w: float, u: float) -> float:
     if abs(w) < 1e-6 or abs(u) < 1e-9:
         return math.log(0.5)
     log_phi = -0.5 * w * w - 0.5 * math.log(2 * math.pi)
-    log_Phi = float(log_ndtr(w))
+    log_Phi = log_ndtr(w)
     ratio = math.exp(log_phi - log_Phi) * (1.0 / w - 1.0 / u)
     if ratio <= -1.0:
         return log_phi - math.log(-w)
@@ -132,6 +126,7 @@ class KwayLaw:
     weights: np.ndarray        # per query, summing to 1
     exponents: dict            # (i, j), i < j -> PairExponent
     correlations: list         # per model k: correlation of log p_k / p_j, j != k
+    tilts: dict | None = None  # (i, j) -> the pair's Tilt at each query (their cgf memoised)
 
     @classmethod
     def build(cls, r_list, deltas_list, weights) -> "KwayLaw":
@@ -139,14 +134,14 @@ class KwayLaw:
         weights = np.asarray(weights, dtype=np.float64)
         weights = weights / weights.sum()
         K = len(deltas_list[0])
-        exps = {}
+        exps, tilts = {}, {}
         for i in range(K):
             for j in range(i + 1, K):
-                tilts = [Tilt.from_logits(r + 0.5 * (dl[i] + dl[j]), dl[i] - dl[j])
-                         for r, dl in zip(r_list, deltas_list)]
-                exps[(i, j)] = pair_exponent(tilts, weights)
+                tilts[(i, j)] = [Tilt.from_logits(r + 0.5 * (dl[i] + dl[j]), dl[i] - dl[j])
+                                 for r, dl in zip(r_list, deltas_list)]
+                exps[(i, j)] = pair_exponent(tilts[(i, j)], weights)
         corr = [llr_correlations(r_list, deltas_list, weights, k) for k in range(K)]
-        return cls(K, weights, exps, corr)
+        return cls(K, weights, exps, corr, tilts)
 
     def distance_matrix(self) -> np.ndarray:
         """D_ij per answer (symmetric, zero diagonal)."""
@@ -187,16 +182,12 @@ class KwayLaw:
     def _ml_error(self, k: int, tails: np.ndarray) -> float:
         """P_k(error) from the marginals `tails`: the Gaussian copula's complement, between
         the largest marginal and their sum."""
-        from scipy.stats import multivariate_normal
         if len(tails) == 1:
             return float(tails[0])
         union = float(tails.sum())
         if union < 1e-6:            # copula complement would cancel: Bonferroni is exact here
             return union
-        z = ndtri(tails)
-        joint = multivariate_normal.cdf(-z, mean=np.zeros(len(z)), cov=self.correlations[k],
-                                        allow_singular=True, abseps=COPULA_ABSEPS, releps=COPULA_RELEPS,
-                                        rng=np.random.default_rng(0))
+        joint = orthant_probability(-ndtri(tails), self.correlations[k])
         return min(max(1.0 - float(joint), float(tails.max())), union)
 
     def union_errors(self, N: float) -> np.ndarray:
@@ -223,7 +214,7 @@ def union_upper(Dm: np.ndarray, alpha: float) -> int | None:
     lo, hi = 0.0, (math.log(1.0 / alpha) + math.log(Dm.shape[0])) / dmin
     if f(hi) > 0:
         hi *= 2
-    N = brentq(f, lo, hi, xtol=1e-9 * hi) if f(lo) > 0 else 0.0
+    N = root_bracketed(f, lo, hi, xtol=1e-9 * hi) if f(lo) > 0 else 0.0
     n = ceil_count(N)
     if n is not None and f(n) > 1e-12:
         # brentq stops within xtol (~1e-9 N): find the smallest integer past it by doubling

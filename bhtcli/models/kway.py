@@ -24,6 +24,7 @@ import time
 import numpy as np
 
 from bhtcli.maths.divergences import bhattacharyya_weights
+from bhtcli.maths.kway_pairs import fused_pairs
 from bhtcli.models.softmax import block_product, own_pass_seconds, timed_product
 
 TINY_D = 1e-300      # D below this counts as this in the soft minimum (plateaus: D == 0)
@@ -41,7 +42,7 @@ class KModels:
         n, d = models[0].shape
         self.n, self.d = n, d
         self.dtype = np.dtype(dtype)
-        S = np.empty((self.K * n, d), dtype=self.dtype)
+        S = large_empty((self.K * n, d), self.dtype)
         rows = 8192
         for s in range(0, n, rows):
             e = min(s + rows, n)
@@ -95,18 +96,48 @@ class KModels:
         c += r
         return c, delta
 
-    def pair_distances(self, X: np.ndarray, weights: bool = False):
-        """D_p at every column of X for every pair p (rows of a P x k array), one pass; with
-        `weights`, also each pair's gradient weights (w_c, w_g) (docs/maths.md §2.4). The
-        pairs' logits are formed in two buffers shared by all pairs."""
+    def _stored_scores(self, X: np.ndarray):
+        """(X as a d x k block, whether X was one vector, r in float64, deltas in the stored
+        precision with deltas[0] None): one pass, no float64 copy of K n x k."""
         X = np.asarray(X, dtype=np.float64)
         one = X.ndim == 1
         X2 = X[:, None] if one else X
-        Z = self.product(X2, out_dtype=self.S.dtype)      # no float64 copy of K n x k
+        Z = self.product(X2, out_dtype=self.S.dtype)
         n = self.n
         r = np.asarray(Z[:n], dtype=np.float64)
-        deltas = [None] + [Z[k * n:(k + 1) * n] for k in range(1, self.K)]
-        D = np.empty((len(self.pairs), X2.shape[1]))
+        return X2, one, r, [None] + [Z[k * n:(k + 1) * n] for k in range(1, self.K)]
+
+    def pair_distances(self, X: np.ndarray, weights: bool = False):
+        """D_p at every column of X for every pair p (rows of a P x k array), one pass; with
+        `weights`, also each pair's gradient weights (w_c, w_g) (docs/maths.md §2.4), pair by
+        pair. Without weights the pairs are evaluated together (maths/kway_pairs.py) where
+        the columns allow it."""
+        X2, one, r, deltas = self._stored_scores(X)
+        fused = None if weights else fused_pairs(r, deltas, self.pairs, keep_u=False)
+        if fused is not None:
+            D = np.maximum(fused.D, 0.0)
+        else:
+            D, ws = self._pairwise(r, deltas, X2.shape[1], weights)
+        if one:
+            D = D[:, 0]
+        return (D, ws) if weights else D
+
+    def pair_terms(self, X: np.ndarray):
+        """(D, combine) at the columns of X, one pass: D as :meth:`pair_distances` and
+        combine(mu) the stacked weights (w_r, w_delta) of sum_p mu_p D_p (:meth:`combine`'s
+        layout), from the pairs evaluated together (maths/kway_pairs.py) where the columns
+        allow it, else pair by pair."""
+        X2, _, r, deltas = self._stored_scores(X)
+        fused = fused_pairs(r, deltas, self.pairs, keep_u=True)
+        if fused is not None:
+            return np.maximum(fused.D, 0.0), fused.combine
+        D, ws = self._pairwise(r, deltas, X2.shape[1], True)
+        return D, lambda mu: self.combine(mu, ws)
+
+    def _pairwise(self, r, deltas, k: int, weights: bool):
+        """(D, per-pair weights or []) pair by pair (bhattacharyya_weights); the pairs'
+        logits are formed in two buffers shared by all pairs."""
+        D = np.empty((len(self.pairs), k))
         buffers = (np.empty_like(r), np.empty_like(r))
         ws = []
         for p, (i, j) in enumerate(self.pairs):
@@ -115,9 +146,7 @@ class KModels:
             D[p] = np.maximum(Dp, 0.0)
             if weights:
                 ws.append((w_c, w_g))
-        if one:
-            D = D[:, 0]
-        return (D, ws) if weights else D
+        return D, ws
 
     def combine(self, mu: np.ndarray, ws) -> tuple:
         """The stacked gradient weights of sum_p mu_p D_p (mu: P x k): (w_r, w_delta) with
@@ -167,6 +196,26 @@ class KModels:
         return timed_product(self, "backward", self.S.T, W)
 
 
+PLAIN_PAGES_BYTES = 64 << 20    # arrays from this size are mapped without huge-page advice
+
+
+def large_empty(shape, dtype) -> np.ndarray:
+    """np.empty(shape, dtype); when large, in a private anonymous map with no huge-page
+    advice (Linux and macOS). numpy advises transparent huge pages for large arrays, and when
+    the kernel has to compact memory to find them the first touch of the K models' stacked
+    copy (0.8 GB at 50,000 x 1,024 float32, K = 4) took 1.0-2.0 s of CPU; with 4 kB pages it
+    takes 0.33-0.39 s every time (0.05 s when huge pages happen to be free). Freed with the
+    array (it holds the map)."""
+    import mmap
+    dtype = np.dtype(dtype)
+    size = int(np.prod(shape)) * dtype.itemsize
+    private = getattr(mmap, "MAP_PRIVATE", None)
+    if size < PLAIN_PAGES_BYTES or private is None or not hasattr(mmap, "MAP_ANONYMOUS"):
+        return np.empty(shape, dtype=dtype)
+    buf = mmap.mmap(-1, size, flags=private | mmap.MAP_ANONYMOUS)
+    return np.frombuffer(buf, dtype=dtype).reshape(shape)
+
+
 class _PairsObjective:
     """What BatchedAscent climbs, built from the pairs' D of K models: a subclass gives
     `evaluate` (value and the weights of the backward product) and `value`."""
@@ -195,9 +244,9 @@ class WeightedSum(_PairsObjective):
         self.weights = np.asarray(weights, dtype=np.float64)
 
     def evaluate(self, X):
-        D, ws = self.models.pair_distances(X, weights=True)
+        D, combine = self.models.pair_terms(X)
         mu = np.repeat(self.weights[:, None], D.shape[1], axis=1)
-        return self.weights @ D, *self.models.combine(mu, ws)
+        return self.weights @ D, *combine(mu)
 
     def value(self, X):
         return self.weights @ self.models.pair_distances(X)
@@ -226,10 +275,10 @@ class SoftBottleneck(_PairsObjective):
         self.sharpness = float(sharpness)
 
     def evaluate(self, X):
-        D, ws = self.models.pair_distances(X, weights=True)
+        D, combine = self.models.pair_terms(X)
         f, lam = soft_minimum(D, self.sharpness)
         mu = f * lam / np.maximum(D, TINY_D)
-        return f, *self.models.combine(mu, ws)
+        return f, *combine(mu)
 
     def value(self, X):
         return soft_minimum(self.models.pair_distances(X), self.sharpness)[0]
