@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from bhtcli.analysis.diameter import DifferenceRows, f64_rows, sub_rows
-from bhtcli.analysis.floors import FloorBudget, floor_context, per_row_floors, trace_floors
+from bhtcli.analysis.floors import FloorBudget, per_row_floors
 from bhtcli.maths.certificate import EPS, rounding_gamma, h2_from_variance, trust_region_max, weight_cap
 from bhtcli.models.readout import Readout
 from bhtcli.models.threads import single_threaded
@@ -467,19 +467,6 @@ def heavy_row_bound(h, ac, bc, na, nb, e, at_i, bt_i, m, mu0, E, n, d, log_n1, m
     side = np.sqrt(np.maximum(E * E - s2min, 0.0))
     val = kap * (lin + q * side + slack) ** 2
     return float(np.max(val)) * (1 + 64 * EPS)
-
-
-def per_row_floor(A, B, E: float, stats: PairStats, at, bt, e, osc_a: float, osc_b: float,
-                  mean_err: float, rows: int = CEILING_ROWS, heavy_rows: int = 0) -> float:
-    """The trace floor alone (docs/maths.md §4.11) of one budget: a lower bound on the value
-    :func:`per_row_variance` computes, in one streamed pass, O(n d), no d x d work
-    (:func:`bhtcli.analysis.floors.trace_floors`). at, bt, e: the centred biases and their
-    difference (as per_row_variance computes them); osc_a, osc_b: the links' oscillations (0
-    for exp); mean_err: the bound on the rounding of the mean rows; heavy_rows > 0: also below
-    the heavy-row split's variants (§4.9)."""
-    floor = FloorBudget(float(E), osc_a, osc_b)
-    trace_floors(A, B, [floor], floor_context(A, stats, at, bt, e, mean_err, rows, heavy_rows))
-    return floor.trace
 
 
 def abs_max(v) -> float:
