@@ -168,6 +168,15 @@ def ascend(pair: SoftmaxPair, X0: np.ndarray, energy: float, *, gtol: float = 1e
     return Ascent(run.X, run.f, run.iterations)
 
 
+def halve(run: "BatchedAscent", stages, gtol: float) -> None:
+    """Successive halving of a batch: per (iterations, survivors) stage, climb that many
+    iterations and keep the best `survivors` distinct columns (end points within 1e-3 E of
+    a better one count once)."""
+    for steps, survivors in stages:
+        run.run(steps, gtol=gtol)
+        run.keep(distinct(run.X, run.f, run.energy, tol=1e-3)[:survivors])
+
+
 def distinct(X: np.ndarray, f: np.ndarray, energy: float, tol: float = 1e-5):
     """Indices of distinct end points (by position), best first."""
     order = np.argsort(-f, kind="stable")

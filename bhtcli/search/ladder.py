@@ -27,7 +27,7 @@ import time
 import numpy as np
 
 from bhtcli.models.softmax import SoftmaxPair
-from bhtcli.search.ascent import BatchedAscent, distinct, finish, project
+from bhtcli.search.ascent import BatchedAscent, distinct, finish, halve, project
 from bhtcli.search.kkt import kkt_state
 from bhtcli.search.result import SearchResult
 from bhtcli.search.starts import DEFAULT_STARTS, row_norms, spectral_directions, starting_points
@@ -206,9 +206,8 @@ def _target(pair, energy, carried, starts, seed, max_starts, keep, progress,
         run.tick = _tick_after(getattr(progress, "tick", None), iterations,
                                max(map(np.max, ends_f), default=-math.inf))
         if rounds > 1:
-            for steps, m in LATER_ROUND_HALVING:
-                run.run(steps, gtol=explore_gtol)
-                run.keep(distinct(run.X, run.f, energy, tol=1e-3)[:max(X0.shape[1] // m, HALVING_KEEP)])
+            halve(run, [(steps, max(X0.shape[1] // m, HALVING_KEEP)) for steps, m in LATER_ROUND_HALVING],
+                  explore_gtol)
         run.run(500, gtol=explore_gtol)
         iterations += run.iterations
         total += X0.shape[1] - (skip if rounds == 1 else 0)    # the search's own starts

@@ -29,7 +29,7 @@ import numpy as np
 
 from bhtcli.maths.subspaces import orthonormal_span, orthonormalise
 from bhtcli.models.softmax import SoftmaxPair
-from bhtcli.search.ascent import BatchedAscent, distinct, project
+from bhtcli.search.ascent import BatchedAscent, distinct, halve, project
 from bhtcli.search.kkt import kkt_residuals, lagrangian_gradient
 from bhtcli.search.result import SearchResult
 from bhtcli.search.starts import norm_order, row_norms, spectral_directions, swap_directions
@@ -215,9 +215,7 @@ def successive_halving(reduced: SoftmaxPair, Y0: np.ndarray, energy: float, gtol
     # (~0.4 s at n = 50,000) than the whole evaluation in blocks that the allocator reuses
     f0 = np.concatenate([reduced.value(Y0[:, s:s + 32]) for s in range(0, Y0.shape[1], 32)])
     run = BatchedAscent(reduced, Y0[:, distinct(Y0, f0, energy, tol=1e-3)[:HALVING_FIRST]], energy)
-    for steps, survivors in HALVING:
-        run.run(steps, gtol=gtol)
-        run.keep(distinct(run.X, run.f, energy, tol=1e-3)[:survivors])
+    halve(run, HALVING, gtol)
     run.run(climb, gtol=gtol)
     return run
 
