@@ -73,7 +73,7 @@ def test_the_fallback_is_scipys_integrator():
 
 def test_phi_and_its_inverse_match_scipy():
     from scipy.special import ndtr as s_ndtr, ndtri as s_ndtri
-    from bhtcli.maths.orthant import ndtr, ndtri
+    from bhtcli.maths.scalar import ndtr, ndtri
     x = np.concatenate([np.linspace(-37, 8, 301), [0.0, -1e-9, 1e-9]])
     assert np.allclose(ndtr(x), s_ndtr(x), rtol=1e-12, atol=0)      # x/sqrt 2 rounds: ~x^2 eps
     p = np.concatenate([np.geomspace(1e-300, 0.5, 200), 1 - np.geomspace(1e-15, 0.5, 50)])
@@ -83,7 +83,7 @@ def test_phi_and_its_inverse_match_scipy():
 def test_infinite_limits():
     """A tail that underflowed to 0 gives a limit of +inf (its event is sure), as scipy's
     ndtri and integrator treat it."""
-    from bhtcli.maths.orthant import ndtri
+    from bhtcli.maths.scalar import ndtri
     assert ndtri(np.array([0.0, 1.0]))[0] == -np.inf and ndtri(np.array([1.0]))[0] == np.inf
     R = np.array([[1.0, 0.4, 0.2], [0.4, 1.0, 0.5], [0.2, 0.5, 1.0]])
     b = np.array([0.7, np.inf, 1.3])

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from bhtcli.maths.divergences import Tilt
-from bhtcli.maths.scalar import log_ndtr, next_fast_len, root_bracketed
+from bhtcli.maths.scalar import log_ndtr, ndtri, next_fast_len, root_bracketed
 
 LATTICE_MAX_N = 4000
 LATTICE_CELLS = 1 << 18     # cells of the N-fold sum's grid
@@ -252,10 +252,9 @@ def normal_guess(llr: np.ndarray, p: np.ndarray, q: np.ndarray, alpha: float) ->
     """N from the normal approximation: the LLR sum has mean N m_A, variance N v_A under A and
     mean -N m_B, variance N v_B under B; the balanced threshold needs
     sqrt(N) = z (sqrt(v_A) + sqrt(v_B)) / (m_A + m_B), z = Phi^-1(1 - alpha)."""
-    from statistics import NormalDist
     m_a, m_b = float(p @ llr), float(-(q @ llr))
     v_a, v_b = float(p @ (llr - m_a) ** 2), float(q @ (llr + m_b) ** 2)
-    z = NormalDist().inv_cdf(1.0 - alpha)
+    z = float(ndtri(1.0 - alpha))
     if m_a + m_b <= 0:
         return 1
     root = z * (math.sqrt(v_a) + math.sqrt(v_b)) / (m_a + m_b)

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 import numpy as np
 from bhtcli.maths.counts import ceil_count, lower_count
 from bhtcli.maths.divergences import Tilt, logsumexp
-from bhtcli.maths.orthant import ndtri, orthant_probability
-from bhtcli.maths.scalar import log_ndtr, root_bracketed
+from bhtcli.maths.orthant import orthant_probability
+from bhtcli.maths.scalar import log_ndtr, ndtri, root_bracketed
 
 
 @dataclass(frozen=True)

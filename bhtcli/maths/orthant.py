@@ -24,6 +24,8 @@ import math
 
 import numpy as np
 
+from bhtcli.maths.scalar import ndtr
+
 MIN_NODES = 48
 NODES_PER_PIVOT = 30.0
 MAX_EVALUATIONS = 2_000_000
@@ -32,26 +34,6 @@ PIVOT_TINY = 1e-6            # of a unit diagonal: a smaller pivot falls back to
 # scipy's integrator (the fallback): errors of 1e-7 absolute change no count at
 # alpha >= 1e-4, and cost ~1/20 of 1e-9's time
 COPULA_ABSEPS, COPULA_RELEPS = 1e-7, 1e-5
-
-
-_SQRT_HALF = math.sqrt(0.5)
-_erfc = np.frompyfunc(math.erfc, 1, 1)
-
-
-def ndtr(x) -> np.ndarray:
-    """Phi(x) elementwise, 0.5 erfc(-x / sqrt 2) (math.erfc: accurate in both tails)."""
-    return 0.5 * _erfc(-_SQRT_HALF * np.asarray(x, dtype=np.float64)).astype(np.float64)
-
-
-def ndtri(p) -> np.ndarray:
-    """Phi^-1(p) elementwise (statistics.NormalDist: Wichura's AS241); -inf at p <= 0, +inf
-    at p >= 1, as scipy.special.ndtri."""
-    from statistics import NormalDist
-    inv = NormalDist().inv_cdf
-
-    def one(v):
-        return -math.inf if v <= 0.0 else math.inf if v >= 1.0 else inv(v)
-    return np.array([one(float(v)) for v in np.ravel(p)]).reshape(np.shape(p))
 
 
 def _cholesky(R: np.ndarray):

@@ -206,6 +206,17 @@ def stream_rows(d: int) -> int:
     return max(16, STREAM_BLOCK_BYTES // max(8 * d, 1))
 
 
+def pair_memo(pair, name: str, build):
+    """What `build()` returns, computed once per pair object and kept on it as attribute
+    `name`: the budget-free work that every search on the pair shares (row norms, orders,
+    spectral directions, the ladder's rung climbs)."""
+    value = getattr(pair, name, None)
+    if value is None:
+        value = build()
+        setattr(pair, name, value)
+    return value
+
+
 def logits_at(A: np.ndarray, B: np.ndarray, x: np.ndarray, readout: Readout | None = None,
               rows: int | None = None):
     """(c, delta) for one query, streamed over row blocks in float64: no 2n x d matrix is

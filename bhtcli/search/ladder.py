@@ -26,7 +26,7 @@ import time
 
 import numpy as np
 
-from bhtcli.models.softmax import SoftmaxPair
+from bhtcli.models.softmax import SoftmaxPair, pair_memo
 from bhtcli.search.ascent import BatchedAscent, distinct, finish, halve, project
 from bhtcli.search.kkt import kkt_state
 from bhtcli.search.result import SearchResult
@@ -84,10 +84,7 @@ def rung_energies(pair: SoftmaxPair, energies, max_rungs: int = MAX_GRID_RUNGS) 
 
 
 def _rung_cache(pair) -> dict:
-    cache = getattr(pair, "_rung_climbs", None)
-    if cache is None:
-        cache = pair._rung_climbs = {}
-    return cache
+    return pair_memo(pair, "_rung_climbs", dict)
 
 
 def _carry_starts(carried: np.ndarray, energy: float) -> np.ndarray:

@@ -28,7 +28,7 @@ import time
 import numpy as np
 
 from bhtcli.maths.subspaces import orthonormal_span, orthonormalise
-from bhtcli.models.softmax import SoftmaxPair
+from bhtcli.models.softmax import SoftmaxPair, pair_memo
 from bhtcli.search.ascent import BatchedAscent, distinct, halve, project
 from bhtcli.search.kkt import kkt_residuals, lagrangian_gradient
 from bhtcli.search.result import SearchResult
@@ -184,11 +184,7 @@ def row_against_bulk(w, delta, midpoint=None):
 
 def _row_dots(pair: SoftmaxPair) -> np.ndarray:
     """c_i . g_i for every row (one read of K, cached)."""
-    cached = getattr(pair, "_row_dots", None)
-    if cached is None:
-        cached = np.einsum("ij,ij->i", pair.C, pair.G, dtype=np.float64)
-        pair._row_dots = cached
-    return cached
+    return pair_memo(pair, "_row_dots", lambda: np.einsum("ij,ij->i", pair.C, pair.G, dtype=np.float64))
 
 
 def growth_gain(Q: np.ndarray, x: np.ndarray, g: np.ndarray, value: float, energy: float) -> float:

@@ -14,7 +14,7 @@ import math
 import numpy as np
 
 from bhtcli.maths.subspaces import orthonormalise, top_right_singular_vectors
-from bhtcli.models.softmax import SoftmaxPair, block_product
+from bhtcli.models.softmax import SoftmaxPair, block_product, pair_memo
 
 from bhtcli.settings import DEFAULT_STARTS  # noqa: E402,F401  (the first round's size)
 
@@ -23,9 +23,7 @@ def spectral_directions(pair: SoftmaxPair, r: int, seed: int, power: int = 3) ->
     """Top-r right singular vectors of the row-centred A - B (columns, unit norm); with
     non-exp links, of the stacked [(A+B)/2; A-B], since the scores themselves matter there
     (A against A with a different link has A - B = 0)."""
-    cache = getattr(pair, "_spectral", None)
-    if cache is None:
-        cache = pair._spectral = {}
+    cache = pair_memo(pair, "_spectral", dict)
     G = pair.G if pair.readout.exp_links else pair.K
     if G.shape[0] * G.shape[1] <= 4_000_000:
         # exact: one decomposition serves every r (up to EXACT_SPECTRAL), seed and power
@@ -103,13 +101,9 @@ def row_directions(pair: SoftmaxPair, pool: int) -> np.ndarray:
 
 def row_norms(pair: SoftmaxPair):
     """(||c_i||^2, ||g_i||^2) for every row, computed once per pair (one read of K)."""
-    cached = getattr(pair, "_row_norms", None)
-    if cached is None:
-        C, G = pair.C, pair.G
-        cached = (np.einsum("ij,ij->i", C, C, dtype=np.float64),
-                  np.einsum("ij,ij->i", G, G, dtype=np.float64))
-        pair._row_norms = cached
-    return cached
+    return pair_memo(pair, "_row_norms", lambda: (
+        np.einsum("ij,ij->i", pair.C, pair.C, dtype=np.float64),
+        np.einsum("ij,ij->i", pair.G, pair.G, dtype=np.float64)))
 
 
 SWAP_TOP = 4          # rows of largest ||g_i||, and twice as many of largest ||c_i||, paired
@@ -259,23 +253,20 @@ def swap_directions(pair: SoftmaxPair, energy: float, keep: int, bulk: bool = Fa
 def norm_order(pair: SoftmaxPair):
     """(rows by decreasing ||c_i||, rows by decreasing ||g_i||) (stable: ties by row), computed
     once per pair: every budget's screens start from them."""
-    cached = getattr(pair, "_norm_order", None)
-    if cached is None:
+    def build():
         cn, gn = row_norms(pair)
-        cached = (np.argsort(-cn, kind="stable"), np.argsort(-gn, kind="stable"))
-        for order in cached:
+        orders = (np.argsort(-cn, kind="stable"), np.argsort(-gn, kind="stable"))
+        for order in orders:
             order.flags.writeable = False
-        pair._norm_order = cached
-    return cached
+        return orders
+    return pair_memo(pair, "_norm_order", build)
 
 
 def _partners(pair: SoftmaxPair, bulk: bool):
     """The budget-free part of swap_directions, computed once per pair and mode: the partner
     rows J (by ||g_j|| and ||c_j||) and the rows R of largest ||c||, in float64, and
     c_j . g_j (read only: every budget's screen shares them, and gets the same bits)."""
-    cache = getattr(pair, "_swap_partners", None)
-    if cache is None:
-        cache = pair._swap_partners = {}
+    cache = pair_memo(pair, "_swap_partners", dict)
     if bulk not in cache:
         n = pair.n
         by_c, by_g = norm_order(pair)
