@@ -2,6 +2,7 @@
 (docs/kway.md; the maths in docs/maths.md §8)."""
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import time
@@ -18,7 +19,7 @@ from bhtcli.maths.counts import query_counts
 from bhtcli.maths.divergences import divergences_from_tilt
 from bhtcli.maths.kway import KwayLaw, allocate, kway_counts
 from bhtcli.models.kway import KModels, kway_scores_at
-from bhtcli.models.threads import single_threaded
+from bhtcli.models.threads import run_beside, single_threaded
 from bhtcli.results import KwayBoundResult, KwayDesignResult
 from bhtcli.search.kway import best_schedule, maximize_bottleneck, pair_directions
 from bhtcli.search.kway_sketch import SPECTRAL as SKETCH_SPECTRAL
@@ -73,6 +74,38 @@ def pair_facts(mats, names, energy: float) -> list:
                                  f"{facts.reason.replace('A and B are', 'they are', 1)}; drop one of them")
             out.append(facts)
     return out
+
+
+class _Watched:
+    """The search's progress callback while the facts run beside it: each message first
+    raises what the facts raised, so that bad input they find (two inputs that are the same
+    model, a budget whose logits overflow) stops the search at its next stage."""
+
+    def __init__(self, progress, job):
+        self.progress, self.job = progress, job
+        self.tick = getattr(progress, "tick", None)
+
+    def __call__(self, message: str) -> None:
+        if self.job.done() and self.job.exception() is not None:
+            raise self.job.exception()
+        if self.progress:
+            self.progress(message)
+
+
+@contextlib.contextmanager
+def facts_beside(mats, names, energy: float, progress=None):
+    """:func:`pair_facts` in a background thread while the block runs (the search: only the
+    certificate needs the facts, and the search's small products leave the second core
+    idle). Yields (job, progress for the block); job.result() is the facts. When the block
+    fails, an InputError of the facts is raised in its place: bad input is named as such,
+    not by what it made the search do."""
+    job = run_beside(pair_facts, mats, names, energy)
+    try:
+        yield job, _Watched(progress, job)
+    except Exception:
+        if isinstance(job.exception(), InputError):        # waits for the facts
+            raise job.exception() from None
+        raise
 
 
 def kway_certificate(facts: list, pairs: list, error: float, bottleneck_d: float | None,
@@ -211,24 +244,25 @@ def design_kway(models, energy: float, error: float = 0.05, starts: int | None =
     mats, names = load_models(models)
     t0 = time.perf_counter()
     if progress:
-        progress(f"checking {len(mats) * (len(mats) - 1) // 2} pairs")
-    facts = pair_facts(mats, names, energy)
-    km = KModels(mats, dtype=dtype)
-    found, space, directions = search_bottleneck(km, energy, search_space=search_space,
-                                                 starts=starts, seed=seed, progress=progress)
-    x = found.x
-    pairs, worst, samples = at_query(mats, km.pairs, x, error)
-    D = pairs[worst]["bhattacharyya_distance"]
-    sched = None
-    if schedule:
-        columns = np.concatenate([x[:, None]] + ([found.points] if found.points is not None else []),
-                                 axis=1)
-        with single_threaded():     # its pricing climbs are small products too
-            ss = best_schedule(km, energy, columns, seed=seed, directions=directions,
-                               progress=progress, space=space)
-        sched, sched_D = schedule_report(mats, km.pairs, ss.queries, ss.weights, D, error)
-        sched.update(dual_bound=ss.dual_bound, converged=ss.converged, rounds=ss.rounds,
-                     candidates=ss.columns)
+        progress(f"checking {len(mats) * (len(mats) - 1) // 2} pairs beside the search")
+    with facts_beside(mats, names, energy, progress) as (job, watched):
+        km = KModels(mats, dtype=dtype)
+        found, space, directions = search_bottleneck(km, energy, search_space=search_space,
+                                                     starts=starts, seed=seed, progress=watched)
+        x = found.x
+        pairs, worst, samples = at_query(mats, km.pairs, x, error)
+        D = pairs[worst]["bhattacharyya_distance"]
+        sched = None
+        if schedule:
+            columns = np.concatenate([x[:, None]] + ([found.points] if found.points is not None
+                                                     else []), axis=1)
+            with single_threaded():     # its pricing climbs are small products too
+                ss = best_schedule(km, energy, columns, seed=seed, directions=directions,
+                                   progress=watched, space=space)
+            sched, sched_D = schedule_report(mats, km.pairs, ss.queries, ss.weights, D, error)
+            sched.update(dual_bound=ss.dual_bound, converged=ss.converged, rounds=ss.rounds,
+                         candidates=ss.columns)
+        facts = job.result()
     printed = [[q["bhattacharyya_distance"] for q in pairs]]
     if sched is not None:
         printed.append(sched_D)

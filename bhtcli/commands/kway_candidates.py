@@ -15,7 +15,7 @@ import numpy as np
 
 from bhtcli.commands.candidates import (DEFAULT_TOP, MAX_BLOCK_ROWS, best_rows, block_rows,
                                         blocks, load_names, open_candidates, survey)
-from bhtcli.commands.kway import (at_query, kway_certificate, load_models, pair_facts,
+from bhtcli.commands.kway import (at_query, facts_beside, kway_certificate, load_models,
                                   search_bottleneck)
 from bhtcli.errors import InputError, parameter_name
 from bhtcli.io.validation import check_dtype, check_energy, check_error
@@ -187,17 +187,17 @@ def design_kway_candidates(models, H, energy=None, *, error: float = 0.05, names
                              "softmax models; give non-zero candidate queries")
     else:
         radius, source = energy, "energy"
-    facts = pair_facts(mats, model_names, radius)
     best = int(top_rows[0])
     x = np.asarray(H[best], dtype=np.float64)
-    pairs, worst, samples = at_query(mats, km.pairs, x, error)
-    Dbest = pairs[worst]["bhattacharyya_distance"]
-    if progress:
-        progress(f"designing the optimum over the ball of radius {radius:g} for comparison")
-    carried = np.stack([np.asarray(H[i], dtype=np.float64) for i in top_rows[:EXTRA_STARTS]],
-                       axis=1)
-    found, _, _ = search_bottleneck(km, radius, search_space=search_space, starts=starts,
-                                    seed=seed, progress=progress, carried=carried)
+    with facts_beside(mats, model_names, radius, progress) as (job, watched):
+        pairs, worst, samples = at_query(mats, km.pairs, x, error)
+        Dbest = pairs[worst]["bhattacharyya_distance"]
+        watched(f"designing the optimum over the ball of radius {radius:g} for comparison")
+        carried = np.stack([np.asarray(H[i], dtype=np.float64) for i in top_rows[:EXTRA_STARTS]],
+                           axis=1)
+        found, _, _ = search_bottleneck(km, radius, search_space=search_space, starts=starts,
+                                        seed=seed, progress=watched, carried=carried)
+        facts = job.result()
     opt_pairs, opt_worst, opt_samples = at_query(mats, km.pairs, found.x, error)
     Dopt = opt_pairs[opt_worst]["bhattacharyya_distance"]
     optimum = {"hellinger_squared": -math.expm1(-Dopt), "predicted": opt_samples["predicted"],

@@ -58,7 +58,7 @@ def _depth() -> int:
 @contextlib.contextmanager
 def _threads(single: bool):
     controls = _controls()
-    if controls is None:
+    if controls is None or getattr(_LOCAL, "beside", False):
         yield
         return
     _, put, default = controls
@@ -83,3 +83,21 @@ def single_threaded():
 def all_threads():
     """A block in which the BLAS uses all its threads again (a pass over A and B)."""
     return _threads(False)
+
+
+def run_beside(job, *args):
+    """Start job(*args) in a background thread and return its Future. The count of BLAS
+    threads is one setting for the whole process, so the job leaves it to the thread that
+    started it: its own single_threaded/all_threads blocks change nothing (a background job
+    that set one thread, or all of them, on leaving its block would undo the search's
+    setting in the middle of its small products)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def beside():
+        _LOCAL.beside = True
+        return job(*args)
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bht-beside")
+    try:
+        return pool.submit(beside)
+    finally:
+        pool.shutdown(wait=False)       # the thread ends with the job
