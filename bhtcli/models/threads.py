@@ -90,14 +90,18 @@ def run_beside(job, *args):
     threads is one setting for the whole process, so the job leaves it to the thread that
     started it: its own single_threaded/all_threads blocks change nothing (a background job
     that set one thread, or all of them, on leaving its block would undo the search's
-    setting in the middle of its small products)."""
-    from concurrent.futures import ThreadPoolExecutor
+    setting in the middle of its small products). A daemon thread: an interrupted command
+    exits without waiting for it."""
+    from concurrent.futures import Future
+    future = Future()
 
     def beside():
         _LOCAL.beside = True
-        return job(*args)
-    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bht-beside")
-    try:
-        return pool.submit(beside)
-    finally:
-        pool.shutdown(wait=False)       # the thread ends with the job
+        if not future.set_running_or_notify_cancel():
+            return
+        try:
+            future.set_result(job(*args))
+        except BaseException as error:      # handed to whoever asks for the result
+            future.set_exception(error)
+    threading.Thread(target=beside, name="bht-beside", daemon=True).start()
+    return future
