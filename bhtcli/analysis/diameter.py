@@ -23,19 +23,22 @@ class Diameter:
 
 
 def row_diameter(G: np.ndarray, exact_max_n: int = EXACT_DIAMETER_MAX_N,
-                 max_pair_work: float = PRUNED_PAIR_WORK, *, mean: np.ndarray | None = None) -> Diameter:
+                 max_pair_work: float = PRUNED_PAIR_WORK, *, mean: np.ndarray | None = None,
+                 norms: tuple[np.ndarray, float] | None = None) -> Diameter:
     """Diameter of the rows of G (a row-centred A - B; docs/maths.md §4.2).
 
     Exact, with a rounding margin so that it stays an upper bound: by pruned pairs when the
     row norms allow it (a pair can only beat the best distance found if the sum of its norms
     does; the farthest-point heuristic finds a good one first), else by blocked Gram products
     up to `exact_max_n` rows (O(n^2 d)); beyond, 2 max_i ||g_i - mean||, a rigorous upper bound.
-    `mean`: G's mean row when already known (it must be the value ``G.mean(axis=0)`` gives).
+    `mean`: G's mean row when already known (it must be the value ``G.mean(axis=0)`` gives);
+    `norms`: what :func:`_centred_norms` gives for G and that mean, when already computed.
     """
     n, d = G.shape
     if mean is None:
         mean = np.asarray(G.mean(axis=0, dtype=np.float64))
-    sq, raw = _centred_norms(G, mean)          # one streamed pass, shared by both paths
+    # one streamed pass, shared by both paths
+    sq, raw = _centred_norms(G, mean) if norms is None else norms
     pruned = _pruned_diameter(G, mean, max_pair_work, norms=(sq, raw))
     if pruned is not None:
         return Diameter(pruned, True)
@@ -248,7 +251,7 @@ def row_norm_2inf(M: np.ndarray, rows: int = 8192) -> float:
 
 def sub_rows(d: int, rows: int) -> int:
     """Rows per cache-sized sub-block (~1 MB of float64) of a streamed block of `rows` rows.
-    Row-wise results do not depend on it, and _RunningSum keeps column sums bit-identical to
+    Row-wise results do not depend on it, and RunningSum keeps column sums bit-identical to
     one sum over the whole block (numpy sums axis 0 row by row, except for d = 1, where it
     sums pairwise: no sub-blocks for d <= 16, whose blocks are small anyway)."""
     return rows if d <= 16 else max(16, min(rows, (1 << 17) // d))

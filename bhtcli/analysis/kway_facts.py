@@ -1,0 +1,163 @@
+"""The certificate facts of every pair of K models (docs/maths.md §4.17): the same PairFacts,
+bit for bit, as :func:`bhtcli.analysis.facts.analyse_pair` on each pair, from two streamed
+passes over the K models together instead of three over each pair's two. Each model's rows
+are converted to float64 once per sub-block and its own statistics (sums, row norms, |a|,
+norms about its mean) computed once; each pair's differences, their sums and norms and its
+trace floor come from those cached rows by the operations the pair's own passes use."""
+from __future__ import annotations
+
+import math
+from dataclasses import fields
+from itertools import combinations
+
+import numpy as np
+
+from bhtcli.analysis import ceilings
+from bhtcli.analysis.ceilings import CEILING_ROWS, PairStats, RunningSum, mean_rounding, split_rows
+from bhtcli.analysis.diameter import DifferenceRows, f64_rows, sub_rows
+from bhtcli.analysis.facts import PairFacts, analyse_budgets, pair_base
+from bhtcli.analysis.floors import (FloorBudget, centred_row_norms, finish_trace, floor_context,
+                                    per_row_floors, rayleigh_where_close, start_trace, trace_rows)
+from bhtcli.models.readout import Readout
+
+
+def analyse_pairs(mats, energy: float) -> list:
+    """analyse_pair(mats[i], mats[j], DifferenceRows(mats[i], mats[j]), energy) for every pair
+    i < j (itertools.combinations order), the same PairFacts bit for bit (plain softmax
+    models: no biases). A pair of the same model gets distinguishable False and its reason."""
+    return list(iter_pair_facts(mats, energy))
+
+
+def iter_pair_facts(mats, energy: float):
+    """:func:`analyse_pairs` one pair at a time: the shared passes run before the first pair
+    is given, what is left per pair (the same-model rule, the diameter's pruned search, the
+    ceiling's decision) when it is asked for, so that a caller that stops at the first pair
+    of the same model raises what a loop of analyse_pair would have raised."""
+    pairs = list(combinations(range(len(mats)), 2))
+    rows = CEILING_ROWS                         # the blocks of pair_stats and the ceilings
+    stats = shared_pair_stats(mats, pairs, rows)
+    n, d = mats[0].shape
+    traced = n * d * d >= ceilings.PER_ROW_SKIP_MIN_WORK     # per_row_variances tests its floor
+    norms, floors = shared_second_pass(mats, pairs, stats, energy if traced else None, rows)
+    for p, (i, j) in enumerate(pairs):
+        A, B = mats[i], mats[j]
+        G = DifferenceRows(A, B)
+        base = pair_base(A, B, G, stats=stats[p], norms=norms[p])
+        yield analyse_budgets(A, B, G, [energy], base=base, floors=floors[p])[0]
+
+
+def shared_pair_stats(mats, pairs, rows: int = CEILING_ROWS) -> list:
+    """pair_stats(mats[i], mats[j], rows) for every pair (i, j) of `pairs`, the same bits, in
+    one streamed pass over the K models (blocks of `rows` rows, as pair_stats adds them)."""
+    K, (n, d) = len(mats), mats[0].shape
+    sub = _shared_sub(d, rows, K)
+    sums = [np.zeros(d) for _ in range(K)]
+    norm2 = [0.0] * K
+    run = [RunningSum(d, sub) for _ in range(K)]
+    absolute = [np.empty((sub, d)) for _ in range(K)]
+    diff_sums, abs_sums = [np.zeros(d) for _ in pairs], [np.zeros(d) for _ in pairs]
+    diff_norm2 = [0.0] * len(pairs)
+    shared_g, shared_t = np.empty((sub + 1, d)), np.empty((sub + 1, d))     # used pair by pair
+    run_g = [RunningSum(d, sub, shared_g) for _ in pairs]
+    run_t = [RunningSum(d, sub, shared_t) for _ in pairs]
+    for s in range(0, n, rows):
+        end = min(n, s + rows)
+        for k in range(s, end, sub):
+            m = min(end, k + sub) - k
+            for i, M in enumerate(mats):
+                a = run[i].rows(m)
+                np.copyto(a, M[k:k + m], casting="unsafe")
+                norm2[i] = max(norm2[i], float(np.einsum("ij,ij->i", a, a).max()))
+                run[i].add(m)
+                np.abs(a, out=absolute[i][:m])
+            for p, (i, j) in enumerate(pairs):
+                g = np.subtract(run[i].rows(m), run[j].rows(m), out=run_g[p].rows(m))
+                diff_norm2[p] = max(diff_norm2[p], float(np.einsum("ij,ij->i", g, g).max()))
+                run_g[p].add(m)
+                t = np.add(absolute[i][:m], absolute[j][:m], out=run_t[p].rows(m))   # (|a| + |b|)
+                t += np.abs(g, out=g)                                                # + |g|
+                run_t[p].add(m)
+        for i in range(K):
+            sums[i] += run[i].pop()
+        for p in range(len(pairs)):
+            diff_sums[p] += run_g[p].pop()
+            abs_sums[p] += run_t[p].pop()
+    means = [total / n for total in sums]
+    out = []
+    for p, (i, j) in enumerate(pairs):
+        gmean = diff_sums[p] / n if rows == DifferenceRows.ROWS else None
+        out.append(PairStats(means[i], means[j], abs_sums[p] / n, math.sqrt(norm2[i]),
+                             math.sqrt(norm2[j]), math.sqrt(diff_norm2[p]), gmean))
+    return out
+
+
+def _shared_sub(d: int, rows: int, K: int) -> int:
+    """Rows per sub-block of the first pass: the K models' rows in about 2 MB (measured best
+    at 50,000 x 1,024, K = 4: 64 rows). The sums do not depend on it (RunningSum), the row
+    norms neither; d <= 16: no sub-blocks, as sub_rows."""
+    return rows if d <= 16 else max(16, min(rows, (1 << 18) // (K * d)))
+
+
+def shared_second_pass(mats, pairs, stats, energy: float | None, rows: int = CEILING_ROWS):
+    """For every pair: the row diameter's centred norms of A - B about its mean (what
+    diameter._centred_norms gives: (||g_i - gmean||^2 for every i, max_i ||g_i||)) and, when
+    `energy` is given, the trace floor at that budget (floors.trace_floors, the same bits) in
+    a hand-over function for per_row_variances; in one streamed pass over the K models."""
+    K, (n, d) = len(mats), mats[0].shape
+    sub = sub_rows(d, rows)                     # the trace floor's sums follow its sub-blocks
+    readout = Readout()
+    heavy_rows = split_rows(readout, n, d)
+    zero = np.zeros(n)                          # no biases: centred bias rows of zeros
+    contexts, budgets = [], []
+    for st in stats:
+        if energy is None:
+            break
+        sh = floor_context(mats[0], st, zero, zero, zero, mean_rounding(st, n), rows, heavy_rows)
+        budget = [FloorBudget(float(energy), 0.0, 0.0, None)]
+        start_trace(budget, sh)
+        contexts.append(sh)
+        budgets.append(budget)
+    means = [st.abar for st in stats[:1]] + [None] * (K - 1)
+    for p, (i, j) in enumerate(pairs):          # each model's mean, from any pair holding it
+        means[i], means[j] = stats[p].abar, stats[p].bbar
+    sq = [np.empty(n) for _ in pairs]
+    own = [np.empty((sub, d)) for _ in range(K)]
+    tg, tc = np.empty((sub, d)), np.empty((sub, d))
+    for k in range(0, n, sub):
+        m = min(n, k + sub) - k
+        rows64 = [f64_rows(M, k, m, buf) for M, buf in zip(mats, own)]
+        centred = [centred_row_norms(a, mean, tc) for a, mean in zip(rows64, means)] if contexts else None
+        for p, (i, j) in enumerate(pairs):
+            g = np.subtract(rows64[i], rows64[j], out=tg[:m])
+            c = np.subtract(g, stats[p].gmean, out=tc[:m])
+            sq[p][k:k + m] = np.einsum("ij,ij->i", c, c)
+            if contexts:
+                h = np.subtract(g, contexts[p].gbar, out=tc[:m])
+                trace_rows(budgets[p], contexts[p], k, centred[i], centred[j], h)
+    for budget, sh in zip(budgets, contexts):
+        finish_trace(budget, sh)
+    # max_i ||g_i||: the pair's eps_2inf, the square root of the same largest row sum
+    norms = [(sq[p], stats[p].eps_2inf) for p in range(len(pairs))]
+    hand = [_TracedFloors(b[0], sh) for b, sh in zip(budgets, contexts)] or [None] * len(pairs)
+    return norms, hand
+
+
+class _TracedFloors:
+    """per_row_floors for one pair whose trace floor at one budget the shared pass computed:
+    a call for that budget alone (the same settings) takes it over and adds the Rayleigh floor
+    where due; any other call computes everything as per_row_floors does."""
+
+    def __init__(self, budget: FloorBudget, sh):
+        self.budget, self.sh = budget, sh
+
+    def __call__(self, A, B, budgets, stats, at, bt, e, mean_err, rows, heavy_rows=0):
+        done, sh = self.budget, self.sh
+        if not (len(budgets) == 1 and budgets[0].E == done.E and budgets[0].osc_a == done.osc_a
+                and budgets[0].osc_b == done.osc_b and mean_err == sh.mean_err
+                and max(heavy_rows, 0) == sh.heavy_rows and not np.any(at) and not np.any(bt)
+                and not np.any(e)):
+            return per_row_floors(A, B, budgets, stats, at, bt, e, mean_err, rows, heavy_rows)
+        for f in fields(FloorBudget):
+            if f.name not in ("E", "osc_a", "osc_b", "above"):
+                setattr(budgets[0], f.name, getattr(done, f.name))
+        return rayleigh_where_close(A, B, budgets, sh)
