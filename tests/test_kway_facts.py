@@ -16,7 +16,7 @@ import bhtcli.analysis.facts as facts
 import bhtcli.analysis.floors as floors
 from bhtcli.analysis.diameter import DifferenceRows
 from bhtcli.analysis.facts import analyse_pair
-from bhtcli.analysis.kway_facts import analyse_pairs, iter_pair_facts, shared_pair_stats, shared_second_pass
+from bhtcli.analysis.kway_facts import analyse_pairs, iter_pair_facts, shared_passes
 
 
 def assert_same_bits(x, y, where="facts"):
@@ -149,28 +149,19 @@ SHAPES = [(9000, 24, 4, np.float32), (9000, 24, 3, np.float64), (700, 1000 // 7,
 
 
 @pytest.mark.parametrize("n, d, K, dtype", SHAPES)
-def test_the_shared_statistics_are_each_pairs(n, d, K, dtype):
-    """shared_pair_stats against pair_stats, every array to the bit (the PairFacts hide most
-    of the mean-rounding term's bits; this does not)."""
-    mats = models(n, d, K, dtype, seed=n + d)
-    pairs = list(combinations(range(K), 2))
-    for (i, j), got in zip(pairs, shared_pair_stats(mats, pairs)):
-        assert_same_bits(ceilings.pair_stats(mats[i], mats[j]), got, f"pair {i}, {j}")
-
-
-@pytest.mark.parametrize("n, d, K, dtype", SHAPES)
 @pytest.mark.parametrize("heavy", [0, 4])
-def test_the_shared_second_pass_is_each_pairs(monkeypatch, n, d, K, dtype, heavy):
-    """The diameter's centred norms and the trace floor (its caps, sums, heaviest rows and
-    value) against the pair's own passes, to the bit."""
+def test_the_shared_passes_are_each_pairs(monkeypatch, n, d, K, dtype, heavy):
+    """The statistics (pair_stats: every array and norm; the PairFacts hide most bits of the
+    mean-rounding term), the diameter's centred norms and the trace floor (caps, sums,
+    heaviest rows, value) against the pair's own passes, to the bit."""
     monkeypatch.setattr(ceilings, "HEAVY_SPLIT_MAX_D", 10 ** 6 if heavy else 0)
     mats = models(n, d, K, dtype, seed=n + d + 1)
     pairs = list(combinations(range(K), 2))
-    stats = shared_pair_stats(mats, pairs)
-    norms, hands = shared_second_pass(mats, pairs, stats, 1.7)
+    stats, norms, hands = shared_passes(mats, pairs, 1.7)
     zero = np.zeros(n)
     for (i, j), st, norm, hand in zip(pairs, stats, norms, hands):
         A, B = mats[i], mats[j]
+        assert_same_bits(ceilings.pair_stats(A, B), st, f"pair {i}, {j}")
         assert_same_bits(diameter._centred_norms(DifferenceRows(A, B), st.gmean), norm)
         sh = floors.floor_context(A, st, zero, zero, zero, ceilings.mean_rounding(st, n),
                                   ceilings.CEILING_ROWS, heavy if n > 1 else 0)
@@ -178,3 +169,16 @@ def test_the_shared_second_pass_is_each_pairs(monkeypatch, n, d, K, dtype, heavy
         floors.trace_floors(A, B, own, sh)
         assert_same_bits(own[0], hand.budget, f"pair {i}, {j}")
         assert_same_bits(sh.hh, hand.sh.hh)
+
+
+@pytest.mark.parametrize("offset", [0.0, 0.3, 30.0])
+def test_the_largest_row_norm_is_found_whatever_the_mean(offset):
+    """The screened largest row norms against pair_stats when the mean row is large (offset:
+    a common row added to every model), so that the screen keeps many rows or all."""
+    rng = np.random.default_rng(4)
+    mats = [M + offset * rng.standard_normal(30) for M in models(2000, 30, 3, np.float64, seed=9)]
+    mats[2][1234] *= 1.5            # one row clearly largest in one model
+    pairs = list(combinations(range(3), 2))
+    for (i, j), st in zip(pairs, shared_passes(mats, pairs, None)[0]):
+        want = ceilings.pair_stats(mats[i], mats[j])
+        assert (want.norm_a, want.norm_b, want.eps_2inf) == (st.norm_a, st.norm_b, st.eps_2inf)

@@ -7,7 +7,7 @@ trace floor come from those cached rows by the operations the pair's own passes 
 from __future__ import annotations
 
 import math
-from dataclasses import fields
+from dataclasses import fields, replace
 from itertools import combinations
 
 import numpy as np
@@ -15,9 +15,10 @@ import numpy as np
 from bhtcli.analysis import ceilings
 from bhtcli.analysis.ceilings import CEILING_ROWS, PairStats, RunningSum, mean_rounding, split_rows
 from bhtcli.analysis.diameter import DifferenceRows, f64_rows, sub_rows
-from bhtcli.analysis.facts import PairFacts, analyse_budgets, pair_base
+from bhtcli.analysis.facts import analyse_budgets, pair_base
 from bhtcli.analysis.floors import (FloorBudget, centred_row_norms, finish_trace, floor_context,
                                     per_row_floors, rayleigh_where_close, start_trace, trace_rows)
+from bhtcli.maths.certificate import EPS
 from bhtcli.models.readout import Readout
 
 
@@ -34,11 +35,9 @@ def iter_pair_facts(mats, energy: float):
     ceiling's decision) when it is asked for, so that a caller that stops at the first pair
     of the same model raises what a loop of analyse_pair would have raised."""
     pairs = list(combinations(range(len(mats)), 2))
-    rows = CEILING_ROWS                         # the blocks of pair_stats and the ceilings
-    stats = shared_pair_stats(mats, pairs, rows)
     n, d = mats[0].shape
     traced = n * d * d >= ceilings.PER_ROW_SKIP_MIN_WORK     # per_row_variances tests its floor
-    norms, floors = shared_second_pass(mats, pairs, stats, energy if traced else None, rows)
+    stats, norms, floors = shared_passes(mats, pairs, energy if traced else None)
     for p, (i, j) in enumerate(pairs):
         A, B = mats[i], mats[j]
         G = DifferenceRows(A, B)
@@ -46,17 +45,27 @@ def iter_pair_facts(mats, energy: float):
         yield analyse_budgets(A, B, G, [energy], base=base, floors=floors[p])[0]
 
 
-def shared_pair_stats(mats, pairs, rows: int = CEILING_ROWS) -> list:
-    """pair_stats(mats[i], mats[j], rows) for every pair (i, j) of `pairs`, the same bits, in
-    one streamed pass over the K models (blocks of `rows` rows, as pair_stats adds them)."""
+def shared_passes(mats, pairs, energy: float | None):
+    """(stats, norms, floors) for every pair (i, j) of `pairs`: pair_stats(mats[i], mats[j]),
+    the row diameter's centred norms of DifferenceRows(mats[i], mats[j]) about its mean (what
+    diameter._centred_norms gives) and, when `energy` is given, a hand-over of the trace
+    floor at that budget for per_row_variances (floors.trace_floors' numbers); None each
+    otherwise. The same bits as the pair's own passes, from two streamed passes over the K
+    models: the sums in the first, the rest in the second."""
+    sums = _first_pass(mats, pairs, CEILING_ROWS)
+    return _second_pass(mats, pairs, sums, energy, CEILING_ROWS)
+
+
+def _first_pass(mats, pairs, rows: int) -> list:
+    """pair_stats(mats[i], mats[j], rows) for every pair, the largest row norms still to come
+    (nan): the column sums of each model's rows, of each pair's differences and of
+    (|a| + |b|) + |a - b|, added as pair_stats adds them (blocks of `rows` rows)."""
     K, (n, d) = len(mats), mats[0].shape
     sub = _shared_sub(d, rows, K)
     sums = [np.zeros(d) for _ in range(K)]
-    norm2 = [0.0] * K
     run = [RunningSum(d, sub) for _ in range(K)]
     absolute = [np.empty((sub, d)) for _ in range(K)]
     diff_sums, abs_sums = [np.zeros(d) for _ in pairs], [np.zeros(d) for _ in pairs]
-    diff_norm2 = [0.0] * len(pairs)
     shared_g, shared_t = np.empty((sub + 1, d)), np.empty((sub + 1, d))     # used pair by pair
     run_g = [RunningSum(d, sub, shared_g) for _ in pairs]
     run_t = [RunningSum(d, sub, shared_t) for _ in pairs]
@@ -67,12 +76,10 @@ def shared_pair_stats(mats, pairs, rows: int = CEILING_ROWS) -> list:
             for i, M in enumerate(mats):
                 a = run[i].rows(m)
                 np.copyto(a, M[k:k + m], casting="unsafe")
-                norm2[i] = max(norm2[i], float(np.einsum("ij,ij->i", a, a).max()))
                 run[i].add(m)
                 np.abs(a, out=absolute[i][:m])
             for p, (i, j) in enumerate(pairs):
                 g = np.subtract(run[i].rows(m), run[j].rows(m), out=run_g[p].rows(m))
-                diff_norm2[p] = max(diff_norm2[p], float(np.einsum("ij,ij->i", g, g).max()))
                 run_g[p].add(m)
                 t = np.add(absolute[i][:m], absolute[j][:m], out=run_t[p].rows(m))   # (|a| + |b|)
                 t += np.abs(g, out=g)                                                # + |g|
@@ -83,30 +90,25 @@ def shared_pair_stats(mats, pairs, rows: int = CEILING_ROWS) -> list:
             diff_sums[p] += run_g[p].pop()
             abs_sums[p] += run_t[p].pop()
     means = [total / n for total in sums]
-    out = []
-    for p, (i, j) in enumerate(pairs):
-        gmean = diff_sums[p] / n if rows == DifferenceRows.ROWS else None
-        out.append(PairStats(means[i], means[j], abs_sums[p] / n, math.sqrt(norm2[i]),
-                             math.sqrt(norm2[j]), math.sqrt(diff_norm2[p]), gmean))
-    return out
+    nan = math.nan
+    return [PairStats(means[i], means[j], abs_sums[p] / n, nan, nan, nan,
+                      diff_sums[p] / n if rows == DifferenceRows.ROWS else None)
+            for p, (i, j) in enumerate(pairs)]
 
 
 def _shared_sub(d: int, rows: int, K: int) -> int:
     """Rows per sub-block of the first pass: the K models' rows in about 2 MB (measured best
-    at 50,000 x 1,024, K = 4: 64 rows). The sums do not depend on it (RunningSum), the row
-    norms neither; d <= 16: no sub-blocks, as sub_rows."""
+    at 50,000 x 1,024, K = 4: 64 rows). The sums do not depend on it (RunningSum); d <= 16:
+    no sub-blocks, as sub_rows."""
     return rows if d <= 16 else max(16, min(rows, (1 << 18) // (K * d)))
 
 
-def shared_second_pass(mats, pairs, stats, energy: float | None, rows: int = CEILING_ROWS):
-    """For every pair: the row diameter's centred norms of A - B about its mean (what
-    diameter._centred_norms gives: (||g_i - gmean||^2 for every i, max_i ||g_i||)) and, when
-    `energy` is given, the trace floor at that budget (floors.trace_floors, the same bits) in
-    a hand-over function for per_row_variances; in one streamed pass over the K models."""
+def _second_pass(mats, pairs, stats, energy: float | None, rows: int):
+    """The largest row norms (screened: :class:`_LargestRow`), the diameter's centred norms
+    and the trace floors of every pair; returns (stats with the norms, norms, floors)."""
     K, (n, d) = len(mats), mats[0].shape
     sub = sub_rows(d, rows)                     # the trace floor's sums follow its sub-blocks
-    readout = Readout()
-    heavy_rows = split_rows(readout, n, d)
+    heavy_rows = split_rows(Readout(), n, d)
     zero = np.zeros(n)                          # no biases: centred bias rows of zeros
     contexts, budgets = [], []
     for st in stats:
@@ -117,29 +119,67 @@ def shared_second_pass(mats, pairs, stats, energy: float | None, rows: int = CEI
         start_trace(budget, sh)
         contexts.append(sh)
         budgets.append(budget)
-    means = [st.abar for st in stats[:1]] + [None] * (K - 1)
+    means = [None] * K
     for p, (i, j) in enumerate(pairs):          # each model's mean, from any pair holding it
         means[i], means[j] = stats[p].abar, stats[p].bbar
+    own_norm = [_LargestRow(mean) for mean in means]
+    diff_norm = [_LargestRow(st.gmean) for st in stats]
     sq = [np.empty(n) for _ in pairs]
     own = [np.empty((sub, d)) for _ in range(K)]
     tg, tc = np.empty((sub, d)), np.empty((sub, d))
     for k in range(0, n, sub):
         m = min(n, k + sub) - k
         rows64 = [f64_rows(M, k, m, buf) for M, buf in zip(mats, own)]
-        centred = [centred_row_norms(a, mean, tc) for a, mean in zip(rows64, means)] if contexts else None
+        centred = [centred_row_norms(a, mean, tc) for a, mean in zip(rows64, means)]
+        for a, r, largest in zip(rows64, centred, own_norm):
+            largest.add(a, r)
         for p, (i, j) in enumerate(pairs):
             g = np.subtract(rows64[i], rows64[j], out=tg[:m])
             c = np.subtract(g, stats[p].gmean, out=tc[:m])
             sq[p][k:k + m] = np.einsum("ij,ij->i", c, c)
+            diff_norm[p].add(g, np.sqrt(sq[p][k:k + m]))
             if contexts:
                 h = np.subtract(g, contexts[p].gbar, out=tc[:m])
                 trace_rows(budgets[p], contexts[p], k, centred[i], centred[j], h)
     for budget, sh in zip(budgets, contexts):
         finish_trace(budget, sh)
-    # max_i ||g_i||: the pair's eps_2inf, the square root of the same largest row sum
+    stats = [replace(st, norm_a=own_norm[i].value(), norm_b=own_norm[j].value(),
+                     eps_2inf=diff_norm[p].value()) for p, ((i, j), st) in enumerate(zip(pairs, stats))]
+    # max_i ||g_i||, the diameter's rounding scale: eps_2inf (the same largest row sum)
     norms = [(sq[p], stats[p].eps_2inf) for p in range(len(pairs))]
     hand = [_TracedFloors(b[0], sh) for b, sh in zip(budgets, contexts)] or [None] * len(pairs)
-    return norms, hand
+    return stats, norms, hand
+
+
+class _LargestRow:
+    """sqrt(max_i fl(x_i . x_i)) over the rows of a matrix given in sub-blocks (pair_stats'
+    largest row norm, the same bits), with x_i . x_i computed only for the rows that can reach
+    the largest: with r_i the computed ||x_i - centre||, ||x_i|| lies within ||centre|| of it,
+    so a row whose upper bound is below another's lower bound is skipped (docs/maths.md §4.17;
+    every rounding inside the factor RHO). Rows skipped early stay below the largest, as the
+    lower bound only grows."""
+
+    def __init__(self, centre: np.ndarray):
+        d = centre.shape[0]
+        self.rho = 1.0 + 8 * (d + 4) * EPS
+        self.shift = float(np.linalg.norm(centre)) * self.rho      # >= ||centre||
+        self.low = 0.0          # <= the largest x_i . x_i computed or to come
+        self.best = 0.0
+
+    def add(self, x: np.ndarray, r: np.ndarray) -> None:
+        """x: rows (float64), r: the computed ||x_i - centre|| of each."""
+        up = r * self.rho + self.shift
+        up = up * up * self.rho
+        lo = np.maximum(r / self.rho - self.shift, 0.0)
+        self.low = max(self.low, float((lo * lo).max()) / self.rho)
+        keep = up >= self.low
+        count = int(np.count_nonzero(keep))
+        if count:
+            rows = x if count == keep.size else x[keep]
+            self.best = max(self.best, float(np.einsum("ij,ij->i", rows, rows).max()))
+
+    def value(self) -> float:
+        return math.sqrt(self.best)
 
 
 class _TracedFloors:
