@@ -138,22 +138,21 @@ def start_trace(budgets, sh: FloorContext) -> None:
     sh.hh = np.empty(n)
 
 
-def trace_rows(budgets, sh: FloorContext, k: int, na, nb, h) -> None:
+def trace_rows(budgets, sh: FloorContext, k: int, na, nb, h, caps=None) -> None:
     """The trace pass at rows k .. k+m (one sub-block of sh.sub rows, in order): na, nb the
-    norms ||a_i - abar||, ||b_i - bbar||, h the rows (a_i - b_i) - gbar."""
-    d, m = sh.d, h.shape[0]
-    log_n1, bias_err = sh.log_n1, sh.bias_err
+    norms ||a_i - abar||, ||b_i - bbar||, h the rows (a_i - b_i) - gbar; caps: each budget's
+    :func:`floor_caps` of these rows when already computed."""
+    m = h.shape[0]
     ak, bk = sh.at[k:k + m], sh.bt[k:k + m]
     es = sh.e[k:k + m]
     hh = np.einsum("ij,ij->i", h, h)
     sh.hh[k:k + m] = hh
-    for b in budgets:
-        E = b.E
-        rho = np.maximum(E * na + ak + b.osc_a, E * nb + bk + b.osc_b)
-        # rounding down, by more than per_row_variance rounds up: the exact rho is above
-        rho = (rho * (1 - 16 * (d + 4) * EPS) - 2 * E * sh.mean_err - bias_err
-               - 16 * EPS * (E * (na + nb) + np.abs(ak) + np.abs(bk) + np.abs(rho) + log_n1 + 1.0))
-        cap = weight_cap(rho, sh.n, log_n1) * (1 - 16 * EPS)
+    for index, b in enumerate(budgets):
+        if caps is None:
+            cap = floor_caps(b.E, na, nb, ak, bk, b.osc_a, b.osc_b, sh.mean_err, sh.bias_err,
+                             sh.log_n1, sh.n, sh.d)
+        else:
+            cap = caps[index]
         b.cap[k:k + m] = cap
         b.t1 += float(cap @ hh)
         if sh.heavy_rows > 0:
@@ -165,6 +164,17 @@ def trace_rows(budgets, sh: FloorContext, k: int, na, nb, h) -> None:
         b.c2 += float(cap @ (es * es))
         b.c1 += float(cap @ es)
         _keep_heaviest(b, cap * hh, k, RAYLEIGH_ROWS)
+
+
+def floor_caps(E: float, na, nb, ak, bk, osc_a: float, osc_b: float, mean_err, bias_err,
+               log_n1: float, n: int, d: int) -> np.ndarray:
+    """The trace floor's caps c_i at budget E, below the exact kappa(rho_i) (elementwise: rows
+    of several pairs stacked, mean_err and bias_err a column each, give each pair's bits)."""
+    rho = np.maximum(E * na + ak + osc_a, E * nb + bk + osc_b)
+    # rounding down, by more than per_row_variance rounds up: the exact rho is above
+    rho = (rho * (1 - 16 * (d + 4) * EPS) - 2 * E * mean_err - bias_err
+           - 16 * EPS * (E * (na + nb) + np.abs(ak) + np.abs(bk) + np.abs(rho) + log_n1 + 1.0))
+    return weight_cap(rho, n, log_n1) * (1 - 16 * EPS)
 
 
 def finish_trace(budgets, sh: FloorContext) -> None:
@@ -204,6 +214,8 @@ def _heavy_allowance(b: FloorBudget) -> float:
 
 def _keep_heaviest(b: FloorBudget, mass: np.ndarray, start: int, count: int) -> None:
     """Keep the `count` rows of largest c_i ||h_i||^2 (ties: the first row)."""
+    if len(b.mass) >= count and float(mass.max()) <= b.mass[-1][0]:
+        return                  # later rows, none heavier than the last kept: none enters
     k = min(count, mass.size)
     pick = np.argpartition(-mass, k - 1)[:k] if mass.size > k else np.arange(mass.size)
     b.mass += [(float(mass[j]), start + int(j)) for j in pick]

@@ -16,8 +16,9 @@ from bhtcli.analysis import ceilings
 from bhtcli.analysis.ceilings import CEILING_ROWS, PairStats, RunningSum, mean_rounding, split_rows
 from bhtcli.analysis.diameter import DifferenceRows, f64_rows, sub_rows
 from bhtcli.analysis.facts import analyse_budgets, pair_base
-from bhtcli.analysis.floors import (FloorBudget, centred_row_norms, finish_trace, floor_context,
-                                    per_row_floors, rayleigh_where_close, start_trace, trace_rows)
+from bhtcli.analysis.floors import (FloorBudget, centred_row_norms, finish_trace, floor_caps,
+                                    floor_context, per_row_floors, rayleigh_where_close,
+                                    start_trace, trace_rows)
 from bhtcli.maths.certificate import EPS
 from bhtcli.models.readout import Readout
 
@@ -119,6 +120,11 @@ def _second_pass(mats, pairs, stats, energy: float | None, rows: int):
         start_trace(budget, sh)
         contexts.append(sh)
         budgets.append(budget)
+    if contexts:                # the caps of all pairs at once: stacked, each pair's bits
+        first, second = (np.array(side) for side in zip(*pairs))
+        mean_err = np.array([[sh.mean_err] for sh in contexts])
+        bias_err = np.array([[sh.bias_err] for sh in contexts])
+        log_n1 = contexts[0].log_n1
     means = [None] * K
     for p, (i, j) in enumerate(pairs):          # each model's mean, from any pair holding it
         means[i], means[j] = stats[p].abar, stats[p].bbar
@@ -133,6 +139,10 @@ def _second_pass(mats, pairs, stats, energy: float | None, rows: int):
         centred = [centred_row_norms(a, mean, tc) for a, mean in zip(rows64, means)]
         for a, r, largest in zip(rows64, centred, own_norm):
             largest.add(a, r)
+        if contexts:
+            stacked = np.array(centred)
+            caps = floor_caps(float(energy), stacked[first], stacked[second], zero[k:k + m],
+                              zero[k:k + m], 0.0, 0.0, mean_err, bias_err, log_n1, n, d)
         for p, (i, j) in enumerate(pairs):
             g = np.subtract(rows64[i], rows64[j], out=tg[:m])
             c = np.subtract(g, stats[p].gmean, out=tc[:m])
@@ -140,7 +150,7 @@ def _second_pass(mats, pairs, stats, energy: float | None, rows: int):
             diff_norm[p].add(g, np.sqrt(sq[p][k:k + m]))
             if contexts:
                 h = np.subtract(g, contexts[p].gbar, out=tc[:m])
-                trace_rows(budgets[p], contexts[p], k, centred[i], centred[j], h)
+                trace_rows(budgets[p], contexts[p], k, centred[i], centred[j], h, caps[p:p + 1])
     for budget, sh in zip(budgets, contexts):
         finish_trace(budget, sh)
     stats = [replace(st, norm_a=own_norm[i].value(), norm_b=own_norm[j].value(),
