@@ -16,7 +16,7 @@ import bhtcli.analysis.facts as facts
 import bhtcli.analysis.floors as floors
 from bhtcli.analysis.diameter import DifferenceRows
 from bhtcli.analysis.facts import analyse_pair
-from bhtcli.analysis.kway_facts import analyse_pairs, iter_pair_facts, shared_passes
+from bhtcli.analysis.kway_facts import analyse_pairs, iter_pair_facts, shared_farthest, shared_passes
 
 
 def assert_same_bits(x, y, where="facts"):
@@ -182,3 +182,21 @@ def test_the_largest_row_norm_is_found_whatever_the_mean(offset):
     for (i, j), st in zip(pairs, shared_passes(mats, pairs, None)[0]):
         want = ceilings.pair_stats(mats[i], mats[j])
         assert (want.norm_a, want.norm_b, want.eps_2inf) == (st.norm_a, st.norm_b, st.eps_2inf)
+
+
+@pytest.mark.parametrize("n, d, K, dtype", SHAPES + [(2, 5, 3, np.float32)])
+def test_the_farthest_point_steps_in_lockstep_are_each_pairs(n, d, K, dtype):
+    """shared_farthest (the float32 screens of all pairs in one pass per step) against
+    diameter.farthest_point on each pair, to the bit; a pair of the same model included."""
+    mats = models(n, d, K, dtype, seed=n + d + 2)
+    mats[-1] = mats[0].copy()
+    pairs = list(combinations(range(K), 2))
+    stats, norms, _ = shared_passes(mats, pairs, None)
+    got = shared_farthest(mats, pairs, norms)
+    for (i, j), norm, bound in zip(pairs, norms, got):
+        if n < 3:
+            assert bound is None
+            continue
+        G = DifferenceRows(mats[i], mats[j])
+        want = diameter.farthest_point(G, np.sqrt(norm[0]), norm[1], diameter.sub_rows(d, 8192))
+        assert np.float64(want).tobytes() == np.float64(bound).tobytes(), (i, j, want, bound)

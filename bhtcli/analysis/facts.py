@@ -49,17 +49,20 @@ class PairBase:
 
 def pair_base(A: np.ndarray, B: np.ndarray, pair_G: np.ndarray,
               readout: Readout | None = None, *, stats: PairStats | None = None,
-              norms=None) -> PairBase:
+              norms=None, farthest: float | None = None) -> PairBase:
     """Row statistics (one streamed pass over A and B), the row diameter and the same-model
     rule (docs/maths.md §1.2, §4.2). pair_G: A - B (centred or not). stats (pair_stats(A, B))
-    and norms (the diameter's centred norms of DifferenceRows(A, B) about stats.gmean): when
-    a pass shared by several pairs computed them (analysis/kway_facts.py)."""
+    and norms (the diameter's centred norms of DifferenceRows(A, B) about stats.gmean) and
+    farthest (its farthest-point bound): when passes shared by several pairs computed them
+    (analysis/kway_facts.py)."""
     readout = Readout() if readout is None else readout
     stats = pair_stats(A, B) if stats is None else stats
     if np.asarray(pair_G[:1]).dtype != np.float64:    # a float32 search's G is rounded
         pair_G = DifferenceRows(A, B)                   # float64 rows, streamed
     mean = stats.gmean if isinstance(pair_G, DifferenceRows) else None   # saves a pass
-    diam = row_diameter(pair_G, mean=mean, norms=norms if mean is not None else None)
+    shared = mean is not None                   # the shared parts are those of DifferenceRows
+    diam = row_diameter(pair_G, mean=mean, norms=norms if shared else None,
+                        farthest=farthest if shared else None)
     _, dbias = readout.bias_offsets(A.shape[0])
     bias_range = float(dbias.max() - dbias.min())
     bias_scale = max(abs_max(readout.bias_a), abs_max(readout.bias_b))

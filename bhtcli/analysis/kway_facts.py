@@ -14,7 +14,8 @@ import numpy as np
 
 from bhtcli.analysis import ceilings
 from bhtcli.analysis.ceilings import CEILING_ROWS, PairStats, RunningSum, mean_rounding, split_rows
-from bhtcli.analysis.diameter import DifferenceRows, f64_rows, sub_rows
+from bhtcli.analysis.diameter import (DifferenceRows, distances32, f64_rows, far_from,
+                                      farthest_steps, screens, sub_rows)
 from bhtcli.analysis.facts import analyse_budgets, pair_base
 from bhtcli.analysis.floors import (FloorBudget, centred_row_norms, finish_trace, floor_caps,
                                     floor_context, per_row_floors, rayleigh_where_close,
@@ -39,10 +40,11 @@ def iter_pair_facts(mats, energy: float):
     n, d = mats[0].shape
     traced = n * d * d >= ceilings.PER_ROW_SKIP_MIN_WORK     # per_row_variances tests its floor
     stats, norms, floors = shared_passes(mats, pairs, energy if traced else None)
+    farthest = shared_farthest(mats, pairs, norms)
     for p, (i, j) in enumerate(pairs):
         A, B = mats[i], mats[j]
         G = DifferenceRows(A, B)
-        base = pair_base(A, B, G, stats=stats[p], norms=norms[p])
+        base = pair_base(A, B, G, stats=stats[p], norms=norms[p], farthest=farthest[p])
         yield analyse_budgets(A, B, G, [energy], base=base, floors=floors[p])[0]
 
 
@@ -159,6 +161,47 @@ def _second_pass(mats, pairs, stats, energy: float | None, rows: int):
     norms = [(sq[p], stats[p].eps_2inf) for p in range(len(pairs))]
     hand = [_TracedFloors(b[0], sh) for b, sh in zip(budgets, contexts)] or [None] * len(pairs)
     return stats, norms, hand
+
+
+def shared_farthest(mats, pairs, norms, rows: int = CEILING_ROWS) -> list:
+    """diameter.farthest_point for every pair (its bound, the same bits; None where the pair's
+    diameter takes no pruned search: fewer than 3 rows), the pairs' steps in lockstep: each
+    step's float32 screen (float32 models) reads every model once for all pairs still
+    stepping; the rest of each step is the pair's own far_from."""
+    (n, d), sub = mats[0].shape, sub_rows(mats[0].shape[1], rows)
+    if n < 3:
+        return [None] * len(pairs)
+    diffs = [DifferenceRows(mats[i], mats[j]) for i, j in pairs]
+    steps = [farthest_steps(np.sqrt(sq)) for sq, _ in norms]
+    start = [next(step) for step in steps]
+    out = [None] * len(pairs)
+    live = dict(enumerate(start))               # pair -> the row its next step measures from
+    while live:
+        screened = {p: None for p in live}
+        if screens(diffs[0]):
+            gis = {p: np.asarray(diffs[p][i:i + 1], dtype=np.float64)[0].astype(np.float32)
+                   for p, i in live.items()}
+            screened = _screens(mats, {p: pairs[p] for p in live}, gis, sub)
+        for p, i in list(live.items()):
+            try:
+                live[p] = steps[p].send(far_from(diffs[p], i, norms[p][1], sub, screened[p]))
+            except StopIteration as done:
+                out[p] = done.value
+                del live[p]
+    return out
+
+
+def _screens(mats, pairs: dict, gis: dict, sub: int) -> dict:
+    """diameter.distances32 of every pair (p: (i, j)) from its row (gis[p], float32) over all
+    rows, in one pass over the models (each block read once from memory for all pairs)."""
+    n, d = mats[0].shape
+    dist = {p: np.empty(n, dtype=np.float32) for p in pairs}
+    buf = np.empty((sub, d), dtype=np.float32)
+    for k in range(0, n, sub):
+        m = min(n, k + sub) - k
+        for p, (i, j) in pairs.items():
+            dist[p][k:k + m] = distances32(mats[i], mats[j], k, m, gis[p], buf)
+    return dist
 
 
 class _LargestRow:
