@@ -186,10 +186,13 @@ def test_the_largest_row_norm_is_found_whatever_the_mean(offset):
 
 @pytest.mark.parametrize("n, d, K, dtype", SHAPES + [(2, 5, 3, np.float32)])
 def test_the_farthest_point_steps_in_lockstep_are_each_pairs(n, d, K, dtype):
-    """shared_farthest (the float32 screens of all pairs in one pass per step) against
-    diameter.farthest_point on each pair, to the bit; a pair of the same model included."""
+    """shared_farthest (the float32 screens of all pairs in one pass per step, in the expanded
+    form) against diameter.farthest_point on each pair, to the bit; a pair of the same model
+    included, and rows repeated so that the farthest row ties (the first must be found)."""
     mats = models(n, d, K, dtype, seed=n + d + 2)
     mats[-1] = mats[0].copy()
+    for M in mats[1:-1]:
+        M[n // 2:2 * (n // 2)] = M[:n // 2]        # every difference row twice: tied farthest rows
     pairs = list(combinations(range(K), 2))
     stats, norms, _ = shared_passes(mats, pairs, None)
     got = shared_farthest(mats, pairs, norms)
@@ -200,3 +203,25 @@ def test_the_farthest_point_steps_in_lockstep_are_each_pairs(n, d, K, dtype):
         G = DifferenceRows(mats[i], mats[j])
         want = diameter.farthest_point(G, np.sqrt(norm[0]), norm[1], diameter.sub_rows(d, 8192))
         assert np.float64(want).tobytes() == np.float64(bound).tobytes(), (i, j, want, bound)
+
+
+@pytest.mark.parametrize("scale", [1.0, 1e-3, 1e3])
+def test_the_expanded_screen_is_within_the_direct_forms_bound(scale):
+    """The lockstep screen's ||x_j||^2 - 2 x_j . g_i + ||g_i||^2 against the float64 distances
+    ||g_j - g_i||^2: within the tolerance the float64 check allows for (the direct form's
+    bound, docs/maths.md §4.17), on rows of very different sizes."""
+    from bhtcli.analysis.kway_facts import _Screens
+    rng = np.random.default_rng(6)
+    n, d = 3000, 300
+    mats = [(M * scale * np.exp(rng.standard_normal((n, 1)))).astype(np.float32)
+            for M in models(n, d, 3, np.float64, seed=6, spread=0.3)]
+    pairs = list(combinations(range(3), 2))
+    diffs = [DifferenceRows(mats[i], mats[j]) for i, j in pairs]
+    rows = {p: int(rng.integers(n)) for p in range(3)}
+    dist = _Screens(mats, pairs, 128).distances(rows, diffs)
+    for p, i in rows.items():
+        G = diffs[p][:]
+        exact = np.einsum("ij,ij->i", G - G[i], G - G[i])
+        raw = float(np.sqrt(np.einsum("ij,ij->i", G, G).max()))
+        worst = float(np.max(np.abs(dist[p] - exact)))
+        assert worst <= diameter.screen_tolerance(raw, d) / 2, (worst, diameter.screen_tolerance(raw, d))

@@ -200,11 +200,7 @@ def _far_from_screened(G: "DifferenceRows", gi: np.ndarray, i: int, raw: float, 
         for s in range(0, n, sub):
             m = min(n, s + sub) - s
             dist[s:s + m] = distances32(G.A, G.B, s, m, gi32, buf)
-    u32 = 2.0 ** -24
-    r = 1.001 * raw
-    e = 8 * u32 * r
-    g32 = d * u32 / (1 - d * u32)
-    tol = g32 * (2 * r + e) ** 2 + 4 * r * e + e * e + (d + 4) * EPS * 4 * r * r
+    tol = screen_tolerance(raw, d)
     top = float(dist.max())
     if not (math.isfinite(top) and math.isfinite(tol)):
         return None                             # float32 overflow: the float64 loop decides
@@ -218,6 +214,16 @@ def _far_from_screened(G: "DifferenceRows", gi: np.ndarray, i: int, raw: float, 
         if dd[j] > best_d:
             best_d, best_j = float(dd[j]), int(idx[j])
     return math.sqrt(best_d), best_j
+
+
+def screen_tolerance(raw: float, d: int) -> float:
+    """The bound of _far_from_screened on |dist32_j - D_j| plus the float64 value's error
+    (raw >= max_j ||g_j||; docs/maths.md §4.11)."""
+    u32 = 2.0 ** -24
+    r = 1.001 * raw
+    e = 8 * u32 * r
+    g32 = d * u32 / (1 - d * u32)
+    return g32 * (2 * r + e) ** 2 + 4 * r * e + e * e + (d + 4) * EPS * 4 * r * r
 
 
 def _rows64(G, index) -> np.ndarray:

@@ -14,8 +14,8 @@ import numpy as np
 
 from bhtcli.analysis import ceilings
 from bhtcli.analysis.ceilings import CEILING_ROWS, PairStats, RunningSum, mean_rounding, split_rows
-from bhtcli.analysis.diameter import (DifferenceRows, distances32, f64_rows, far_from,
-                                      farthest_steps, screens, sub_rows)
+from bhtcli.analysis.diameter import (DifferenceRows, f64_rows, far_from, farthest_steps,
+                                      screens, sub_rows)
 from bhtcli.analysis.facts import analyse_budgets, pair_base
 from bhtcli.analysis.floors import (FloorBudget, centred_row_norms, finish_trace, floor_caps,
                                     floor_context, per_row_floors, rayleigh_where_close,
@@ -166,42 +166,60 @@ def _second_pass(mats, pairs, stats, energy: float | None, rows: int):
 def shared_farthest(mats, pairs, norms, rows: int = CEILING_ROWS) -> list:
     """diameter.farthest_point for every pair (its bound, the same bits; None where the pair's
     diameter takes no pruned search: fewer than 3 rows), the pairs' steps in lockstep: each
-    step's float32 screen (float32 models) reads every model once for all pairs still
-    stepping; the rest of each step is the pair's own far_from."""
+    step's float32 screen (float32 models) is one pass over the models for all pairs still
+    stepping (:class:`_Screens`); the rest of each step is the pair's own far_from."""
     (n, d), sub = mats[0].shape, sub_rows(mats[0].shape[1], rows)
     if n < 3:
         return [None] * len(pairs)
     diffs = [DifferenceRows(mats[i], mats[j]) for i, j in pairs]
     steps = [farthest_steps(np.sqrt(sq)) for sq, _ in norms]
-    start = [next(step) for step in steps]
     out = [None] * len(pairs)
-    live = dict(enumerate(start))               # pair -> the row its next step measures from
+    live = {p: next(step) for p, step in enumerate(steps)}    # pair -> the row to measure from
+    screen = _Screens(mats, pairs, sub) if screens(diffs[0]) else None
     while live:
-        screened = {p: None for p in live}
-        if screens(diffs[0]):
-            gis = {p: np.asarray(diffs[p][i:i + 1], dtype=np.float64)[0].astype(np.float32)
-                   for p, i in live.items()}
-            screened = _screens(mats, {p: pairs[p] for p in live}, gis, sub)
+        dist = screen.distances(live, diffs) if screen else dict.fromkeys(live)
         for p, i in list(live.items()):
             try:
-                live[p] = steps[p].send(far_from(diffs[p], i, norms[p][1], sub, screened[p]))
+                live[p] = steps[p].send(far_from(diffs[p], i, norms[p][1], sub, dist[p]))
             except StopIteration as done:
                 out[p] = done.value
                 del live[p]
     return out
 
 
-def _screens(mats, pairs: dict, gis: dict, sub: int) -> dict:
-    """diameter.distances32 of every pair (p: (i, j)) from its row (gis[p], float32) over all
-    rows, in one pass over the models (each block read once from memory for all pairs)."""
-    n, d = mats[0].shape
-    dist = {p: np.empty(n, dtype=np.float32) for p in pairs}
-    buf = np.empty((sub, d), dtype=np.float32)
-    for k in range(0, n, sub):
-        m = min(n, k + sub) - k
-        for p, (i, j) in pairs.items():
-            dist[p][k:k + m] = distances32(mats[i], mats[j], k, m, gis[p], buf)
-    return dist
+class _Screens:
+    """far_from's float32 screen for several pairs in one pass over the models, in the
+    expanded form ||x_j||^2 - 2 x_j . g_i + ||g_i||^2 with x_j = fl32(a_j - b_j): a subtraction
+    and a matrix-vector product per pair and step, the ||x_j||^2 kept from the first step.
+    Within the direct form's rounding bound (docs/maths.md §4.17), so the float64 check finds
+    the same farthest row."""
+
+    def __init__(self, mats, pairs, sub: int):
+        self.mats, self.pairs, self.sub = mats, pairs, sub
+        self.squares = {}                       # pair -> ||x_j||^2 (float32), from step one
+
+    def distances(self, live: dict, diffs) -> dict:
+        mats, sub = self.mats, self.sub
+        n, d = mats[0].shape
+        gis = {p: np.asarray(diffs[p][i:i + 1], dtype=np.float64)[0].astype(np.float32)
+               for p, i in live.items()}
+        dots = {p: np.empty(n, dtype=np.float32) for p in live}
+        fresh = [p for p in live if p not in self.squares]
+        self.squares.update({p: np.empty(n, dtype=np.float32) for p in fresh})
+        buf = np.empty((sub, d), dtype=np.float32)
+        for k in range(0, n, sub):
+            m = min(n, k + sub) - k
+            for p in live:
+                i, j = self.pairs[p]
+                x = np.subtract(mats[i][k:k + m], mats[j][k:k + m], out=buf[:m])
+                if p in fresh:
+                    self.squares[p][k:k + m] = np.einsum("ij,ij->i", x, x)
+                dots[p][k:k + m] = x @ gis[p]
+        out = {}
+        for p in live:
+            gi = gis[p].astype(np.float64)
+            out[p] = self.squares[p].astype(np.float64) - 2.0 * dots[p].astype(np.float64) + gi @ gi
+        return out
 
 
 class _LargestRow:
