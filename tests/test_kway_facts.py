@@ -126,6 +126,14 @@ def test_the_floor_cases_cover_skip_and_gram(monkeypatch):
     assert any(notes) and not all(notes)
 
 
+def test_models_of_mixed_precision():
+    """A float64 model among float32 ones: its pairs take the float64 steps, the others the
+    float32 screen, each as analyse_pair does."""
+    mats = models(3000, 40, 4, np.float32, seed=12)
+    mats[2] = mats[2].astype(np.float64)
+    check(mats, 3.0)
+
+
 @pytest.mark.parametrize("n, d", [(20, 3), (2, 30), (9000, 1000 // 40)])
 def test_small_and_odd_shapes(n, d):
     """d <= 16 (no sub-blocks), n = 2 (no pruned search) and a width whose sub-blocks do not

@@ -175,12 +175,12 @@ def shared_farthest(mats, pairs, norms, rows: int = CEILING_ROWS) -> list:
     steps = [farthest_steps(np.sqrt(sq)) for sq, _ in norms]
     out = [None] * len(pairs)
     live = {p: next(step) for p, step in enumerate(steps)}    # pair -> the row to measure from
-    screen = _Screens(mats, pairs, sub) if screens(diffs[0]) else None
+    screen = _Screens(mats, pairs, sub)
     while live:
-        dist = screen.distances(live, diffs) if screen else dict.fromkeys(live)
+        dist = screen.distances({p: i for p, i in live.items() if screens(diffs[p])}, diffs)
         for p, i in list(live.items()):
             try:
-                live[p] = steps[p].send(far_from(diffs[p], i, norms[p][1], sub, dist[p]))
+                live[p] = steps[p].send(far_from(diffs[p], i, norms[p][1], sub, dist.get(p)))
             except StopIteration as done:
                 out[p] = done.value
                 del live[p]
@@ -199,6 +199,9 @@ class _Screens:
         self.squares = {}                       # pair -> ||x_j||^2 (float32), from step one
 
     def distances(self, live: dict, diffs) -> dict:
+        """pair -> the screen's distances from row live[pair] (float32 pairs only)."""
+        if not live:
+            return {}
         mats, sub = self.mats, self.sub
         n, d = mats[0].shape
         gis = {p: np.asarray(diffs[p][i:i + 1], dtype=np.float64)[0].astype(np.float32)
