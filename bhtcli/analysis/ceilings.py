@@ -61,13 +61,14 @@ def variance_ceiling(A, B, energy: float, spread: float, readout: Readout | None
 
 
 def variance_ceilings(A, B, energies, spreads, readout: Readout | None = None,
-                      stats: PairStats | None = None, rows: int = CEILING_ROWS) -> list:
+                      stats: PairStats | None = None, rows: int = CEILING_ROWS, *,
+                      floors=None) -> list:
     """:func:`variance_ceiling` at each budget (with its spread), the per-row ceilings of all
     budgets in one streamed pass (:func:`per_row_variances`): the same Ceiling, bit for bit,
-    as one call per budget."""
+    as one call per budget. floors: as for :func:`per_row_variances`."""
     readout = Readout() if readout is None else readout
     ranges = [spread ** 2 / 4.0 if math.isfinite(spread) else None for spread in spreads]
-    per_rows = per_row_variances(A, B, energies, readout, stats, rows, above=ranges)
+    per_rows = per_row_variances(A, B, energies, readout, stats, rows, above=ranges, floors=floors)
     return [_ceiling(range_v, per_row, why) for range_v, (per_row, why) in zip(ranges, per_rows)]
 
 
@@ -99,14 +100,15 @@ class PairStats:
     gmean: np.ndarray | None = None   # mean row of A - B, as DifferenceRows.mean computes it
 
 
-class _RunningSum:
+class RunningSum:
     """Column sums of consecutive sub-blocks, added row by row in the order in which
     ``block.sum(axis=0)`` over their concatenation adds them (so the bits are the same).
     A sub-block is written into ``rows(m)`` (row 0 of the buffer is kept for the sum so far),
-    so adding it copies nothing."""
+    so adding it copies nothing. `buf` ((sub + 1) x d): a buffer that other sums use in turn
+    (each writes and adds its sub-block before the next one writes)."""
 
-    def __init__(self, d: int, sub: int):
-        self.buf = np.empty((sub + 1, d))
+    def __init__(self, d: int, sub: int, buf: np.ndarray | None = None):
+        self.buf = np.empty((sub + 1, d)) if buf is None else buf
         self.acc = None
 
     def rows(self, m: int) -> np.ndarray:
@@ -132,7 +134,7 @@ def pair_stats(A, B, rows: int = CEILING_ROWS) -> PairStats:
     sa, sb, sg, sabs = np.zeros(d), np.zeros(d), np.zeros(d), np.zeros(d)
     na = nb = ng = 0.0
     tu = np.empty((sub, d))
-    ra, rb, rg, rt = (_RunningSum(d, sub) for _ in range(4))
+    ra, rb, rg, rt = (RunningSum(d, sub) for _ in range(4))
     for s in range(0, n, rows):
         end = min(n, s + rows)
         for k in range(s, end, sub):
@@ -190,12 +192,15 @@ def per_row_variance(A, B, energy: float, readout: Readout | None = None, stats=
 
 
 def per_row_variances(A, B, energies, readout: Readout | None = None, stats=None,
-                      rows: int = CEILING_ROWS, *, above=None, heavy_rows: int | None = None):
+                      rows: int = CEILING_ROWS, *, above=None, heavy_rows: int | None = None,
+                      floors=None):
     """:func:`per_row_variance` at each budget of `energies` (with `above`, one value or None
     per budget), in one streamed pass for all of them: what does not depend on the budget
     (the rows in float64, their differences and norms) is computed once per block of rows,
     the caps and the d x d accumulator once per budget. Each budget's result is the same, bit
-    for bit, as a call with that budget alone (the same blocks, the same operations)."""
+    for bit, as a call with that budget alone (the same blocks, the same operations).
+    floors: a function called as :func:`bhtcli.analysis.floors.per_row_floors` is, which it
+    replaces (e.g. one that hands over trace floors of a pass shared by K models)."""
     readout = Readout() if readout is None else readout
     la, lb = readout.link_a, readout.link_b
     if la.kind == "poly" or lb.kind == "poly":
@@ -210,9 +215,7 @@ def per_row_variances(A, B, energies, readout: Readout | None = None, stats=None
     log_n1 = math.log(n - 1) if n > 1 else -math.inf
     gam = rounding_gamma(n + 2)
     mean_err = mean_rounding(stats, n)
-    if heavy_rows is None:      # each variant costs one more d x d eigendecomposition
-        heavy_rows = HEAVY_ROWS if d <= HEAVY_SPLIT_MAX_D else 0
-    heavy_rows = heavy_rows if readout.exp_links and n > 1 else 0
+    heavy_rows = split_rows(readout, n, d, heavy_rows)
     above = [None] * len(energies) if above is None else list(above)
     results, budgets, tests = [None] * len(energies), [], []
     for k, energy in enumerate(energies):
@@ -237,7 +240,8 @@ def per_row_variances(A, B, energies, readout: Readout | None = None, stats=None
             budgets.append((k, _BudgetSums(E, osc_a, osc_b, d, heavy_rows)))
     if tests:
         # the floors of all budgets tried in one pass (two where the Rayleigh floor is tried)
-        per_row_floors(A, B, [f for _, f in tests], stats, at, bt, e, mean_err, rows, heavy_rows)
+        (floors or per_row_floors)(A, B, [f for _, f in tests], stats, at, bt, e, mean_err, rows,
+                                   heavy_rows)
     for k, floor in tests:
         low = floor.value
         if low > above[k]:
@@ -350,6 +354,13 @@ class _BudgetSums:
 
 HEAVY_ROWS = 4     # rows taken out of the per-row Gram for their own bound (docs/maths.md §4.9)
 HEAVY_SPLIT_MAX_D = 512    # the split's variants (k = 1 and HEAVY_ROWS) only up to this d (an eigh each)
+
+
+def split_rows(readout: Readout, n: int, d: int, heavy_rows: int | None = None) -> int:
+    """How many heavy rows the per-row ceiling splits off (None: the default for n x d)."""
+    if heavy_rows is None:      # each variant costs one more d x d eigendecomposition
+        heavy_rows = HEAVY_ROWS if d <= HEAVY_SPLIT_MAX_D else 0
+    return heavy_rows if readout.exp_links and n > 1 else 0
 
 
 def quad_bound(sums, E: float, d: int, gam: float, trace_abs: float, m=None, mu0=None) -> float:

@@ -23,20 +23,25 @@ class Diameter:
 
 
 def row_diameter(G: np.ndarray, exact_max_n: int = EXACT_DIAMETER_MAX_N,
-                 max_pair_work: float = PRUNED_PAIR_WORK, *, mean: np.ndarray | None = None) -> Diameter:
+                 max_pair_work: float = PRUNED_PAIR_WORK, *, mean: np.ndarray | None = None,
+                 norms: tuple[np.ndarray, float] | None = None,
+                 farthest: float | None = None) -> Diameter:
     """Diameter of the rows of G (a row-centred A - B; docs/maths.md §4.2).
 
     Exact, with a rounding margin so that it stays an upper bound: by pruned pairs when the
     row norms allow it (a pair can only beat the best distance found if the sum of its norms
     does; the farthest-point heuristic finds a good one first), else by blocked Gram products
     up to `exact_max_n` rows (O(n^2 d)); beyond, 2 max_i ||g_i - mean||, a rigorous upper bound.
-    `mean`: G's mean row when already known (it must be the value ``G.mean(axis=0)`` gives).
+    `mean`: G's mean row when already known (it must be the value ``G.mean(axis=0)`` gives);
+    `norms`: what :func:`_centred_norms` gives for G and that mean, when already computed;
+    `farthest`: the farthest-point bound (:func:`farthest_point`), when already computed.
     """
     n, d = G.shape
     if mean is None:
         mean = np.asarray(G.mean(axis=0, dtype=np.float64))
-    sq, raw = _centred_norms(G, mean)          # one streamed pass, shared by both paths
-    pruned = _pruned_diameter(G, mean, max_pair_work, norms=(sq, raw))
+    # one streamed pass, shared by both paths
+    sq, raw = _centred_norms(G, mean) if norms is None else norms
+    pruned = _pruned_diameter(G, mean, max_pair_work, norms=(sq, raw), farthest=farthest)
     if pruned is not None:
         return Diameter(pruned, True)
     if n > exact_max_n:                 # streamed: no copy of a large (or float32) G
@@ -72,43 +77,20 @@ def _centred_norms(G, mean, rows: int = 8192) -> tuple[np.ndarray, float]:
 
 
 def _pruned_diameter(G, mean, max_pair_work: float, rows: int = 8192,
-                     norms: tuple[np.ndarray, float] | None = None) -> float | None:
+                     norms: tuple[np.ndarray, float] | None = None,
+                     farthest: float | None = None) -> float | None:
     """The exact diameter (plus a rounding margin) from the pairs whose norms about the mean
     sum to more than the best distance found; None when those pairs cost more than
     `max_pair_work` (pairs times d) or there are fewer than 3 rows. `norms`: what
-    :func:`_centred_norms` gives for G and mean, when already computed."""
+    :func:`_centred_norms` gives for G and mean, when already computed; `farthest`: what
+    :func:`farthest_point` gives, when already computed."""
     n, d = G.shape
     if n < 3:
         return None
     sq, raw = _centred_norms(G, mean, rows) if norms is None else norms
     nu = np.sqrt(sq)
     sub = sub_rows(d, rows)
-    tg, tc = np.empty((sub, d)), np.empty((sub, d))
-
-    screen = (isinstance(G, DifferenceRows) and np.asarray(G.A[:1]).dtype == np.float32
-              and np.asarray(G.B[:1]).dtype == np.float32)
-
-    def far_from(i):
-        gi = np.asarray(G[i:i + 1], dtype=np.float64)[0]
-        found = _far_from_screened(G, gi, i, raw, sub) if screen else None
-        if found is not None:
-            return found
-        best_d, best_j = -1.0, i
-        for s in range(0, n, sub):
-            m = min(n, s + sub) - s
-            blk = np.subtract(f64_rows(G, s, m, tg), gi, out=tc[:m])
-            dist = np.einsum("ij,ij->i", blk, blk)
-            j = int(np.argmax(dist))
-            if dist[j] > best_d:
-                best_d, best_j = float(dist[j]), s + j
-        return math.sqrt(best_d), best_j
-
-    best, i = 0.0, int(np.argmax(nu))
-    for _ in range(4):                          # farthest-point steps: a lower bound
-        dist, j = far_from(i)
-        if dist <= best:
-            break
-        best, i = dist, j
+    best = farthest_point(G, nu, raw, sub) if farthest is None else farthest
     order = np.argsort(-nu, kind="stable")
     nus = nu[order]
     slack = 1 - 4 * (d + 4) * EPS               # prune only what rounding cannot rescue
@@ -143,7 +125,65 @@ def _pruned_diameter(G, mean, max_pair_work: float, rows: int = 8192,
     return float(best * (1 + 4 * (d + 4) * EPS) + 4 * EPS * raw)
 
 
-def _far_from_screened(G: "DifferenceRows", gi: np.ndarray, i: int, raw: float, sub: int):
+def farthest_steps(nu: np.ndarray):
+    """The farthest-point steps (a lower bound on the diameter) as a generator: it yields the
+    row i to measure from, is sent far_from's (distance, row), and returns the bound. Up to 4
+    steps, from the row of largest norm about the mean."""
+    best, i = 0.0, int(np.argmax(nu))
+    for _ in range(4):
+        dist, j = yield i
+        if dist <= best:
+            break
+        best, i = dist, j
+    return best
+
+
+def farthest_point(G, nu: np.ndarray, raw: float, sub: int) -> float:
+    """The farthest-point steps' lower bound on the diameter of the rows of G."""
+    steps = farthest_steps(nu)
+    i = next(steps)
+    while True:
+        try:
+            i = steps.send(far_from(G, i, raw, sub))
+        except StopIteration as done:
+            return done.value
+
+
+def far_from(G, i: int, raw: float, sub: int, dist32: np.ndarray | None = None):
+    """(max_j ||g_j - g_i||, the first such j) in float64, screened in float32 for float32
+    A and B (dist32: the screen's distances, when a pass shared by several pairs made them)."""
+    n, d = G.shape
+    gi = np.asarray(G[i:i + 1], dtype=np.float64)[0]
+    found = _far_from_screened(G, gi, i, raw, sub, dist32) if screens(G) else None
+    if found is not None:
+        return found
+    tg, tc = np.empty((sub, d)), np.empty((sub, d))
+    best_d, best_j = -1.0, i
+    for s in range(0, n, sub):
+        m = min(n, s + sub) - s
+        blk = np.subtract(f64_rows(G, s, m, tg), gi, out=tc[:m])
+        dist = np.einsum("ij,ij->i", blk, blk)
+        j = int(np.argmax(dist))
+        if dist[j] > best_d:
+            best_d, best_j = float(dist[j]), s + j
+    return math.sqrt(best_d), best_j
+
+
+def screens(G) -> bool:
+    """Whether far_from screens G's rows in float32 (A - B of two float32 matrices)."""
+    return (isinstance(G, DifferenceRows) and np.asarray(G.A[:1]).dtype == np.float32
+            and np.asarray(G.B[:1]).dtype == np.float32)
+
+
+def distances32(A, B, k: int, m: int, gi32: np.ndarray, buf: np.ndarray) -> np.ndarray:
+    """The float32 screen's ||(a_j - b_j) - g_i||^2 for rows k .. k+m (all in float32)."""
+    x = np.subtract(A[k:k + m], B[k:k + m], out=buf[:m])
+    x -= gi32
+    return np.einsum("ij,ij->i", x, x)
+
+
+def _far_from_screened(G: "DifferenceRows", gi: np.ndarray, i: int, raw: float, sub: int,
+                       dist: np.ndarray | None = None):
     """far_from(i) of _pruned_diameter for float32 A and B, the same (distance, row) bit for
     bit: float32 distances from row i screen the rows, and only those whose float32 value is
     within twice its rounding bound of the largest are recomputed in float64 (as before).
@@ -153,20 +193,14 @@ def _far_from_screened(G: "DifferenceRows", gi: np.ndarray, i: int, raw: float, 
     (d + 4) eps64 (2r)^2 of D_j; a row beaten by that much twice over cannot be the maximum.
     None when float32 overflows (then the float64 loop runs)."""
     n, d = G.shape
-    A, B = G.A, G.B
-    gi32 = gi.astype(np.float32)
-    dist = np.empty(n, dtype=np.float32)
-    buf = np.empty((sub, d), dtype=np.float32)
-    for s in range(0, n, sub):
-        m = min(n, s + sub) - s
-        x = np.subtract(A[s:s + m], B[s:s + m], out=buf[:m])
-        x -= gi32
-        dist[s:s + m] = np.einsum("ij,ij->i", x, x)
-    u32 = 2.0 ** -24
-    r = 1.001 * raw
-    e = 8 * u32 * r
-    g32 = d * u32 / (1 - d * u32)
-    tol = g32 * (2 * r + e) ** 2 + 4 * r * e + e * e + (d + 4) * EPS * 4 * r * r
+    if dist is None:
+        gi32 = gi.astype(np.float32)
+        dist = np.empty(n, dtype=np.float32)
+        buf = np.empty((sub, d), dtype=np.float32)
+        for s in range(0, n, sub):
+            m = min(n, s + sub) - s
+            dist[s:s + m] = distances32(G.A, G.B, s, m, gi32, buf)
+    tol = screen_tolerance(raw, d)
     top = float(dist.max())
     if not (math.isfinite(top) and math.isfinite(tol)):
         return None                             # float32 overflow: the float64 loop decides
@@ -180,6 +214,16 @@ def _far_from_screened(G: "DifferenceRows", gi: np.ndarray, i: int, raw: float, 
         if dd[j] > best_d:
             best_d, best_j = float(dd[j]), int(idx[j])
     return math.sqrt(best_d), best_j
+
+
+def screen_tolerance(raw: float, d: int) -> float:
+    """The bound of _far_from_screened on |dist32_j - D_j| plus the float64 value's error
+    (raw >= max_j ||g_j||; docs/maths.md §4.11)."""
+    u32 = 2.0 ** -24
+    r = 1.001 * raw
+    e = 8 * u32 * r
+    g32 = d * u32 / (1 - d * u32)
+    return g32 * (2 * r + e) ** 2 + 4 * r * e + e * e + (d + 4) * EPS * 4 * r * r
 
 
 def _rows64(G, index) -> np.ndarray:
@@ -248,7 +292,7 @@ def row_norm_2inf(M: np.ndarray, rows: int = 8192) -> float:
 
 def sub_rows(d: int, rows: int) -> int:
     """Rows per cache-sized sub-block (~1 MB of float64) of a streamed block of `rows` rows.
-    Row-wise results do not depend on it, and _RunningSum keeps column sums bit-identical to
+    Row-wise results do not depend on it, and RunningSum keeps column sums bit-identical to
     one sum over the whole block (numpy sums axis 0 row by row, except for d = 1, where it
     sums pairwise: no sub-blocks for d <= 16, whose blocks are small anyway)."""
     return rows if d <= 16 else max(16, min(rows, (1 << 17) // d))

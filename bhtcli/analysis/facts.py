@@ -48,15 +48,21 @@ class PairBase:
 
 
 def pair_base(A: np.ndarray, B: np.ndarray, pair_G: np.ndarray,
-              readout: Readout | None = None) -> PairBase:
+              readout: Readout | None = None, *, stats: PairStats | None = None,
+              norms=None, farthest: float | None = None) -> PairBase:
     """Row statistics (one streamed pass over A and B), the row diameter and the same-model
-    rule (docs/maths.md §1.2, §4.2). pair_G: A - B (centred or not)."""
+    rule (docs/maths.md §1.2, §4.2). pair_G: A - B (centred or not). stats (pair_stats(A, B))
+    and norms (the diameter's centred norms of DifferenceRows(A, B) about stats.gmean) and
+    farthest (its farthest-point bound): when passes shared by several pairs computed them
+    (analysis/kway_facts.py)."""
     readout = Readout() if readout is None else readout
-    stats = pair_stats(A, B)
+    stats = pair_stats(A, B) if stats is None else stats
     if np.asarray(pair_G[:1]).dtype != np.float64:    # a float32 search's G is rounded
         pair_G = DifferenceRows(A, B)                   # float64 rows, streamed
     mean = stats.gmean if isinstance(pair_G, DifferenceRows) else None   # saves a pass
-    diam = row_diameter(pair_G, mean=mean)
+    shared = mean is not None                   # the shared parts are those of DifferenceRows
+    diam = row_diameter(pair_G, mean=mean, norms=norms if shared else None,
+                        farthest=farthest if shared else None)
     _, dbias = readout.bias_offsets(A.shape[0])
     bias_range = float(dbias.max() - dbias.min())
     bias_scale = max(abs_max(readout.bias_a), abs_max(readout.bias_b))
@@ -78,11 +84,12 @@ def analyse_pair(A: np.ndarray, B: np.ndarray, pair_G: np.ndarray, energy: float
 
 
 def analyse_budgets(A: np.ndarray, B: np.ndarray, pair_G: np.ndarray, energies,
-                    readout: Readout | None = None, base: PairBase | None = None) -> list:
+                    readout: Readout | None = None, base: PairBase | None = None, *,
+                    floors=None) -> list:
     """:func:`analyse_pair` at each budget of `energies` (every budget checked before any
     work), the per-row ceilings of all of them in one streamed pass over A and B
-    (:func:`bhtcli.analysis.ceilings.variance_ceilings`): the same PairFacts, bit for bit, as
-    one call per budget."""
+    (:func:`bhtcli.analysis.ceilings.variance_ceilings`; floors: as there): the same
+    PairFacts, bit for bit, as one call per budget."""
     readout = Readout() if readout is None else readout
     base = pair_base(A, B, pair_G, readout) if base is None else base
     stats = base.stats
@@ -92,7 +99,7 @@ def analyse_budgets(A: np.ndarray, B: np.ndarray, pair_G: np.ndarray, energies,
     facts = [_facts_before_ceiling(A, energy, readout, base) for energy in energies]
     open_ = [k for k, f in enumerate(facts) if f.distinguishable]
     ceilings = variance_ceilings(A, B, [energies[k] for k in open_], [facts[k].spread for k in open_],
-                                 readout, stats)
+                                 readout, stats, floors=floors)
     for k, ceiling in zip(open_, ceilings):
         facts[k] = replace(facts[k], ceiling=ceiling)
     return facts

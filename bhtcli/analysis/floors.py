@@ -70,6 +70,8 @@ class FloorContext:
     sub: int
     heavy_rows: int
     hh: np.ndarray | None = None    # ||h_i||^2 of every row (the trace pass stores it)
+    log_n1: float = 0.0             # log(n - 1) (the trace pass sets it and bias_err)
+    bias_err: float = 0.0
 
 
 def per_row_floors(A, B, budgets, stats, at, bt, e, mean_err: float, rows: int,
@@ -79,8 +81,14 @@ def per_row_floors(A, B, budgets, stats, at, bt, e, mean_err: float, rows: int,
     range ceiling (`above`) but within RAYLEIGH_TRY of it. Returns `budgets`, filled in."""
     sh = floor_context(A, stats, at, bt, e, mean_err, rows, heavy_rows)
     trace_floors(A, B, budgets, sh)
+    return rayleigh_where_close(A, B, budgets, sh)
+
+
+def rayleigh_where_close(A, B, budgets, sh: FloorContext) -> list:
+    """After the trace pass: the Rayleigh floor (one more pass) of the budgets whose trace
+    floor is at most the range ceiling but within RAYLEIGH_TRY of it. Returns `budgets`."""
     tried = [b for b in budgets if b.above is not None and b.trace <= b.above
-             and RAYLEIGH_TRY * b.trace >= b.above] if heavy_rows <= 0 else []
+             and RAYLEIGH_TRY * b.trace >= b.above] if sh.heavy_rows <= 0 else []
     if tried:
         rayleigh_floors(A, B, tried, sh)
     return budgets
@@ -100,46 +108,78 @@ def trace_floors(A, B, budgets, sh: FloorContext) -> None:
     below the exact kappa(rho_i) (rho deflated by more than its rounding), minus the rounding
     of these sums; with heavy_rows > 0 also below the heavy-row split's variants (§4.9)."""
     n, d, sub = sh.n, sh.d, sh.sub
-    log_n1 = math.log(n - 1) if n > 1 else -math.inf
-    bias_err = 2 * rounding_gamma(n + 2) * (_abs_max(sh.at) + _abs_max(sh.bt) + 1.0)
     ta, tb, tc = (np.empty((sub, d)) for _ in range(3))
+    start_trace(budgets, sh)
+    for k in range(0, n, sub):
+        m = min(n, k + sub) - k
+        a, bb = f64_rows(A, k, m, ta), f64_rows(B, k, m, tb)
+        na, nb = centred_row_norms(a, sh.abar, tc), centred_row_norms(bb, sh.bbar, tc)
+        h = np.subtract(a, bb, out=tc[:m])
+        h -= sh.gbar                            # as per_row_variance: the same h, bit for bit
+        trace_rows(budgets, sh, k, na, nb, h)
+    finish_trace(budgets, sh)
+
+
+def centred_row_norms(a: np.ndarray, mean: np.ndarray, buf: np.ndarray) -> np.ndarray:
+    """||a_i - mean|| for the rows of a (buf: scratch of at least a's shape)."""
+    c = np.subtract(a, mean, out=buf[:a.shape[0]])
+    return np.sqrt(np.einsum("ij,ij->i", c, c))
+
+
+def start_trace(budgets, sh: FloorContext) -> None:
+    """Zero the trace pass's sums of every budget (before the first :func:`trace_rows`)."""
+    n, d = sh.n, sh.d
+    sh.log_n1 = math.log(n - 1) if n > 1 else -math.inf
+    sh.bias_err = 2 * rounding_gamma(n + 2) * (_abs_max(sh.at) + _abs_max(sh.bt) + 1.0)
     for b in budgets:
         b.cap, b.v, b.top_caps = np.empty(n), np.zeros(d), np.zeros(sh.heavy_rows)
         b.t1 = b.c2 = b.c1 = b.w = b.h2max = b.e2max = 0.0
         b.mass = []
-    hh_all = np.empty(n)
-    for k in range(0, n, sub):
-        m = min(n, k + sub) - k
-        a, bb = f64_rows(A, k, m, ta), f64_rows(B, k, m, tb)
-        c = np.subtract(a, sh.abar, out=tc[:m])
-        na = np.sqrt(np.einsum("ij,ij->i", c, c))
-        c = np.subtract(bb, sh.bbar, out=tc[:m])
-        nb = np.sqrt(np.einsum("ij,ij->i", c, c))
-        ak, bk = sh.at[k:k + m], sh.bt[k:k + m]
-        h = np.subtract(a, bb, out=tc[:m])
-        h -= sh.gbar                            # as per_row_variance: the same h, bit for bit
-        es = sh.e[k:k + m]
-        hh = np.einsum("ij,ij->i", h, h)
-        hh_all[k:k + m] = hh
-        for b in budgets:
-            E = b.E
-            rho = np.maximum(E * na + ak + b.osc_a, E * nb + bk + b.osc_b)
-            # rounding down, by more than per_row_variance rounds up: the exact rho is above
-            rho = (rho * (1 - 16 * (d + 4) * EPS) - 2 * E * sh.mean_err - bias_err
-                   - 16 * EPS * (E * (na + nb) + np.abs(ak) + np.abs(bk) + np.abs(rho) + log_n1 + 1.0))
-            cap = weight_cap(rho, n, log_n1) * (1 - 16 * EPS)
-            b.cap[k:k + m] = cap
-            b.t1 += float(cap @ hh)
-            if sh.heavy_rows > 0:
-                b.h2max = max(b.h2max, float(hh.max()))
-                b.e2max = max(b.e2max, float(np.max(es * es)))
-                b.top_caps = np.sort(np.concatenate([b.top_caps, np.sort(cap)[-sh.heavy_rows:]]))[-sh.heavy_rows:]
-            b.v += cap @ h
-            b.w += float(cap.sum())
-            b.c2 += float(cap @ (es * es))
-            b.c1 += float(cap @ es)
-            _keep_heaviest(b, cap * hh, k, RAYLEIGH_ROWS)
-    sh.hh = hh_all
+    sh.hh = np.empty(n)
+
+
+def trace_rows(budgets, sh: FloorContext, k: int, na, nb, h, caps=None) -> None:
+    """The trace pass at rows k .. k+m (one sub-block of sh.sub rows, in order): na, nb the
+    norms ||a_i - abar||, ||b_i - bbar||, h the rows (a_i - b_i) - gbar; caps: each budget's
+    :func:`floor_caps` of these rows when already computed."""
+    m = h.shape[0]
+    ak, bk = sh.at[k:k + m], sh.bt[k:k + m]
+    es = sh.e[k:k + m]
+    hh = np.einsum("ij,ij->i", h, h)
+    sh.hh[k:k + m] = hh
+    for index, b in enumerate(budgets):
+        if caps is None:
+            cap = floor_caps(b.E, na, nb, ak, bk, b.osc_a, b.osc_b, sh.mean_err, sh.bias_err,
+                             sh.log_n1, sh.n, sh.d)
+        else:
+            cap = caps[index]
+        b.cap[k:k + m] = cap
+        b.t1 += float(cap @ hh)
+        if sh.heavy_rows > 0:
+            b.h2max = max(b.h2max, float(hh.max()))
+            b.e2max = max(b.e2max, float(np.max(es * es)))
+            b.top_caps = np.sort(np.concatenate([b.top_caps, np.sort(cap)[-sh.heavy_rows:]]))[-sh.heavy_rows:]
+        b.v += cap @ h
+        b.w += float(cap.sum())
+        b.c2 += float(cap @ (es * es))
+        b.c1 += float(cap @ es)
+        _keep_heaviest(b, cap * hh, k, RAYLEIGH_ROWS)
+
+
+def floor_caps(E: float, na, nb, ak, bk, osc_a: float, osc_b: float, mean_err, bias_err,
+               log_n1: float, n: int, d: int) -> np.ndarray:
+    """The trace floor's caps c_i at budget E, below the exact kappa(rho_i) (elementwise: rows
+    of several pairs stacked, mean_err and bias_err a column each, give each pair's bits)."""
+    rho = np.maximum(E * na + ak + osc_a, E * nb + bk + osc_b)
+    # rounding down, by more than per_row_variance rounds up: the exact rho is above
+    rho = (rho * (1 - 16 * (d + 4) * EPS) - 2 * E * mean_err - bias_err
+           - 16 * EPS * (E * (na + nb) + np.abs(ak) + np.abs(bk) + np.abs(rho) + log_n1 + 1.0))
+    return weight_cap(rho, n, log_n1) * (1 - 16 * EPS)
+
+
+def finish_trace(budgets, sh: FloorContext) -> None:
+    """Each budget's trace floor from the sums of the pass."""
+    n, d = sh.n, sh.d
     gam = rounding_gamma(n + d + 8)
     for b in budgets:
         b.trace = 0.0
@@ -174,6 +214,8 @@ def _heavy_allowance(b: FloorBudget) -> float:
 
 def _keep_heaviest(b: FloorBudget, mass: np.ndarray, start: int, count: int) -> None:
     """Keep the `count` rows of largest c_i ||h_i||^2 (ties: the first row)."""
+    if len(b.mass) >= count and float(mass.max()) <= b.mass[-1][0]:
+        return                  # later rows, none heavier than the last kept: none enters
     k = min(count, mass.size)
     pick = np.argpartition(-mass, k - 1)[:k] if mass.size > k else np.arange(mass.size)
     b.mass += [(float(mass[j]), start + int(j)) for j in pick]
