@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
 import math
 import os
 import time
 
 import numpy as np
 
-from bhtcli.analysis.diameter import DifferenceRows
-from bhtcli.analysis.facts import analyse_pair
+from bhtcli.analysis.kway_facts import iter_pair_facts
 from bhtcli.errors import InputError, parameter_name
 from bhtcli.io.load import load_matrix
 from bhtcli.io.validation import check_dtype, check_energy, check_error
@@ -60,19 +60,18 @@ def load_models(models, dtype=None):
 
 
 def pair_facts(mats, names, energy: float) -> list:
-    """analyse_pair for every pair (i < j): the same-model rule and each pair's ceiling.
-    Raises InputError naming the first two inputs that are the same model."""
+    """analyse_pair for every pair (i < j): the same-model rule and each pair's ceiling, from
+    passes shared by all pairs (analysis/kway_facts.py: the same facts, bit for bit). Raises
+    InputError naming the first two inputs that are the same model."""
     out = []
-    K = len(mats)
-    for i in range(K):
-        for j in range(i + 1, K):
-            facts = analyse_pair(mats[i], mats[j], DifferenceRows(mats[i], mats[j]), energy)
-            if not facts.distinguishable:
-                # the pair rule's own reason: exactly the same, or the same up to rounding
-                # (docs/maths.md §1.3); never "the same vector" when that is not exact
-                raise InputError(f"models {i + 1} ({names[i]}) and {j + 1} ({names[j]}): "
-                                 f"{facts.reason.replace('A and B are', 'they are', 1)}; drop one of them")
-            out.append(facts)
+    pairs = itertools.combinations(range(len(mats)), 2)
+    for (i, j), facts in zip(pairs, iter_pair_facts(mats, energy)):
+        if not facts.distinguishable:
+            # the pair rule's own reason: exactly the same, or the same up to rounding
+            # (docs/maths.md §1.3); never "the same vector" when that is not exact
+            raise InputError(f"models {i + 1} ({names[i]}) and {j + 1} ({names[j]}): "
+                             f"{facts.reason.replace('A and B are', 'they are', 1)}; drop one of them")
+        out.append(facts)
     return out
 
 
