@@ -26,8 +26,19 @@ import numpy as np
 from bhtcli.maths.divergences import bhattacharyya_weights
 from bhtcli.maths.kway_pairs import fused_pairs
 from bhtcli.models.softmax import block_product, own_pass_seconds, timed_product
+from bhtcli.models.threads import over_chunks
 
 TINY_D = 1e-300      # D below this counts as this in the soft minimum (plateaus: D == 0)
+POOL_MIN_COLUMNS = 8         # the fused pairs' row blocks go to the thread pool from this many
+POOL_MIN_ENTRIES = 1 << 18   # columns and entries n k (measured: benchmarks/bench_kway.py --part pool)
+
+
+def block_runner(shape):
+    """How the fused pairs' row blocks run for scores of this shape (n x k): on the row-chunk
+    pool (models/threads.py: over_chunks) when wide enough to gain from it, else None (in
+    turn). The numbers are the same either way, bit for bit."""
+    n, k = shape
+    return over_chunks if k >= POOL_MIN_COLUMNS and n * k >= POOL_MIN_ENTRIES else None
 
 
 class KModels:
@@ -69,7 +80,12 @@ class KModels:
     def product(self, X: np.ndarray, out_dtype=np.float64) -> np.ndarray:
         """S X: one counted pass, timed for :meth:`pass_seconds`."""
         self.passes += 1
-        return timed_product(self, "forward", self.S, X, out_dtype)
+        return self._multiply("forward", self.S, X, out_dtype)
+
+    def _multiply(self, kind: str, M: np.ndarray, X: np.ndarray, out_dtype=np.float64):
+        """M X for a pass (:func:`bhtcli.models.softmax.timed_product`: the long ones on all
+        the BLAS's threads, the first of each kind timed)."""
+        return timed_product(self, kind, M, X, out_dtype)
 
     def scores(self, X: np.ndarray):
         """(r, deltas): r = M_1 X and deltas[k] = (M_k - M_1) X (deltas[0] = 0), float64."""
@@ -113,7 +129,8 @@ class KModels:
         pair. Without weights the pairs are evaluated together (maths/kway_pairs.py) where
         the columns allow it."""
         X2, one, r, deltas = self._stored_scores(X)
-        fused = None if weights else fused_pairs(r, deltas, self.pairs, keep_u=False)
+        fused = None if weights else fused_pairs(r, deltas, self.pairs, keep_u=False,
+                                                  run_blocks=block_runner(r.shape))
         if fused is not None:
             D = np.maximum(fused.D, 0.0)
         else:
@@ -128,7 +145,7 @@ class KModels:
         layout), from the pairs evaluated together (maths/kway_pairs.py) where the columns
         allow it, else pair by pair."""
         X2, _, r, deltas = self._stored_scores(X)
-        fused = fused_pairs(r, deltas, self.pairs, keep_u=True)
+        fused = fused_pairs(r, deltas, self.pairs, keep_u=True, run_blocks=block_runner(r.shape))
         if fused is not None:
             return np.maximum(fused.D, 0.0), fused.combine
         D, ws = self._pairwise(r, deltas, X2.shape[1], True)
@@ -193,7 +210,7 @@ class KModels:
         """R^T w_r + [Delta_2; ...]^T w_delta in one product (float64 result)."""
         self.passes += 1
         W = np.concatenate([w_r, w_delta], axis=0, dtype=self.dtype, casting="same_kind")
-        return timed_product(self, "backward", self.S.T, W)
+        return self._multiply("backward", self.S.T, W)
 
 
 PLAIN_PAGES_BYTES = 64 << 20    # arrays from this size are mapped without huge-page advice
@@ -313,6 +330,14 @@ class ReducedKModels(KModels):
         self.passes = 0
         self._first_seconds = None  # products in the subspace are not passes: not timed
 
+    def _multiply(self, kind: str, M: np.ndarray, X: np.ndarray, out_dtype=np.float64):
+        """M X on the calling thread's BLAS threads (one, inside a search), never all of them:
+        S Q is K n x r (70 MB at 50,000 x 88, K = 4, float32), a product with it is bound by
+        memory, and after a threaded product OpenBLAS's workers spin for a while on the other
+        core, where the fused pairs' row blocks (models/threads.py) and the certificate's
+        facts run (measured: benchmarks/bench_kway.py --part scale)."""
+        return np.asarray(M @ np.asarray(X, dtype=M.dtype), dtype=out_dtype)
+
 
 class PairRows:
     """The rows of one stacked block combination sum_k a_k S_k of the K models (S_1 = M_1,
@@ -371,3 +396,28 @@ def block_gram(models: KModels, rows: int = 256) -> np.ndarray:
             for l in range(k, K):
                 gram[s:e, k, l] = gram[s:e, l, k] = np.einsum("ij,ij->i", rows_k[k], rows_k[l])
     return gram
+
+
+def pairs_at(law, pairs, error: float) -> list:
+    """Each pair's H^2, D and predicted count at the one query of `law` (a
+    maths.kway.KwayLaw): {i, j, hellinger_squared, bhattacharyya_distance, predicted} per pair,
+    the numbers of divergences_from_tilt and query_counts bit for bit. Only D and H^2 are
+    taken from the tilt (its memoised g(+-1/2)), not the divergences the report does not print
+    (total variation, KL, Chernoff's golden-section search); the pairs' counts (each a nested
+    root search over the tilt) run on the row-chunk pool, one pair per task: independent
+    computations, the same numbers on any number of cores."""
+    import math
+    from bhtcli.maths.counts import query_counts
+    out = [None] * len(pairs)
+
+    def work(lo, hi):
+        for p in range(lo, hi):
+            i, j = pairs[p]
+            tilt = law.tilts[(i, j)][0]
+            gp, gm = float(tilt.cgf(0.5)), float(tilt.cgf(-0.5))
+            D = max(0.5 * (gp + gm), 0.0)
+            counts = query_counts(tilt, D, error)
+            out[p] = {"i": i, "j": j, "hellinger_squared": -math.expm1(-D),
+                      "bhattacharyya_distance": D, "predicted": counts.predicted}
+    over_chunks(work, len(pairs), len(pairs))
+    return out

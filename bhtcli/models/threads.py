@@ -83,3 +83,43 @@ def single_threaded():
 def all_threads():
     """A block in which the BLAS uses all its threads again (a pass over A and B)."""
     return _threads(False)
+
+
+# ------------------------------------------------------------------ row chunks on a thread pool
+POOL_THREADS = 2        # workers of the row-chunk pool (the machines the benchmarks run on: 2 cores)
+CHUNKS = 4              # ranges a count is cut into (more than the workers: a busy core takes fewer)
+_POOL: dict = {}
+
+
+def _pool():
+    """The process's row-chunk pool (created on first use), or None on a one-core machine."""
+    if "pool" not in _POOL:
+        import os
+        from concurrent.futures import ThreadPoolExecutor
+        workers = min(POOL_THREADS, os.cpu_count() or 1)
+        _POOL["pool"] = (ThreadPoolExecutor(workers, thread_name_prefix="bht-rows")
+                         if workers > 1 else None)
+    return _POOL["pool"]
+
+
+def over_chunks(work, count: int, chunks: int = CHUNKS) -> None:
+    """work(lo, hi) for `chunks` contiguous ranges covering range(count) (row blocks), on the
+    row-chunk pool (numpy releases the GIL inside its loops); in turn here on one core.
+
+    Determinism: `work` must write only to its own rows and its own slots of per-block
+    partial results, which the caller then adds in block order; the result is then the same,
+    bit for bit, for any number of chunks, threads or cores (a one-core machine, a loaded
+    one) -- the pool only changes when each block is computed, never what. An exception in a
+    chunk is raised here after every chunk has ended."""
+    bounds = [round(c * count / chunks) for c in range(chunks + 1)]
+    ranges = [(lo, hi) for lo, hi in zip(bounds, bounds[1:]) if hi > lo]
+    pool = _pool() if len(ranges) > 1 else None
+    if pool is None:
+        for lo, hi in ranges:
+            work(lo, hi)
+        return
+    futures = [pool.submit(work, lo, hi) for lo, hi in ranges]
+    errors = [f.exception() for f in futures]
+    for e in errors:
+        if e is not None:
+            raise e

@@ -1,0 +1,97 @@
+"""The K-way search's use of a second core and its cheaper evaluations (issue 23, scale):
+the fused pairs' row blocks on the thread pool give the numbers computed in turn, bit for
+bit, for any number of chunks; pairs left out of `combine` change nothing; the report's
+per-pair values at a query are those of the per-pair divergences and counts."""
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from bhtcli.maths.kway_pairs import fused_pairs
+from bhtcli.models.threads import over_chunks
+
+
+def _scores(seed, n=20011, k=9, K=4, scale=0.3):
+    rng = np.random.default_rng(seed)
+    r = 3.0 * rng.standard_normal((n, k))
+    deltas = [None] + [(scale * rng.standard_normal((n, k))).astype(np.float32)
+                       for _ in range(K - 1)]
+    return r, deltas, list(itertools.combinations(range(K), 2)), rng
+
+
+@pytest.mark.parametrize("chunks", [1, 2, 3, 4, 7, 64])
+def test_fused_pairs_on_the_pool_equal_them_in_turn_bit_for_bit(chunks):
+    """Each row block's sums are kept apart and added in block order: D, kappa and the
+    combined weights do not depend on how the blocks are shared out (the same bits with
+    1, 2, ... 64 chunks on the pool as in turn), so the result is the same on any machine."""
+    r, deltas, pairs, rng = _scores(chunks)
+    mu = rng.random((len(pairs), r.shape[1]))
+    ref = fused_pairs(r, deltas, pairs, block=4096)
+    got = fused_pairs(r, deltas, pairs, block=4096,
+                      run_blocks=lambda work, count: over_chunks(work, count, chunks))
+    assert len(ref.starts) > 10
+    assert np.array_equal(got.D, ref.D) and np.array_equal(got.kappa, ref.kappa)
+    for a, b in zip(got.combine(mu), ref.combine(mu)):
+        assert np.array_equal(a, b)
+
+
+def test_over_chunks_covers_every_index_once_and_raises_a_chunks_error():
+    seen = []
+    over_chunks(lambda lo, hi: seen.extend(range(lo, hi)), 37, 5)
+    assert sorted(seen) == list(range(37))
+
+    def fail(lo, hi):
+        if lo > 0:
+            raise ValueError("chunk failed")
+    with pytest.raises(ValueError, match="chunk failed"):
+        over_chunks(fail, 10, 3)
+
+
+def test_combine_leaves_out_negligible_pairs_without_changing_the_result():
+    """A pair whose multipliers are 0 (an underflowed soft-minimum weight) is skipped and no
+    bit changes; one whose multipliers are 1e-40 of the largest changes nothing beyond the
+    sum's rounding."""
+    r, deltas, pairs, rng = _scores(5, n=5000, k=3)
+    fused = fused_pairs(r, deltas, pairs)
+    mu = rng.random((len(pairs), 3)) + 0.5
+    zero, tiny = mu.copy(), mu.copy()
+    zero[[1, 4]] = 0.0
+    tiny[[1, 4]] = 1e-40
+    import bhtcli.maths.kway_pairs as kp
+    saved = kp.NEGLIGIBLE_MU
+    try:
+        kp.NEGLIGIBLE_MU = -1.0                 # nothing left out, zeros included
+        full_zero = fused.combine(zero)
+        full_tiny = fused.combine(tiny)
+    finally:
+        kp.NEGLIGIBLE_MU = saved
+    for a, b in zip(fused.combine(zero), full_zero):
+        assert np.array_equal(a, b)
+    for a, b in zip(fused.combine(tiny), full_tiny):
+        assert np.max(np.abs(a - b)) <= 1e-15 * np.max(np.abs(b))
+
+
+def test_pairs_at_equals_the_per_pair_divergences_and_counts():
+    """models/kway.pairs_at (D and H^2 from the tilt's g(+-1/2), the counts on the pool)
+    prints the numbers of divergences_from_tilt and query_counts, bit for bit."""
+    from bhtcli.maths.counts import query_counts
+    from bhtcli.maths.divergences import divergences_from_tilt
+    from bhtcli.maths.kway import KwayLaw
+    from bhtcli.models.kway import kway_scores_at, pairs_at
+    rng = np.random.default_rng(2)
+    base = rng.standard_normal((400, 6))
+    models = [base + 0.05 * rng.standard_normal((400, 6)) for _ in range(4)]
+    x = rng.standard_normal(6)
+    r, deltas = kway_scores_at(models, x)
+    pairs = list(itertools.combinations(range(4), 2))
+    got = pairs_at(KwayLaw.build([r], [deltas], [1.0]), pairs, 0.05)
+    law = KwayLaw.build([r], [deltas], [1.0])
+    for row, (i, j) in zip(got, pairs):
+        tilt = law.tilts[(i, j)][0]
+        div = divergences_from_tilt(tilt)
+        counts = query_counts(tilt, div.bhattacharyya_distance, 0.05)
+        assert row == {"i": i, "j": j, "hellinger_squared": div.hellinger_squared,
+                       "bhattacharyya_distance": div.bhattacharyya_distance,
+                       "predicted": counts.predicted}
+        assert math.isfinite(row["bhattacharyya_distance"]) and row["predicted"] > 0
