@@ -264,3 +264,66 @@ def fused_pairs(r: np.ndarray, deltas: list, pairs, keep_u: bool = True,
                 return None
         hi.append(top)
     return FusedPairs(r, deltas, pairs, m0, hi, rows, keep_u, run_blocks)
+
+
+RANK_MIN_D = 1e-8   # below this the coefficient form's D is left to the fused pairs (see below)
+
+
+def coefficient_distances(r: np.ndarray, deltas: list, pairs, block: int = BLOCK_ENTRIES):
+    """Every pair's D at every column (P x k) from the Bhattacharyya coefficient written with
+    each model's exponentials once: with e_0 and F_k as in the module docstring,
+
+        sum_a sqrt(p_i p_j) = S_ij / sqrt(S_ii S_jj),   S_ij = sum_a e_0 F_i F_j,
+
+    K exponentials per entry (4 at K = 4, against 10 for the fused pairs). D = -log of it
+    carries the rounding of a coefficient near 1: an absolute error of a few 1e-16, so D is
+    good to ~1e-16 / D relative -- enough to rank starts, not to report. Returns None when a
+    column does not qualify for the fused form or some D is below RANK_MIN_D (then the caller
+    takes :func:`fused_pairs`)."""
+    r = np.asarray(r, dtype=np.float64)
+    n, k = r.shape
+    rows = max(16, block // max(k, 1))
+    K = len(deltas)
+    m0 = column_max(r)
+    if not np.isfinite(m0).all():
+        return None
+    shift = [None]
+    for dk in deltas[1:]:
+        top = column_max(dk)
+        with np.errstate(invalid="ignore"):
+            if not (top + column_max(-dk) <= FUSED_SPREAD / 2).all():
+                return None
+        shift.append(0.5 * np.asarray(top, dtype=np.float64))
+    models = list(range(K))
+    wanted = sorted(set(pairs) | {(q, q) for q in models})
+    sums = {key: np.zeros(k) for key in wanted}
+    e0 = np.empty((min(rows, n), k))
+    F = [None] + [np.empty((min(rows, n), k)) for _ in range(1, K)]
+    t = np.empty((min(rows, n), k))
+    for s in range(0, n, rows):
+        e = min(s + rows, n)
+        eb = e0[:e - s]
+        np.subtract(r[s:e], m0, out=eb)
+        np.exp(eb, out=eb)
+        o = np.ones(e - s)
+        for q in range(1, K):
+            Fq = F[q][:e - s]
+            np.multiply(deltas[q][s:e], 0.5, out=Fq, dtype=np.float64, casting="unsafe")
+            Fq -= shift[q]
+            np.exp(Fq, out=Fq)
+        for i, j in wanted:
+            tb = t[:e - s]
+            if i == 0 and j == 0:
+                tb[...] = eb
+            elif i == 0:
+                np.multiply(eb, F[j][:e - s], out=tb)
+            else:
+                np.multiply(eb, F[i][:e - s], out=tb)
+                tb *= F[j][:e - s]
+            sums[(i, j)] += o @ tb
+    D = np.empty((len(pairs), k))
+    for p, (i, j) in enumerate(pairs):
+        D[p] = -(np.log(sums[(i, j)]) - 0.5 * (np.log(sums[(i, i)]) + np.log(sums[(j, j)])))
+    if not (D >= RANK_MIN_D).all():
+        return None
+    return D

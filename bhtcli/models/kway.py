@@ -24,7 +24,7 @@ import time
 import numpy as np
 
 from bhtcli.maths.divergences import bhattacharyya_weights
-from bhtcli.maths.kway_pairs import fused_pairs
+from bhtcli.maths.kway_pairs import coefficient_distances, fused_pairs
 from bhtcli.models.softmax import block_product, own_pass_seconds, timed_product
 from bhtcli.models.threads import over_chunks
 
@@ -123,12 +123,18 @@ class KModels:
         r = np.asarray(Z[:n], dtype=np.float64)
         return X2, one, r, [None] + [Z[k * n:(k + 1) * n] for k in range(1, self.K)]
 
-    def pair_distances(self, X: np.ndarray, weights: bool = False):
+    def pair_distances(self, X: np.ndarray, weights: bool = False, ranking: bool = False):
         """D_p at every column of X for every pair p (rows of a P x k array), one pass; with
         `weights`, also each pair's gradient weights (w_c, w_g) (docs/maths.md §2.4), pair by
         pair. Without weights the pairs are evaluated together (maths/kway_pairs.py) where
-        the columns allow it."""
+        the columns allow it. `ranking`: values only to rank columns by, from the
+        Bhattacharyya coefficients where they resolve D (maths/kway_pairs.py:
+        coefficient_distances, 2.5x cheaper), else the same numbers as without."""
         X2, one, r, deltas = self._stored_scores(X)
+        if ranking and not weights:
+            D = coefficient_distances(r, deltas, self.pairs)
+            if D is not None:
+                return D[:, 0] if one else D
         fused = None if weights else fused_pairs(r, deltas, self.pairs, keep_u=False,
                                                   run_blocks=block_runner(r.shape))
         if fused is not None:

@@ -61,8 +61,6 @@ LIFT_KKT = (1e-7, 1e-3)      # (float64, float32): a lifted point below this res
 FINISH_GTOL = 0.1            # float32: the lift's climbs stop at this times its target (relative
                              # gradient): a tenth of what the lift asks (docs/maths.md §8.10)
 LIFT_POLISH = (1e-3, 1e-2)   # a stalled growth still polishes in full d above this
-STALL_BURST = 4              # the intermediate stages' climbs check their progress this often
-STALL_RTOL = (1e-9, 1e-6)    # (float64, float32): a column that rose less over a burst stops
 
 
 def use_kway_sketch(models: KModels, search_space: str | None, starts: int | None) -> bool:
@@ -206,31 +204,10 @@ def residual_inside(Q: np.ndarray, x: np.ndarray, g: np.ndarray, value: float,
     return float(np.linalg.norm(Q.T @ (g - mu * x))) / scale
 
 
-def stall_rtol(models: KModels) -> float:
-    """A column of an intermediate stage whose objective rose by less than this (relative)
-    over STALL_BURST iterations stops there (float64, float32)."""
-    return STALL_RTOL[0 if models.dtype == np.float64 else 1]
-
-
-def climb_while_rising(run: BatchedAscent, iterations: int, gtol: float, rtol: float) -> None:
-    """run.run(iterations, gtol) in bursts of STALL_BURST iterations; after each burst a
-    column stops when its objective rose by less than rtol (relative) or when it lies within
-    1e-3 E of a better column (where the next stage's `distinct` would drop it): an
-    intermediate stage's end points only start the next, sharper stage (docs/maths.md §8.8)."""
-    done = 0
-    while done < iterations and run.active.any():
-        before = run.f.copy()
-        burst = min(STALL_BURST, iterations - done)
-        run.run(burst, gtol=gtol)
-        done += burst
-        run.active &= run.f > before + rtol * np.abs(before)
-        kept = set(distinct(run.X, run.f, run.energy, tol=1e-3))
-        run.active &= np.array([c in kept for c in range(run.X.shape[1])])
-
-
-def bottleneck(models: KModels, X: np.ndarray) -> np.ndarray:
-    """min_p D_p at every column of X, 32 columns per product."""
-    return np.concatenate([models.pair_distances(X[:, s:s + 32]).min(axis=0)
+def bottleneck(models: KModels, X: np.ndarray, ranking: bool = False) -> np.ndarray:
+    """min_p D_p at every column of X, 32 columns per product (`ranking`: values to rank the
+    columns by only, KModels.pair_distances)."""
+    return np.concatenate([models.pair_distances(X[:, s:s + 32], ranking=ranking).min(axis=0)
                            for s in range(0, X.shape[1], 32)])
 
 
@@ -272,14 +249,14 @@ def sketch_bottleneck(models: KModels, energy: float, *, seed: int = 0, directio
                  f"{len(models.pairs)} pairs; {X0.shape[1]} starts")
     reduced = space.reduced
     Y0 = project(space.Q.T @ X0, energy)
-    f0 = bottleneck(reduced, Y0)
+    f0 = bottleneck(reduced, Y0, ranking=True)
     run = BatchedAscent(SoftBottleneck(reduced, SHARPNESS[0]),
                         Y0[:, distinct(Y0, f0, energy, tol=1e-3)[:HALVING_FIRST]], energy)
     run.run(HALVING_STEPS, gtol=explore_gtol)
     true = bottleneck(reduced, run.X)
     finals = distinct(run.X, true, energy, tol=1e-3)
     run.keep(finals[:HALVING_KEEP])
-    climb_while_rising(run, SOFT_ITERATIONS, explore_gtol, stall_rtol(models))
+    run.run(SOFT_ITERATIONS, gtol=explore_gtol)
     iterations = run.iterations
     explored = true[finals]
     Y = run.X
@@ -287,15 +264,10 @@ def sketch_bottleneck(models: KModels, energy: float, *, seed: int = 0, directio
         progress(f"sharpening the best {Y.shape[1]} in the subspace")
     left = []          # survivors left behind by the ladder (subspace coordinates)
     for s, keep in zip(SHARPNESS[1:], LADDER_KEEP):
-        order = distinct(Y, bottleneck(space.reduced, Y), energy, tol=1e-3)
+        order = distinct(Y, bottleneck(space.reduced, Y, ranking=True), energy, tol=1e-3)
         left.append(Y[:, order[keep:]])
-        gamma = run.gamma[order[:keep]]
         run = BatchedAscent(SoftBottleneck(space.reduced, s), Y[:, order[:keep]], energy)
-        run.gamma = gamma           # first steps scaled by the last stage's curvature (§8.8)
-        if s == SHARPNESS[-1]:
-            run.run(SURVIVOR_ITERATIONS, gtol=polish_gtol)
-        else:
-            climb_while_rising(run, SURVIVOR_ITERATIONS, explore_gtol, stall_rtol(models))
+        run.run(SURVIVOR_ITERATIONS, gtol=polish_gtol if s == SHARPNESS[-1] else explore_gtol)
         iterations += run.iterations
         Y = run.X
     make = lambda km: SoftBottleneck(km, SHARPNESS[-1])
@@ -322,7 +294,7 @@ def sketch_bottleneck(models: KModels, energy: float, *, seed: int = 0, directio
                 f, g = make(models).value_and_grad(xr)
                 x, best, residual = xr[:, 0].copy(), vr, float(kkt_residuals(xr, f, g, energy)[0])
     points = space.Q @ Y
-    keep = distinct(points, bottleneck(space.reduced, Y), energy, tol=1e-3)[:HALVING_KEEP]
+    keep = distinct(points, bottleneck(space.reduced, Y, ranking=True), energy, tol=1e-3)[:HALVING_KEEP]
     result = SearchResult(
         x=x, value=best, starts=X0.shape[1], iterations=iterations, local_maxima=len(finals),
         values=maxima_values(explored, best), on_boundary=bool(np.linalg.norm(x) >= energy * (1 - 1e-9)),
