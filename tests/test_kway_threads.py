@@ -95,3 +95,20 @@ def test_pairs_at_equals_the_per_pair_divergences_and_counts():
                        "bhattacharyya_distance": div.bhattacharyya_distance,
                        "predicted": counts.predicted}
         assert math.isfinite(row["bhattacharyya_distance"]) and row["predicted"] > 0
+
+
+@pytest.mark.parametrize("scale", [1.0, 0.3, 0.01])
+def test_coefficient_distances_rank_as_the_fused_pairs(scale):
+    """The coefficient form (K exps per entry) gives every pair's D within ~1e-16 / D relative
+    of the fused pairs (so the same ranking of columns), and declines (None) when some D is
+    below RANK_MIN_D, where that error would matter."""
+    from bhtcli.maths.kway_pairs import RANK_MIN_D, coefficient_distances
+    r, deltas, pairs, _ = _scores(11, n=8000, k=16, scale=scale)
+    ref = fused_pairs(r, deltas, pairs, keep_u=False).D
+    got = coefficient_distances(r, deltas, pairs)
+    assert got is not None
+    assert np.all(np.abs(got - ref) <= 1e-14 + 1e-12 * ref)      # ~1e-16 absolute in log BC
+    assert np.array_equal(np.argsort(got.min(axis=0)), np.argsort(ref.min(axis=0)))
+    near = [None] + [d * 1e-5 for d in deltas[1:]]       # D ~ 1e-12: below RANK_MIN_D
+    assert fused_pairs(r, near, pairs, keep_u=False).D.min() < RANK_MIN_D
+    assert coefficient_distances(r, near, pairs) is None
