@@ -30,7 +30,7 @@ from bhtcli.models.threads import over_chunks
 
 TINY_D = 1e-300      # D below this counts as this in the soft minimum (plateaus: D == 0)
 POOL_MIN_COLUMNS = 8         # the fused pairs' row blocks go to the thread pool from this many
-POOL_MIN_ENTRIES = 1 << 18   # columns and entries n k (measured: benchmarks/bench_kway.py --part pool)
+POOL_MIN_ENTRIES = 1 << 18   # columns and entries n k (docs/maths.md §8.12; bench_kway.py --part kernel)
 
 
 def block_runner(shape):
