@@ -25,18 +25,12 @@ import numpy as np
 
 from bhtcli.maths.divergences import bhattacharyya_weights
 from bhtcli.maths.kway_pairs import coefficient_distances, fused_pairs
-from bhtcli.models.softmax import block_product, own_pass_seconds
+from bhtcli.models.softmax import block_product, own_pass_seconds, timed_product
 from bhtcli.models.threads import over_chunks
 
 TINY_D = 1e-300      # D below this counts as this in the soft minimum (plateaus: D == 0)
 POOL_MIN_COLUMNS = 8         # the fused pairs' row blocks go to the thread pool from this many
 POOL_MIN_ENTRIES = 1 << 18   # columns and entries n k (docs/maths.md §8.12; bench_kway.py --part kernel)
-
-
-def stored_product(M: np.ndarray, X: np.ndarray, out_dtype=np.float64) -> np.ndarray:
-    """M X in M's precision (a float32 M is never up-cast), result in `out_dtype`, on the
-    calling thread's BLAS threads (KModels._multiply says why)."""
-    return np.asarray(M @ np.asarray(X, dtype=M.dtype), dtype=out_dtype)
 
 
 def block_runner(shape):
@@ -89,19 +83,9 @@ class KModels:
         return self._multiply("forward", self.S, X, out_dtype)
 
     def _multiply(self, kind: str, M: np.ndarray, X: np.ndarray, out_dtype=np.float64):
-        """M X in M's precision, result in `out_dtype`, on the calling thread's BLAS threads:
-        one inside the K-way search (commands/kway.py: search_bottleneck), whose passes are
-        not handed all the threads as the pair search's are (models/softmax.py:
-        block_product). The second core has other work there: the certificate's facts, the
-        fused pairs' row blocks (models/threads.py); and after each threaded product
-        OpenBLAS's workers spin on it for a while (docs/maths.md §8.12). The first product
-        of each kind is timed into _first_seconds (pass_seconds) unless that is None."""
-        t0 = time.perf_counter()
-        Z = stored_product(M, X, out_dtype)
-        first = self._first_seconds
-        if first is not None and kind not in first:
-            first[kind] = time.perf_counter() - t0
-        return Z
+        """M X for a pass (:func:`bhtcli.models.softmax.timed_product`: the long ones on all
+        the BLAS's threads, the first of each kind timed)."""
+        return timed_product(self, kind, M, X, out_dtype)
 
     def scores(self, X: np.ndarray):
         """(r, deltas): r = M_1 X and deltas[k] = (M_k - M_1) X (deltas[0] = 0), float64."""
@@ -351,6 +335,14 @@ class ReducedKModels(KModels):
         self.pairs = list(itertools.combinations(range(K), 2))
         self.passes = 0
         self._first_seconds = None  # products in the subspace are not passes: not timed
+
+    def _multiply(self, kind: str, M: np.ndarray, X: np.ndarray, out_dtype=np.float64):
+        """M X on the calling thread's BLAS threads (one, inside a search), never all of them:
+        S Q is K n x r (70 MB at 50,000 x 88, K = 4, float32), a product with it is bound by
+        memory, and after a threaded product OpenBLAS's workers spin for a while on the other
+        core, where the fused pairs' row blocks (models/threads.py) and the certificate's
+        facts run (measured: benchmarks/bench_kway.py --part scale)."""
+        return np.asarray(M @ np.asarray(X, dtype=M.dtype), dtype=out_dtype)
 
 
 class PairRows:

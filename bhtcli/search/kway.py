@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bhtcli.models.kway import KModels, SoftBottleneck, WeightedSum, stored_product
+from bhtcli.models.kway import KModels, SoftBottleneck, WeightedSum
 from bhtcli.search.ascent import BatchedAscent, distinct, project
 from bhtcli.search.kkt import kkt_residuals
 from bhtcli.search.result import SearchResult, maxima_values
@@ -53,8 +53,9 @@ def pair_directions(models: KModels, r: int, seed: int) -> list:
     rng = np.random.default_rng(seed + 7919)
     width = min(d, r * len(models.pairs) + 8)
     Q = np.linalg.qr(rng.standard_normal((d, width)))[0]
-    Q = np.linalg.qr(stored_product(diff.T, stored_product(diff, Q)))[0]
-    Y = stored_product(diff, Q)
+    from bhtcli.models.softmax import block_product
+    Q = np.linalg.qr(block_product(diff.T, block_product(diff, Q)))[0]
+    Y = block_product(diff, Q)
     models.passes += 3
     Yk = [np.zeros((n, width))] + [Y[(k - 1) * n:k * n] for k in range(1, K)]
     for i, j in models.pairs:
