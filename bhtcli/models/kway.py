@@ -341,7 +341,7 @@ class ReducedKModels(KModels):
         S Q is K n x r (70 MB at 50,000 x 88, K = 4, float32), a product with it is bound by
         memory, and after a threaded product OpenBLAS's workers spin for a while on the other
         core, where the fused pairs' row blocks (models/threads.py) and the certificate's
-        facts run (measured: benchmarks/bench_kway.py --part scale)."""
+        facts run (docs/maths.md §8.12)."""
         return np.asarray(M @ np.asarray(X, dtype=M.dtype), dtype=out_dtype)
 
 
