@@ -23,9 +23,10 @@ scale:  K = 4 models in memory (A: rows of norm ~1, each other model A + 0.01 N(
 quality: the sketched K-way search forced on six seeded mid-size cases (float64) against the
         full K-way search (32 starts): bottleneck ratio, passes, seconds.
 kernel: one evaluation of the K = 4 fused pairs (maths/kway_pairs.py) at n = 50,000 and k
-        columns, with combination: row blocks in turn against the thread pool (the first call,
-        fresh pages, and the median of five after), and the coefficient form that ranks starts
-        against the fused pairs' D (docs/maths.md §8.12).
+        columns, with combination: row blocks in turn against two threads (the first call,
+        fresh pages, and the median of five after; the search uses no pool: it did not pay),
+        and the coefficient form that ranks starts against the fused pairs' D (docs/maths.md
+        §8.12).
 """
 from __future__ import annotations
 
@@ -141,8 +142,15 @@ def part_quality(dtype):
 def part_kernel(n=50000, K=4, widths=(1, 4, 8, 24, 32)):
     """The fused pairs in turn against the row-chunk pool, and the coefficient form."""
     import itertools
+    from concurrent.futures import ThreadPoolExecutor
     from bhtcli.maths.kway_pairs import coefficient_distances, fused_pairs
-    from bhtcli.models.threads import over_chunks, single_threaded
+    from bhtcli.models.threads import single_threaded
+    pool = ThreadPoolExecutor(2)
+
+    def over_chunks(work, count, chunks=4):       # the row blocks in 4 ranges on 2 threads
+        bounds = [round(c * count / chunks) for c in range(chunks + 1)]
+        for f in [pool.submit(work, lo, hi) for lo, hi in zip(bounds, bounds[1:]) if hi > lo]:
+            f.result()
     print(f"fused pairs, n = {n:,}, K = {K}: ms per evaluation with combination (first call / "
           f"median of 5); load {os.getloadavg()[0]:.1f}")
     pairs = list(itertools.combinations(range(K), 2))

@@ -16,8 +16,8 @@ transcendental functions per entry instead of 3P (10 against 18 at K = 4; G_k is
 F_k lies in [e^-10, 1]), and the divisions by 1 + u = exp(dbar/2) become multiplications by
 exp(-dbar/2). The sums are those of bhattacharyya_weights, over row blocks that stay in cache,
 every pair's in turn while the block's e_0 and F_k are loaded. Each block's sums are kept apart
-and added in block order, so the blocks may run on several threads (`run_blocks`, e.g.
-bhtcli.models.threads.over_chunks) with the same numbers, bit for bit, as in turn.
+and added in block order, so a caller's `run_blocks` may share the blocks out over threads and
+get the same numbers, bit for bit, as in turn (measured: no faster here, docs/maths.md §8.12).
 
 Columns qualify when every delta_k (k >= 2) spans at most FUSED_SPREAD/2 and r is finite: then
 every pair's delta spans at most FUSED_SPREAD (bhattacharyya_weights' own condition), the

@@ -26,19 +26,8 @@ import numpy as np
 from bhtcli.maths.divergences import bhattacharyya_weights
 from bhtcli.maths.kway_pairs import coefficient_distances, fused_pairs
 from bhtcli.models.softmax import block_product, own_pass_seconds, timed_product
-from bhtcli.models.threads import over_chunks
 
 TINY_D = 1e-300      # D below this counts as this in the soft minimum (plateaus: D == 0)
-POOL_MIN_COLUMNS = 8         # the fused pairs' row blocks go to the thread pool from this many
-POOL_MIN_ENTRIES = 1 << 18   # columns and entries n k (docs/maths.md §8.12; bench_kway.py --part kernel)
-
-
-def block_runner(shape):
-    """How the fused pairs' row blocks run for scores of this shape (n x k): on the row-chunk
-    pool (models/threads.py: over_chunks) when wide enough to gain from it, else None (in
-    turn). The numbers are the same either way, bit for bit."""
-    n, k = shape
-    return over_chunks if k >= POOL_MIN_COLUMNS and n * k >= POOL_MIN_ENTRIES else None
 
 
 class KModels:
@@ -135,8 +124,7 @@ class KModels:
             D = coefficient_distances(r, deltas, self.pairs)
             if D is not None:
                 return D[:, 0] if one else D
-        fused = None if weights else fused_pairs(r, deltas, self.pairs, keep_u=False,
-                                                  run_blocks=block_runner(r.shape))
+        fused = None if weights else fused_pairs(r, deltas, self.pairs, keep_u=False)
         if fused is not None:
             D = np.maximum(fused.D, 0.0)
         else:
@@ -151,7 +139,7 @@ class KModels:
         layout), from the pairs evaluated together (maths/kway_pairs.py) where the columns
         allow it, else pair by pair."""
         X2, _, r, deltas = self._stored_scores(X)
-        fused = fused_pairs(r, deltas, self.pairs, keep_u=True, run_blocks=block_runner(r.shape))
+        fused = fused_pairs(r, deltas, self.pairs, keep_u=True)
         if fused is not None:
             return np.maximum(fused.D, 0.0), fused.combine
         D, ws = self._pairwise(r, deltas, X2.shape[1], True)
@@ -340,8 +328,7 @@ class ReducedKModels(KModels):
         """M X on the calling thread's BLAS threads (one, inside a search), never all of them:
         S Q is K n x r (70 MB at 50,000 x 88, K = 4, float32), a product with it is bound by
         memory, and after a threaded product OpenBLAS's workers spin for a while on the other
-        core, where the fused pairs' row blocks (models/threads.py) and the certificate's
-        facts run (docs/maths.md §8.12)."""
+        core, where the certificate's facts run (docs/maths.md §8.12)."""
         return np.asarray(M @ np.asarray(X, dtype=M.dtype), dtype=out_dtype)
 
 
@@ -409,21 +396,15 @@ def pairs_at(law, pairs, error: float) -> list:
     maths.kway.KwayLaw): {i, j, hellinger_squared, bhattacharyya_distance, predicted} per pair,
     the numbers of divergences_from_tilt and query_counts bit for bit. Only D and H^2 are
     taken from the tilt (its memoised g(+-1/2)), not the divergences the report does not print
-    (total variation, KL, Chernoff's golden-section search); the pairs' counts (each a nested
-    root search over the tilt) run on the row-chunk pool, one pair per task: independent
-    computations, the same numbers on any number of cores."""
+    (total variation, KL, Chernoff's golden-section search)."""
     import math
     from bhtcli.maths.counts import query_counts
-    out = [None] * len(pairs)
-
-    def work(lo, hi):
-        for p in range(lo, hi):
-            i, j = pairs[p]
-            tilt = law.tilts[(i, j)][0]
-            gp, gm = float(tilt.cgf(0.5)), float(tilt.cgf(-0.5))
-            D = max(0.5 * (gp + gm), 0.0)
-            counts = query_counts(tilt, D, error)
-            out[p] = {"i": i, "j": j, "hellinger_squared": -math.expm1(-D),
-                      "bhattacharyya_distance": D, "predicted": counts.predicted}
-    over_chunks(work, len(pairs), len(pairs))
+    out = []
+    for i, j in pairs:
+        tilt = law.tilts[(i, j)][0]
+        gp, gm = float(tilt.cgf(0.5)), float(tilt.cgf(-0.5))
+        D = max(0.5 * (gp + gm), 0.0)
+        out.append({"i": i, "j": j, "hellinger_squared": -math.expm1(-D),
+                    "bhattacharyya_distance": D,
+                    "predicted": query_counts(tilt, D, error).predicted})
     return out
