@@ -83,4 +83,3 @@ def single_threaded():
 def all_threads():
     """A block in which the BLAS uses all its threads again (a pass over A and B)."""
     return _threads(False)
-
