@@ -7,6 +7,7 @@ Run:  .venv/bin/python benchmarks/bench_kway.py                       (all parts
       .venv/bin/python benchmarks/bench_kway.py --part counts
       .venv/bin/python benchmarks/bench_kway.py --part quality
       .venv/bin/python benchmarks/bench_kway.py --part scale --reference-starts 64
+      .venv/bin/python benchmarks/bench_kway.py --part kernel
 
 gain:   d = 2, n = 6, 3 and 4 random models (N(0, 1.5^2) entries), E = 2: the best schedule's
         bottleneck exponent over the best single query's.
@@ -21,6 +22,11 @@ scale:  K = 4 models in memory (A: rows of norm ~1, each other model A + 0.01 N(
         with --reference-starts N, the full K-way search with N starts on the same models.
 quality: the sketched K-way search forced on six seeded mid-size cases (float64) against the
         full K-way search (32 starts): bottleneck ratio, passes, seconds.
+kernel: one evaluation of the K = 4 fused pairs (maths/kway_pairs.py) at n = 50,000 and k
+        columns, with combination: row blocks in turn against two threads (the first call,
+        fresh pages, and the median of five after; the search uses no pool: it did not pay),
+        and the coefficient form that ranks starts against the fused pairs' D (docs/maths.md
+        §8.12).
 """
 from __future__ import annotations
 
@@ -133,6 +139,48 @@ def part_quality(dtype):
     print(f"worst sketch / full: {worst:.6f}\n")
 
 
+def part_kernel(n=50000, K=4, widths=(1, 4, 8, 24, 32)):
+    """The fused pairs in turn against the row-chunk pool, and the coefficient form."""
+    import itertools
+    from concurrent.futures import ThreadPoolExecutor
+    from bhtcli.maths.kway_pairs import coefficient_distances, fused_pairs
+    from bhtcli.models.threads import single_threaded
+    pool = ThreadPoolExecutor(2)
+
+    def over_chunks(work, count, chunks=4):       # the row blocks in 4 ranges on 2 threads
+        bounds = [round(c * count / chunks) for c in range(chunks + 1)]
+        for f in [pool.submit(work, lo, hi) for lo, hi in zip(bounds, bounds[1:]) if hi > lo]:
+            f.result()
+    print(f"fused pairs, n = {n:,}, K = {K}: ms per evaluation with combination (first call / "
+          f"median of 5); load {os.getloadavg()[0]:.1f}")
+    pairs = list(itertools.combinations(range(K), 2))
+    rng = np.random.default_rng(0)
+    with single_threaded():
+        for k in widths:
+            r = 3.0 * rng.standard_normal((n, k))
+            deltas = [None] + [(0.01 * rng.standard_normal((n, k))).astype(np.float32)
+                               for _ in range(K - 1)]
+            mu = rng.random((len(pairs), k))
+            times = {}
+            for name, runner in (("in turn", None), ("pool", over_chunks)) * 6:
+                t0 = time.perf_counter()
+                fused_pairs(r, deltas, pairs, run_blocks=runner).combine(mu)
+                times.setdefault(name, []).append(1e3 * (time.perf_counter() - t0))
+            t0 = time.perf_counter()
+            D = fused_pairs(r, deltas, pairs, keep_u=False).D
+            t_fused = 1e3 * (time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            C = coefficient_distances(r, deltas, pairs)
+            t_coef = 1e3 * (time.perf_counter() - t0)
+            rel = float(np.max(np.abs(C - D) / D)) if C is not None else float("nan")
+            turn, pool = times["in turn"], times["pool"]
+            print(f"k = {k:>2}: in turn {turn[0]:6.1f} / {np.median(turn[1:]):6.1f}, pool "
+                  f"{pool[0]:6.1f} / {np.median(pool[1:]):6.1f} (ratio {np.median(turn[1:]) / np.median(pool[1:]):.2f}); "
+                  f"D only: fused {t_fused:6.1f}, coefficient {t_coef:5.1f} (ratio "
+                  f"{t_fused / t_coef:.2f}, max relative difference {rel:.1e})", flush=True)
+    print()
+
+
 QUALITY_CASES = ((1, 2000, 64, 3, "noise", 4.0), (2, 2000, 64, 4, "rows", 4.0),
                  (3, 3000, 128, 3, "rows", 8.0), (4, 4000, 96, 4, "noise", 2.0),
                  (5, 3000, 160, 5, "rows", 6.0), (6, 2500, 128, 3, "noise", 10.0))
@@ -140,7 +188,8 @@ QUALITY_CASES = ((1, 2000, 64, 3, "noise", 4.0), (2, 2000, 64, 4, "rows", 4.0),
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--part", choices=("all", "gain", "counts", "quality", "scale"), default="all")
+    ap.add_argument("--part", choices=("all", "gain", "counts", "quality", "scale", "kernel"),
+                    default="all")
     ap.add_argument("--reference-starts", type=int, default=0,
                     help="scale: also run the full K-way search with this many starts")
     ap.add_argument("--sizes", default="50000x1024")
@@ -153,6 +202,8 @@ def main():
         part_counts()
     if a.part in ("all", "quality"):
         part_quality("float64")
+    if a.part in ("all", "kernel"):
+        part_kernel()
     if a.part in ("all", "scale"):
         part_scale(a.sizes.split(","), a.dtype, a.energy, a.reference_starts)
 

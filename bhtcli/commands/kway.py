@@ -15,10 +15,8 @@ from bhtcli.errors import InputError, parameter_name
 from bhtcli.io.load import load_matrix
 from bhtcli.io.validation import check_dtype, check_energy, check_error
 from bhtcli.maths.certificate import certificate_from_variance
-from bhtcli.maths.counts import query_counts
-from bhtcli.maths.divergences import divergences_from_tilt
 from bhtcli.maths.kway import KwayLaw, allocate, kway_counts
-from bhtcli.models.kway import KModels, kway_scores_at
+from bhtcli.models.kway import KModels, kway_scores_at, pairs_at
 from bhtcli.models.threads import run_beside, single_threaded
 from bhtcli.results import KwayBoundResult, KwayDesignResult
 from bhtcli.search.kway import best_schedule, maximize_bottleneck, pair_directions
@@ -142,20 +140,6 @@ def _law_at(mats, queries, weights):
     return KwayLaw.build([s[0] for s in scores], [s[1] for s in scores], weights)
 
 
-def _pairs_at(law: KwayLaw, pairs, error) -> list:
-    """Each pair's H^2, D and predicted count at the law's one query, from the law's tilts
-    (what the counts already evaluated of them is reused)."""
-    out = []
-    for i, j in pairs:
-        tilt = law.tilts[(i, j)][0]
-        div = divergences_from_tilt(tilt)
-        counts = query_counts(tilt, div.bhattacharyya_distance, error)
-        out.append({"i": i, "j": j, "hellinger_squared": div.hellinger_squared,
-                    "bhattacharyya_distance": div.bhattacharyya_distance,
-                    "predicted": counts.predicted})
-    return out
-
-
 def schedule_report(mats, pairs_ij, queries: np.ndarray, weights, single_d: float,
                     error: float):
     """(the schedule's report, its per-pair D in the order of pairs_ij) for the queries
@@ -200,7 +184,7 @@ def _search_bottleneck(km: KModels, energy: float, search_space, starts, seed, p
 def at_query(mats, pairs_ij, x, error: float):
     """(pairs, index of the bottleneck pair, samples) at the query x, in float64."""
     law = _law_at(mats, [x], [1.0])
-    pairs = _pairs_at(law, pairs_ij, error)
+    pairs = pairs_at(law, pairs_ij, error)
     worst = min(range(len(pairs)), key=lambda p: pairs[p]["bhattacharyya_distance"])
     return pairs, worst, kway_counts(law, error)
 

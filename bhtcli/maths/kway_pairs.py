@@ -7,15 +7,17 @@ delta_j; :func:`bhtcli.maths.divergences.bhattacharyya_weights` evaluates it wit
 transcendental functions per entry (exp(c - m), exp(dbar/2), expm1(dbar/2)), so P = K(K-1)/2
 pairs cost 3P per entry. Here, with per-column shifts m_0 = max r and s_k = max delta_k / 2,
 
-    e_0 = exp(r - m_0),   F_k = exp(delta_k/2 - s_k),   G_k = exp(s_k - delta_k/2)   (F_1 = G_1 = 1),
+    e_0 = exp(r - m_0),   F_k = exp(delta_k/2 - s_k),   G_k = 1/F_k   (F_1 = G_1 = 1),
     exp(c - m_0 - s_i - s_j) = e_0 F_i F_j,   exp(-dbar/2) = F_j G_i exp(h - s_i + s_j),
 
 (h = E_pi[delta]/2), products of positive numbers (a few roundings, no cancellation), and only
-u = expm1(dbar/2), which carries the cancellation-free difference, is taken per pair: 2K - 1 + P
-transcendental functions per entry instead of 3P (13 against 18 at K = 4), and the divisions by
-1 + u = exp(dbar/2) become multiplications by exp(-dbar/2). The sums are those
-of bhattacharyya_weights, over row blocks that stay in cache, every pair's in turn while the
-block's e_0 and F_k are loaded.
+u = expm1(dbar/2), which carries the cancellation-free difference, is taken per pair: K + P
+transcendental functions per entry instead of 3P (10 against 18 at K = 4; G_k is one division,
+F_k lies in [e^-10, 1]), and the divisions by 1 + u = exp(dbar/2) become multiplications by
+exp(-dbar/2). The sums are those of bhattacharyya_weights, over row blocks that stay in cache,
+every pair's in turn while the block's e_0 and F_k are loaded. Each block's sums are kept apart
+and added in block order, so a caller's `run_blocks` may share the blocks out over threads and
+get the same numbers, bit for bit, as in turn (measured: no faster here, docs/maths.md §8.12).
 
 Columns qualify when every delta_k (k >= 2) spans at most FUSED_SPREAD/2 and r is finite: then
 every pair's delta spans at most FUSED_SPREAD (bhattacharyya_weights' own condition), the
@@ -29,13 +31,16 @@ import numpy as np
 
 from bhtcli.maths.divergences import BLOCK_ENTRIES, FUSED_SPREAD, column_max
 
+NEGLIGIBLE_MU = 1e-30    # combine leaves out a pair whose multipliers are below this times the largest
+
 
 class FusedPairs:
     """D of every pair at every column (`D`, P x k) and, for any per-pair multipliers mu
     (P x k), the stacked gradient weights of sum_p mu_p D_p (:meth:`combine`)."""
 
-    def __init__(self, r, deltas, pairs, m0, hi, rows: int, keep_u: bool):
+    def __init__(self, r, deltas, pairs, m0, hi, rows: int, keep_u: bool, run_blocks=None):
         self.r, self.deltas, self.pairs, self.rows = r, deltas, pairs, rows
+        self.m0, self.run_blocks = m0, run_blocks or in_turn
         n, k = r.shape
         K = len(deltas)
         self.shift = [np.zeros(k)] + [0.5 * hi[q] for q in range(1, K)]
@@ -44,55 +49,77 @@ class FusedPairs:
         self.G = [None] + [np.empty((n, k)) for _ in range(1, K)]      # 1 / F_k
         P = len(pairs)
         self.U = [np.empty((n, k)) for _ in range(P)] if keep_u else None
-        S, M1 = np.zeros((P, k)), np.zeros((P, k))
-        t, dl = np.empty((min(rows, n), k)), np.empty((min(rows, n), k))
-        for s in range(0, n, rows):
-            e = min(s + rows, n)
-            np.subtract(r[s:e], m0, out=self.e0[s:e])
-            np.exp(self.e0[s:e], out=self.e0[s:e])
-            for q in range(1, K):
-                Fq = self.F[q][s:e]
-                np.multiply(deltas[q][s:e], 0.5, out=Fq)
-                Fq -= self.shift[q]
-                np.negative(Fq, out=self.G[q][s:e])
-                np.exp(Fq, out=Fq)
-                np.exp(self.G[q][s:e], out=self.G[q][s:e])
-            o = np.ones(e - s)
-            for p, (i, j) in enumerate(pairs):
-                tb, db = self._weight(s, e, i, j, t), self._difference(s, e, i, j, dl)
-                S[p] += o @ tb
-                db *= tb
-                M1[p] += o @ db
+        self.starts = list(range(0, n, rows))
+        # each row block's sums in its own slot, added in block order below: the same
+        # numbers, bit for bit, however the blocks are shared out (models/threads.py)
+        first = np.zeros((len(self.starts), 2, P, k))
+        self._blocks(self._first_pass, first)
+        S, M1 = _in_block_order(first[:, 0]), _in_block_order(first[:, 1])
         self.S = S
         self.half_mean = 0.5 * (M1 / S)
-        Yp, Ym, T = np.zeros((P, k)), np.zeros((P, k)), np.zeros((P, k))
-        u_buf, v = np.empty((min(rows, n), k)), np.empty((min(rows, n), k))
         self.inverse_scale = np.empty((P, k))
         for p, (i, j) in enumerate(pairs):
             self.inverse_scale[p] = np.exp(self.half_mean[p] - self.shift[i] + self.shift[j])
-        for s in range(0, n, rows):
-            e = min(s + rows, n)
-            o = np.ones(e - s)
-            for p, (i, j) in enumerate(pairs):
-                tb = self._weight(s, e, i, j, t)
-                u = self.U[p][s:e] if keep_u else u_buf[:e - s]
-                self._difference(s, e, i, j, u)
-                u *= 0.5
-                u -= self.half_mean[p]              # dbar/2
-                np.expm1(u, out=u)                  # u = expm1(dbar/2)
-                vb = self._inverse_ratio(s, e, p, i, j, v)  # exp(-dbar/2) = 1/(1 + u)
-                db = dl[:e - s]
-                np.multiply(tb, u, out=db)          # e u
-                Yp[p] += o @ db
-                db *= vb                            # e u/(1+u)
-                Ym[p] -= o @ db
-                db *= u                             # e u^2/(1+u) >= 0
-                T[p] += o @ db
+        second = np.zeros((len(self.starts), 3, P, k))
+        self._blocks(self._second_pass, second)
+        Yp, T = _in_block_order(second[:, 0]), _in_block_order(second[:, 2])
+        Ym = _in_block_order(second[:, 1], negate=True)
         Yp /= S
         Ym /= S
         T /= S
         self.D = 0.5 * np.log1p(T + Yp * Ym)
         self.kappa = 0.5 * (np.log1p(Yp) - np.log1p(Ym))
+
+    def _blocks(self, work, *args):
+        """work(b, s, e, buffers, *args) for every row block b (rows s:e), the blocks handed
+        out in ranges by self.run_blocks (each range with its own buffers)."""
+        n, k = self.r.shape
+        rows = min(self.rows, n)
+
+        def blocks(lo, hi):
+            buffers = [np.empty((rows, k)) for _ in range(4)]
+            for b in range(lo, hi):
+                work(b, self.starts[b], min(self.starts[b] + self.rows, n), buffers, *args)
+        self.run_blocks(blocks, len(self.starts))
+
+    def _first_pass(self, b, s, e, buffers, sums):
+        """e_0, F_k, G_k on the block's rows; its sums of e_0 F_i F_j and of that times delta."""
+        t, dl = buffers[0], buffers[1]
+        np.subtract(self.r[s:e], self.m0, out=self.e0[s:e])
+        np.exp(self.e0[s:e], out=self.e0[s:e])
+        for q in range(1, len(self.deltas)):
+            Fq = self.F[q][s:e]
+            np.multiply(self.deltas[q][s:e], 0.5, out=Fq)
+            Fq -= self.shift[q]
+            np.exp(Fq, out=Fq)
+            np.divide(1.0, Fq, out=self.G[q][s:e])      # G = 1/F: a division, not an exp
+        o = np.ones(e - s)
+        for p, (i, j) in enumerate(self.pairs):
+            tb, db = self._weight(s, e, i, j, t), self._difference(s, e, i, j, dl)
+            sums[b, 0, p] = o @ tb
+            db *= tb
+            sums[b, 1, p] = o @ db
+
+    def _second_pass(self, b, s, e, buffers, sums):
+        """u = expm1(dbar/2) of every pair on the block's rows (kept for the weights) and the
+        block's sums of e u, e u/(1+u) and e u^2/(1+u)."""
+        t, u_buf, v, dl = buffers
+        o = np.ones(e - s)
+        for p, (i, j) in enumerate(self.pairs):
+            tb = self._weight(s, e, i, j, t)
+            u = self.U[p][s:e] if self.U is not None else u_buf[:e - s]
+            self._difference(s, e, i, j, u)
+            u *= 0.5
+            u -= self.half_mean[p]              # dbar/2
+            np.expm1(u, out=u)                  # u = expm1(dbar/2)
+            vb = self._inverse_ratio(s, e, p, i, j, v)  # exp(-dbar/2) = 1/(1 + u)
+            db = dl[:e - s]
+            np.multiply(tb, u, out=db)          # e u
+            sums[b, 0, p] = o @ db
+            db *= vb                            # e u/(1+u)
+            sums[b, 1, p] = o @ db
+            db *= u                             # e u^2/(1+u) >= 0
+            sums[b, 2, p] = o @ db
 
     def _weight(self, s, e, i, j, out):
         """e_0 F_i F_j on rows s:e (exp(c - shift) of the pair)."""
@@ -123,71 +150,102 @@ class FusedPairs:
             vb *= self.G[i][s:e]
         return vb
 
-    def pair_weights(self, p: int):
-        """(w_c, w_g) of pair p alone (docs/maths.md §2.4): :meth:`combine` with mu = 1 on
-        pair p, read back; for tests."""
-        n, k = self.r.shape
-        w_c, w_g = np.zeros((n, k)), np.zeros((n, k))
-
-        def put(s, e, wc, wg):
-            w_c[s:e], w_g[s:e] = wc, wg
-        self._accumulate(p, np.ones(k), put)
-        return w_c, w_g
-
     def combine(self, mu: np.ndarray):
         """(w_r, w_delta) of sum_p mu_p D_p: grad = M_1^T w_r + sum_k Delta_k^T w_delta[k]
-        (the layout of KModels.combine)."""
+        (the layout of KModels.combine). A pair whose mu is below NEGLIGIBLE_MU times the
+        largest of its column at every column is left out (its terms are below the sum's
+        rounding; mu = 0 exactly, an underflowed soft-minimum weight, changes no bit)."""
         n, k = self.r.shape
         K = len(self.deltas)
         w_r = np.zeros((n, k))
         w_delta = np.zeros(((K - 1) * n, k))
-        for p, (i, j) in enumerate(self.pairs):
-            def add(s, e, wc, wg, i=i, j=j):
-                w_r[s:e] += wc
-                wc *= 0.5
-                if i > 0:
-                    w_delta[(i - 1) * n + s:(i - 1) * n + e] += wc
-                    w_delta[(i - 1) * n + s:(i - 1) * n + e] += wg
-                w_delta[(j - 1) * n + s:(j - 1) * n + e] += wc
-                w_delta[(j - 1) * n + s:(j - 1) * n + e] -= wg
-            self._accumulate(p, mu[p], add)
+        largest = np.max(np.abs(mu), axis=0)
+        used = [p for p in range(len(self.pairs))
+                if (np.abs(mu[p]) > NEGLIGIBLE_MU * largest).any()]
+        terms = [(p, self._multipliers(p, mu[p])) for p in used]
+
+        def blocks(lo, hi):
+            rows = min(self.rows, n)
+            buffers = [np.empty((rows, k)) for _ in range(4)]
+            for b in range(lo, hi):
+                s = self.starts[b]
+                e = min(s + self.rows, n)
+                for p, multipliers in terms:
+                    i, j = self.pairs[p]
+                    wc, wg = self._weights(s, e, p, multipliers, buffers)
+                    w_r[s:e] += wc
+                    wc *= 0.5
+                    if i > 0:
+                        w_delta[(i - 1) * n + s:(i - 1) * n + e] += wc
+                        w_delta[(i - 1) * n + s:(i - 1) * n + e] += wg
+                    w_delta[(j - 1) * n + s:(j - 1) * n + e] += wc
+                    w_delta[(j - 1) * n + s:(j - 1) * n + e] -= wg
+        self.run_blocks(blocks, len(self.starts))
         return w_r, w_delta
 
-    def _accumulate(self, p: int, mu: np.ndarray, add):
-        """Pair p's weights times mu, block by block, handed to add(s, e, mu w_c, mu w_g):
+    def pair_weights(self, p: int):
+        """(w_c, w_g) of pair p alone (docs/maths.md §2.4), for tests."""
+        n, k = self.r.shape
+        w_c, w_g = np.zeros((n, k)), np.zeros((n, k))
+        multipliers = self._multipliers(p, np.ones(k))
+        buffers = [np.empty((min(self.rows, n), k)) for _ in range(4)]
+        for s in self.starts:
+            e = min(s + self.rows, n)
+            w_c[s:e], w_g[s:e] = self._weights(s, e, p, multipliers, buffers)
+        return w_c, w_g
+
+    def _multipliers(self, p: int, mu: np.ndarray):
+        """Pair p's per-column constants of :meth:`_weights` for the multipliers mu."""
+        D, S = self.D[p], self.S[p]
+        E1, F1 = np.exp(-self.kappa[p]), np.expm1(-self.kappa[p])
+        eD = np.exp(-D)
+        return E1, F1, mu * 0.5 * eD / S, mu * np.expm1(-D) / S, mu * 0.25 * eD / S
+
+    def _weights(self, s, e, p: int, multipliers, buffers):
+        """Pair p's weights times mu on rows s:e, (mu w_c, mu w_g) in two of `buffers`:
         with kappa = (g(1/2) - g(-1/2))/2, a = expm1(dbar/2 - kappa) = u e^-kappa +
         expm1(-kappa) and 1 + a = exp(dbar/2) e^-kappa,
         w_c = pi (e^-D a^2/(2(1+a)) + expm1(-D)), w_g = pi e^-D a (a+2) / (4(1+a))."""
         i, j = self.pairs[p]
-        n, k = self.r.shape
-        rows = self.rows
-        D, S = self.D[p], self.S[p]
-        E1, F1 = np.exp(-self.kappa[p]), np.expm1(-self.kappa[p])
-        eD = np.exp(-D)
-        al, be, ga = mu * 0.5 * eD / S, mu * np.expm1(-D) / S, mu * 0.25 * eD / S
-        t, a, q, wc = (np.empty((min(rows, n), k)) for _ in range(4))
-        for s in range(0, n, rows):
-            e = min(s + rows, n)
-            tb = self._weight(s, e, i, j, t)
-            ab = a[:e - s]
-            np.multiply(self.U[p][s:e], E1, out=ab)
-            ab += F1                                # a
-            qb = self._inverse_ratio(s, e, p, i, j, q, 1.0 / E1)   # 1/(1 + a)
-            qb *= ab                                # a/(1+a)
-            wcb = wc[:e - s]
-            np.multiply(ab, qb, out=wcb)            # a^2/(1+a)
-            wcb *= al
-            wcb += be
-            wcb *= tb                               # mu w_c
-            ab += 2.0
-            ab *= qb
-            ab *= ga
-            ab *= tb                                # mu w_g
-            add(s, e, wcb, ab)
+        E1, F1, al, be, ga = multipliers
+        t, a, q, wc = buffers
+        tb = self._weight(s, e, i, j, t)
+        ab = a[:e - s]
+        np.multiply(self.U[p][s:e], E1, out=ab)
+        ab += F1                                # a
+        qb = self._inverse_ratio(s, e, p, i, j, q, 1.0 / E1)   # 1/(1 + a)
+        qb *= ab                                # a/(1+a)
+        wcb = wc[:e - s]
+        np.multiply(ab, qb, out=wcb)            # a^2/(1+a)
+        wcb *= al
+        wcb += be
+        wcb *= tb                               # mu w_c
+        ab += 2.0
+        ab *= qb
+        ab *= ga
+        ab *= tb                                # mu w_g
+        return wcb, ab
+
+
+def in_turn(work, count: int) -> None:
+    """The default block runner: work(0, count), here."""
+    work(0, count)
+
+
+def _in_block_order(partials: np.ndarray, negate: bool = False) -> np.ndarray:
+    """The blocks' partial sums (blocks first) added one after another from zero, in block
+    order: the running sum of the one-pass loop, bit for bit."""
+    total = np.zeros(partials.shape[1:])
+    for part in partials:
+        if negate:
+            total -= part
+        else:
+            total += part
+    return total
 
 
 def fused_pairs(r: np.ndarray, deltas: list, pairs, keep_u: bool = True,
-                block: int = BLOCK_ENTRIES):
+                block: int = BLOCK_ENTRIES, run_blocks=None):
     """A :class:`FusedPairs` for the scores r (n x k) and deltas (deltas[0] None, the others
     n x k in any float precision), or None when some column does not qualify (module
     docstring). keep_u: keep what :meth:`FusedPairs.combine` needs (the weights)."""
@@ -205,4 +263,67 @@ def fused_pairs(r: np.ndarray, deltas: list, pairs, keep_u: bool = True,
             if not (top + column_max(-dk) <= FUSED_SPREAD / 2).all():
                 return None
         hi.append(top)
-    return FusedPairs(r, deltas, pairs, m0, hi, rows, keep_u)
+    return FusedPairs(r, deltas, pairs, m0, hi, rows, keep_u, run_blocks)
+
+
+RANK_MIN_D = 1e-8   # below this the coefficient form's D is left to the fused pairs (see below)
+
+
+def coefficient_distances(r: np.ndarray, deltas: list, pairs, block: int = BLOCK_ENTRIES):
+    """Every pair's D at every column (P x k) from the Bhattacharyya coefficient written with
+    each model's exponentials once: with e_0 and F_k as in the module docstring,
+
+        sum_a sqrt(p_i p_j) = S_ij / sqrt(S_ii S_jj),   S_ij = sum_a e_0 F_i F_j,
+
+    K exponentials per entry (4 at K = 4, against 10 for the fused pairs). D = -log of it
+    carries the rounding of a coefficient near 1: an absolute error of a few 1e-16, so D is
+    good to ~1e-16 / D relative -- enough to rank starts, not to report. Returns None when a
+    column does not qualify for the fused form or some D is below RANK_MIN_D (then the caller
+    takes :func:`fused_pairs`)."""
+    r = np.asarray(r, dtype=np.float64)
+    n, k = r.shape
+    rows = max(16, block // max(k, 1))
+    K = len(deltas)
+    m0 = column_max(r)
+    if not np.isfinite(m0).all():
+        return None
+    shift = [None]
+    for dk in deltas[1:]:
+        top = column_max(dk)
+        with np.errstate(invalid="ignore"):
+            if not (top + column_max(-dk) <= FUSED_SPREAD / 2).all():
+                return None
+        shift.append(0.5 * np.asarray(top, dtype=np.float64))
+    models = list(range(K))
+    wanted = sorted(set(pairs) | {(q, q) for q in models})
+    sums = {key: np.zeros(k) for key in wanted}
+    e0 = np.empty((min(rows, n), k))
+    F = [None] + [np.empty((min(rows, n), k)) for _ in range(1, K)]
+    t = np.empty((min(rows, n), k))
+    for s in range(0, n, rows):
+        e = min(s + rows, n)
+        eb = e0[:e - s]
+        np.subtract(r[s:e], m0, out=eb)
+        np.exp(eb, out=eb)
+        o = np.ones(e - s)
+        for q in range(1, K):
+            Fq = F[q][:e - s]
+            np.multiply(deltas[q][s:e], 0.5, out=Fq, dtype=np.float64, casting="unsafe")
+            Fq -= shift[q]
+            np.exp(Fq, out=Fq)
+        for i, j in wanted:
+            tb = t[:e - s]
+            if i == 0 and j == 0:
+                tb[...] = eb
+            elif i == 0:
+                np.multiply(eb, F[j][:e - s], out=tb)
+            else:
+                np.multiply(eb, F[i][:e - s], out=tb)
+                tb *= F[j][:e - s]
+            sums[(i, j)] += o @ tb
+    D = np.empty((len(pairs), k))
+    for p, (i, j) in enumerate(pairs):
+        D[p] = -(np.log(sums[(i, j)]) - 0.5 * (np.log(sums[(i, i)]) + np.log(sums[(j, j)])))
+    if not (D >= RANK_MIN_D).all():
+        return None
+    return D

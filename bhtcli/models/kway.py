@@ -24,7 +24,7 @@ import time
 import numpy as np
 
 from bhtcli.maths.divergences import bhattacharyya_weights
-from bhtcli.maths.kway_pairs import fused_pairs
+from bhtcli.maths.kway_pairs import coefficient_distances, fused_pairs
 from bhtcli.models.softmax import block_product, own_pass_seconds, timed_product
 
 TINY_D = 1e-300      # D below this counts as this in the soft minimum (plateaus: D == 0)
@@ -69,7 +69,12 @@ class KModels:
     def product(self, X: np.ndarray, out_dtype=np.float64) -> np.ndarray:
         """S X: one counted pass, timed for :meth:`pass_seconds`."""
         self.passes += 1
-        return timed_product(self, "forward", self.S, X, out_dtype)
+        return self._multiply("forward", self.S, X, out_dtype)
+
+    def _multiply(self, kind: str, M: np.ndarray, X: np.ndarray, out_dtype=np.float64):
+        """M X for a pass (:func:`bhtcli.models.softmax.timed_product`: the long ones on all
+        the BLAS's threads, the first of each kind timed)."""
+        return timed_product(self, kind, M, X, out_dtype)
 
     def scores(self, X: np.ndarray):
         """(r, deltas): r = M_1 X and deltas[k] = (M_k - M_1) X (deltas[0] = 0), float64."""
@@ -107,12 +112,18 @@ class KModels:
         r = np.asarray(Z[:n], dtype=np.float64)
         return X2, one, r, [None] + [Z[k * n:(k + 1) * n] for k in range(1, self.K)]
 
-    def pair_distances(self, X: np.ndarray, weights: bool = False):
+    def pair_distances(self, X: np.ndarray, weights: bool = False, ranking: bool = False):
         """D_p at every column of X for every pair p (rows of a P x k array), one pass; with
         `weights`, also each pair's gradient weights (w_c, w_g) (docs/maths.md §2.4), pair by
         pair. Without weights the pairs are evaluated together (maths/kway_pairs.py) where
-        the columns allow it."""
+        the columns allow it. `ranking`: values only to rank columns by, from the
+        Bhattacharyya coefficients where they resolve D (maths/kway_pairs.py:
+        coefficient_distances, 2.5x cheaper), else the same numbers as without."""
         X2, one, r, deltas = self._stored_scores(X)
+        if ranking and not weights:
+            D = coefficient_distances(r, deltas, self.pairs)
+            if D is not None:
+                return D[:, 0] if one else D
         fused = None if weights else fused_pairs(r, deltas, self.pairs, keep_u=False)
         if fused is not None:
             D = np.maximum(fused.D, 0.0)
@@ -193,7 +204,7 @@ class KModels:
         """R^T w_r + [Delta_2; ...]^T w_delta in one product (float64 result)."""
         self.passes += 1
         W = np.concatenate([w_r, w_delta], axis=0, dtype=self.dtype, casting="same_kind")
-        return timed_product(self, "backward", self.S.T, W)
+        return self._multiply("backward", self.S.T, W)
 
 
 PLAIN_PAGES_BYTES = 64 << 20    # arrays from this size are mapped without huge-page advice
@@ -313,6 +324,13 @@ class ReducedKModels(KModels):
         self.passes = 0
         self._first_seconds = None  # products in the subspace are not passes: not timed
 
+    def _multiply(self, kind: str, M: np.ndarray, X: np.ndarray, out_dtype=np.float64):
+        """M X on the calling thread's BLAS threads (one, inside a search), never all of them:
+        S Q is K n x r (70 MB at 50,000 x 88, K = 4, float32), a product with it is bound by
+        memory, and after a threaded product OpenBLAS's workers spin for a while on the other
+        core, where the certificate's facts run (docs/maths.md §8.12)."""
+        return np.asarray(M @ np.asarray(X, dtype=M.dtype), dtype=out_dtype)
+
 
 class PairRows:
     """The rows of one stacked block combination sum_k a_k S_k of the K models (S_1 = M_1,
@@ -371,3 +389,22 @@ def block_gram(models: KModels, rows: int = 256) -> np.ndarray:
             for l in range(k, K):
                 gram[s:e, k, l] = gram[s:e, l, k] = np.einsum("ij,ij->i", rows_k[k], rows_k[l])
     return gram
+
+
+def pairs_at(law, pairs, error: float) -> list:
+    """Each pair's H^2, D and predicted count at the one query of `law` (a
+    maths.kway.KwayLaw): {i, j, hellinger_squared, bhattacharyya_distance, predicted} per pair,
+    the numbers of divergences_from_tilt and query_counts bit for bit. Only D and H^2 are
+    taken from the tilt (its memoised g(+-1/2)), not the divergences the report does not print
+    (total variation, KL, Chernoff's golden-section search)."""
+    import math
+    from bhtcli.maths.counts import query_counts
+    out = []
+    for i, j in pairs:
+        tilt = law.tilts[(i, j)][0]
+        gp, gm = float(tilt.cgf(0.5)), float(tilt.cgf(-0.5))
+        D = max(0.5 * (gp + gm), 0.0)
+        out.append({"i": i, "j": j, "hellinger_squared": -math.expm1(-D),
+                    "bhattacharyya_distance": D,
+                    "predicted": query_counts(tilt, D, error).predicted})
+    return out

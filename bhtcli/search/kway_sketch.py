@@ -204,9 +204,10 @@ def residual_inside(Q: np.ndarray, x: np.ndarray, g: np.ndarray, value: float,
     return float(np.linalg.norm(Q.T @ (g - mu * x))) / scale
 
 
-def bottleneck(models: KModels, X: np.ndarray) -> np.ndarray:
-    """min_p D_p at every column of X, 32 columns per product."""
-    return np.concatenate([models.pair_distances(X[:, s:s + 32]).min(axis=0)
+def bottleneck(models: KModels, X: np.ndarray, ranking: bool = False) -> np.ndarray:
+    """min_p D_p at every column of X, 32 columns per product (`ranking`: values to rank the
+    columns by only, KModels.pair_distances)."""
+    return np.concatenate([models.pair_distances(X[:, s:s + 32], ranking=ranking).min(axis=0)
                            for s in range(0, X.shape[1], 32)])
 
 
@@ -248,7 +249,7 @@ def sketch_bottleneck(models: KModels, energy: float, *, seed: int = 0, directio
                  f"{len(models.pairs)} pairs; {X0.shape[1]} starts")
     reduced = space.reduced
     Y0 = project(space.Q.T @ X0, energy)
-    f0 = bottleneck(reduced, Y0)
+    f0 = bottleneck(reduced, Y0, ranking=True)
     run = BatchedAscent(SoftBottleneck(reduced, SHARPNESS[0]),
                         Y0[:, distinct(Y0, f0, energy, tol=1e-3)[:HALVING_FIRST]], energy)
     run.run(HALVING_STEPS, gtol=explore_gtol)
@@ -263,7 +264,7 @@ def sketch_bottleneck(models: KModels, energy: float, *, seed: int = 0, directio
         progress(f"sharpening the best {Y.shape[1]} in the subspace")
     left = []          # survivors left behind by the ladder (subspace coordinates)
     for s, keep in zip(SHARPNESS[1:], LADDER_KEEP):
-        order = distinct(Y, bottleneck(space.reduced, Y), energy, tol=1e-3)
+        order = distinct(Y, bottleneck(space.reduced, Y, ranking=True), energy, tol=1e-3)
         left.append(Y[:, order[keep:]])
         run = BatchedAscent(SoftBottleneck(space.reduced, s), Y[:, order[:keep]], energy)
         run.run(SURVIVOR_ITERATIONS, gtol=polish_gtol if s == SHARPNESS[-1] else explore_gtol)
@@ -293,7 +294,7 @@ def sketch_bottleneck(models: KModels, energy: float, *, seed: int = 0, directio
                 f, g = make(models).value_and_grad(xr)
                 x, best, residual = xr[:, 0].copy(), vr, float(kkt_residuals(xr, f, g, energy)[0])
     points = space.Q @ Y
-    keep = distinct(points, bottleneck(space.reduced, Y), energy, tol=1e-3)[:HALVING_KEEP]
+    keep = distinct(points, bottleneck(space.reduced, Y, ranking=True), energy, tol=1e-3)[:HALVING_KEEP]
     result = SearchResult(
         x=x, value=best, starts=X0.shape[1], iterations=iterations, local_maxima=len(finals),
         values=maxima_values(explored, best), on_boundary=bool(np.linalg.norm(x) >= energy * (1 - 1e-9)),
