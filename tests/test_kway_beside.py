@@ -86,3 +86,26 @@ def test_design_and_bad_input_through_the_api():
     assert all(b >= p["bhattacharyya_distance"] for b, p in zip(c["pair_bounds"], r.pairs))
     with pytest.raises(InputError, match="models 1 .* and 3"):
         api.design([A, B, A + 1.0], energy=1.0, starts=4)
+
+
+def test_passes_take_one_blas_thread_while_a_job_runs_beside():
+    import threading
+    controls = threads._controls()
+    if controls is None or controls[2] < 2:
+        pytest.skip("needs a BLAS that threadpoolctl controls, with more than one thread")
+    get, _, default = controls
+    release = threading.Event()
+    job = threads.run_beside(release.wait, 60)
+    for _ in range(6000):                   # until the job has started
+        if threads._STATE.get("beside", 0):
+            break
+        threading.Event().wait(0.01)
+    try:
+        with threads.all_threads():
+            during = get()                  # the job holds a core: one thread
+    finally:
+        release.set()
+    job.result()
+    with threads.all_threads():
+        after = get()
+    assert during == 1 and after == default

@@ -64,7 +64,7 @@ def _threads(single: bool):
     _, put, default = controls
     _LOCAL.depth = _depth() + (1 if single else 0)
     with _LOCK:
-        put(1 if single else default)
+        put(1 if single or _STATE.get("beside", 0) else default)
     try:
         yield
     finally:
@@ -72,7 +72,7 @@ def _threads(single: bool):
         # which another thread may have set meanwhile)
         _LOCAL.depth = _depth() - (1 if single else 0)
         with _LOCK:
-            put(1 if _depth() > 0 else default)
+            put(1 if _depth() > 0 or _STATE.get("beside", 0) else default)
 
 
 def single_threaded():
@@ -86,22 +86,34 @@ def all_threads():
 
 
 def run_beside(job, *args):
-    """Start job(*args) in a background thread and return its Future. The count of BLAS
-    threads is one setting for the whole process, so the job leaves it to the thread that
-    started it: its own single_threaded/all_threads blocks change nothing (a background job
-    that set one thread, or all of them, on leaving its block would undo the search's
-    setting in the middle of its small products). A daemon thread: an interrupted command
-    exits without waiting for it."""
+    """Start job(*args) in a background thread and return its Future.
+
+    The count of BLAS threads is one setting for the whole process, so the job leaves it to
+    the thread that started it: its own single_threaded/all_threads blocks change nothing (a
+    background job that set one thread, or all of them, on leaving its block would undo the
+    search's setting in the middle of its small products). While a job runs, all_threads()
+    gives one thread too: the job keeps a core busy, and a threaded product would wait for
+    it (and leave a worker spinning against it afterwards). A daemon thread: an interrupted
+    command exits without waiting for it."""
     from concurrent.futures import Future
     future = Future()
+
+    def count(step: int) -> None:
+        with _LOCK:
+            _STATE["beside"] = _STATE.get("beside", 0) + step
 
     def beside():
         _LOCAL.beside = True
         if not future.set_running_or_notify_cancel():
             return
+        count(+1)
         try:
-            future.set_result(job(*args))
+            value = job(*args)
         except BaseException as error:      # handed to whoever asks for the result
+            count(-1)
             future.set_exception(error)
+        else:
+            count(-1)                       # before the result: its reader may toggle next
+            future.set_result(value)
     threading.Thread(target=beside, name="bht-beside", daemon=True).start()
     return future
