@@ -253,17 +253,28 @@ def fused_pairs(r: np.ndarray, deltas: list, pairs, keep_u: bool = True,
     n, k = r.shape
     rows = max(16, block // max(k, 1))
     deltas = [None] + [np.asarray(dk, dtype=np.float64) for dk in deltas[1:]]
+    maxima = _qualifying_maxima(r, deltas)
+    if maxima is None:
+        return None
+    m0, hi = maxima
+    return FusedPairs(r, deltas, pairs, m0, hi, rows, keep_u, run_blocks)
+
+
+def _qualifying_maxima(r: np.ndarray, deltas: list):
+    """(max r, [None, max delta_2, ...]) per column when every column qualifies for the
+    fused form (module docstring: r finite, each delta_k spanning at most FUSED_SPREAD / 2),
+    else None."""
     m0 = column_max(r)
     if not np.isfinite(m0).all():
         return None
-    hi = [None]
+    tops = [None]
     for dk in deltas[1:]:
         top = column_max(dk)
         with np.errstate(invalid="ignore"):
             if not (top + column_max(-dk) <= FUSED_SPREAD / 2).all():
                 return None
-        hi.append(top)
-    return FusedPairs(r, deltas, pairs, m0, hi, rows, keep_u, run_blocks)
+        tops.append(top)
+    return m0, tops
 
 
 RANK_MIN_D = 1e-8   # below this the coefficient form's D is left to the fused pairs (see below)
@@ -284,16 +295,11 @@ def coefficient_distances(r: np.ndarray, deltas: list, pairs, block: int = BLOCK
     n, k = r.shape
     rows = max(16, block // max(k, 1))
     K = len(deltas)
-    m0 = column_max(r)
-    if not np.isfinite(m0).all():
+    maxima = _qualifying_maxima(r, deltas)
+    if maxima is None:
         return None
-    shift = [None]
-    for dk in deltas[1:]:
-        top = column_max(dk)
-        with np.errstate(invalid="ignore"):
-            if not (top + column_max(-dk) <= FUSED_SPREAD / 2).all():
-                return None
-        shift.append(0.5 * np.asarray(top, dtype=np.float64))
+    m0, tops = maxima
+    shift = [None] + [0.5 * np.asarray(top, dtype=np.float64) for top in tops[1:]]
     models = list(range(K))
     wanted = sorted(set(pairs) | {(q, q) for q in models})
     sums = {key: np.zeros(k) for key in wanted}
