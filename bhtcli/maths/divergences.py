@@ -359,10 +359,15 @@ def divergences(c: np.ndarray, delta: np.ndarray) -> Divergences:
     return divergences_from_tilt(Tilt.from_logits(c, delta))
 
 
+def bhattacharyya_from_tilt(tilt: Tilt) -> tuple[float, float, float]:
+    """(D, g(1/2), g(-1/2)) for one query's tilt: D = (g(1/2) + g(-1/2)) / 2, at least 0."""
+    gp, gm = float(tilt.cgf(0.5)), float(tilt.cgf(-0.5))
+    return max(0.5 * (gp + gm), 0.0), gp, gm
+
+
 def divergences_from_tilt(tilt: Tilt) -> Divergences:
     """Every divergence of docs/maths.md §2.1 for one query's tilt."""
-    gp, gm = float(tilt.cgf(0.5)), float(tilt.cgf(-0.5))
-    D = max(0.5 * (gp + gm), 0.0)
+    D, gp, gm = bhattacharyya_from_tilt(tilt)
     h2 = -math.expm1(-D)
     la, lb = tilt.log_probs(gp, gm)
     z = 0.5 * tilt.dbar - 0.5 * (gp - gm)

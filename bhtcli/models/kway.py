@@ -399,11 +399,11 @@ def pairs_at(law, pairs, error: float) -> list:
     (total variation, KL, Chernoff's golden-section search)."""
     import math
     from bhtcli.maths.counts import query_counts
+    from bhtcli.maths.divergences import bhattacharyya_from_tilt
     out = []
     for i, j in pairs:
         tilt = law.tilts[(i, j)][0]
-        gp, gm = float(tilt.cgf(0.5)), float(tilt.cgf(-0.5))
-        D = max(0.5 * (gp + gm), 0.0)
+        D = bhattacharyya_from_tilt(tilt)[0]
         out.append({"i": i, "j": j, "hellinger_squared": -math.expm1(-D),
                     "bhattacharyya_distance": D,
                     "predicted": query_counts(tilt, D, error).predicted})

@@ -10,7 +10,8 @@ L-BFGS's r-sized algebra, the bases' Gram matrices -- cost 10-100x their single-
 block of queries) are long enough to gain from the threads at any load.
 
 `single_threaded()` runs a block with one BLAS thread; `all_threads()` inside it gives a long
-product the threads back. Both are no-ops where threadpoolctl finds no BLAS to control (then
+product the threads back. `run_beside()` runs a job in a background thread (the K-way
+design's certificate facts); while it runs every block gets one thread. Both are no-ops where threadpoolctl finds no BLAS to control (then
 nothing changes). Only the thread count changes, never a result: a product's
 value does not depend on how many threads computed it (up to the order of partial sums in
 a few BLAS kernels, i.e. rounding).
@@ -55,6 +56,12 @@ def _depth() -> int:
     return getattr(_LOCAL, "depth", 0)
 
 
+def _count(single: bool, default: int) -> int:
+    """The BLAS threads a block gets: one when it asks for one or while a job runs beside
+    (run_beside), else all."""
+    return 1 if single or _STATE.get("beside", 0) else default
+
+
 @contextlib.contextmanager
 def _threads(single: bool):
     controls = _controls()
@@ -64,7 +71,7 @@ def _threads(single: bool):
     _, put, default = controls
     _LOCAL.depth = _depth() + (1 if single else 0)
     with _LOCK:
-        put(1 if single or _STATE.get("beside", 0) else default)
+        put(_count(single, default))
     try:
         yield
     finally:
@@ -72,7 +79,7 @@ def _threads(single: bool):
         # which another thread may have set meanwhile)
         _LOCAL.depth = _depth() - (1 if single else 0)
         with _LOCK:
-            put(1 if _depth() > 0 or _STATE.get("beside", 0) else default)
+            put(_count(_depth() > 0, default))
 
 
 def single_threaded():
