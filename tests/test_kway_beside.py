@@ -109,3 +109,19 @@ def test_passes_take_one_blas_thread_while_a_job_runs_beside():
     with threads.all_threads():
         after = get()
     assert during == 1 and after == default
+
+
+def test_warnings_of_a_search_on_bad_input_are_not_shown():
+    import warnings
+    A, B, _ = _models()
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        with pytest.raises(InputError):
+            with facts_beside([A, B, B.copy()], ["M1", "M2", "M3"], 1.0):
+                warnings.warn("overflow in what identical models did", RuntimeWarning)
+                raise FloatingPointError("and then failed")
+    assert not [w for w in seen if "overflow" in str(w.message)]
+    with pytest.warns(RuntimeWarning, match="kept"):
+        with facts_beside(_models(), ["M1", "M2", "M3"], 1.0) as (job, _):
+            warnings.warn("kept when the input is good", RuntimeWarning)
+            job.result()

@@ -7,6 +7,7 @@ import itertools
 import math
 import os
 import time
+import warnings
 
 import numpy as np
 
@@ -95,14 +96,20 @@ def facts_beside(mats, names, energy: float, progress=None):
     certificate needs the facts, and the search's small products leave the second core
     idle). Yields (job, progress for the block); job.result() is the facts. When the block
     fails, an InputError of the facts is raised in its place: bad input is named as such,
-    not by what it made the search do."""
+    not by what it made the search do; the block's warnings are shown only when it ends
+    without error."""
     job = run_beside(pair_facts, mats, names, energy)
-    try:
-        yield job, _Watched(progress, job)
-    except Exception:
-        if isinstance(job.exception(), InputError):        # waits for the facts
-            raise job.exception() from None
-        raise
+    # the block's warnings wait for the facts: on bad input the search may warn about what
+    # the input made it do, and the user is owed one Error line, not those
+    with warnings.catch_warnings(record=True) as caught:
+        try:
+            yield job, _Watched(progress, job)
+        except Exception:
+            if isinstance(job.exception(), InputError):        # waits for the facts
+                raise job.exception() from None
+            raise
+    for w in caught:
+        warnings.showwarning(w.message, w.category, w.filename, w.lineno)
 
 
 def kway_certificate(facts: list, pairs: list, error: float, bottleneck_d: float | None,
