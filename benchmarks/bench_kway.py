@@ -143,7 +143,8 @@ def part_kernel(n=50000, K=4, widths=(1, 4, 8, 24, 32)):
     """The fused pairs in turn against the row-chunk pool, and the coefficient form."""
     import itertools
     from concurrent.futures import ThreadPoolExecutor
-    from bhtcli.maths.kway_pairs import coefficient_distances, fused_pairs
+    from bhtcli.maths.kway_coefficients import coefficient_distances
+    from bhtcli.maths.kway_pairs import fused_pairs
     from bhtcli.models.threads import single_threaded
     pool = ThreadPoolExecutor(2)
 

@@ -99,7 +99,7 @@ def test_coefficient_distances_rank_as_the_fused_pairs(scale):
     """The coefficient form (K exps per entry) gives every pair's D within ~1e-16 / D relative
     of the fused pairs (so the same ranking of columns), and declines (None) when some D is
     below RANK_MIN_D, where that error would matter."""
-    from bhtcli.maths.kway_pairs import RANK_MIN_D, coefficient_distances
+    from bhtcli.maths.kway_coefficients import RANK_MIN_D, coefficient_distances
     r, deltas, pairs, _ = _scores(11, n=8000, k=16, scale=scale)
     ref = fused_pairs(r, deltas, pairs, keep_u=False).D
     got = coefficient_distances(r, deltas, pairs)

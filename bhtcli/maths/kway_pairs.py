@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from bhtcli.maths.divergences import BLOCK_ENTRIES, FUSED_SPREAD, column_max
+from bhtcli.maths.divergences import BLOCK_ENTRIES, FUSED_SPREAD
 
 NEGLIGIBLE_MU = 1e-30    # combine leaves out a pair whose multipliers are below this times the largest
 
@@ -39,16 +39,18 @@ class FusedPairs:
     (P x k), the stacked gradient weights of sum_p mu_p D_p (:meth:`combine`)."""
 
     def __init__(self, r, deltas, pairs, m0, hi, rows: int, keep_u: bool, run_blocks=None):
+        # r and deltas[q] are k x n (one row per column of the caller's n x k scores: the
+        # per-column constants broadcast along contiguous rows, see columns_first)
         self.r, self.deltas, self.pairs, self.rows = r, deltas, pairs, rows
         self.m0, self.run_blocks = m0, run_blocks or in_turn
-        n, k = r.shape
+        k, n = r.shape
         K = len(deltas)
         self.shift = [np.zeros(k)] + [0.5 * hi[q] for q in range(1, K)]
-        self.e0 = np.empty((n, k))
-        self.F = [None] + [np.empty((n, k)) for _ in range(1, K)]
-        self.G = [None] + [np.empty((n, k)) for _ in range(1, K)]      # 1 / F_k
+        self.e0 = np.empty((k, n))
+        self.F = [None] + [np.empty((k, n)) for _ in range(1, K)]
+        self.G = [None] + [np.empty((k, n)) for _ in range(1, K)]      # 1 / F_k
         P = len(pairs)
-        self.U = [np.empty((n, k)) for _ in range(P)] if keep_u else None
+        self.U = [np.empty((k, n)) for _ in range(P)] if keep_u else None
         self.starts = list(range(0, n, rows))
         # each row block's sums in its own slot, added in block order below: the same
         # numbers, bit for bit, however the blocks are shared out (models/threads.py)
@@ -73,11 +75,11 @@ class FusedPairs:
     def _blocks(self, work, *args):
         """work(b, s, e, buffers, *args) for every row block b (rows s:e), the blocks handed
         out in ranges by self.run_blocks (each range with its own buffers)."""
-        n, k = self.r.shape
+        k, n = self.r.shape
         rows = min(self.rows, n)
 
         def blocks(lo, hi):
-            buffers = [np.empty((rows, k)) for _ in range(4)]
+            buffers = [np.empty((k, rows)) for _ in range(4)]
             for b in range(lo, hi):
                 work(b, self.starts[b], min(self.starts[b] + self.rows, n), buffers, *args)
         self.run_blocks(blocks, len(self.starts))
@@ -85,20 +87,20 @@ class FusedPairs:
     def _first_pass(self, b, s, e, buffers, sums):
         """e_0, F_k, G_k on the block's rows; its sums of e_0 F_i F_j and of that times delta."""
         t, dl = buffers[0], buffers[1]
-        np.subtract(self.r[s:e], self.m0, out=self.e0[s:e])
-        np.exp(self.e0[s:e], out=self.e0[s:e])
+        np.subtract(self.r[:, s:e], self.m0[:, None], out=self.e0[:, s:e])
+        np.exp(self.e0[:, s:e], out=self.e0[:, s:e])
         for q in range(1, len(self.deltas)):
-            Fq = self.F[q][s:e]
-            np.multiply(self.deltas[q][s:e], 0.5, out=Fq)
-            Fq -= self.shift[q]
+            Fq = self.F[q][:, s:e]
+            np.multiply(self.deltas[q][:, s:e], 0.5, out=Fq)
+            Fq -= self.shift[q][:, None]
             np.exp(Fq, out=Fq)
-            np.divide(1.0, Fq, out=self.G[q][s:e])      # G = 1/F: a division, not an exp
+            np.divide(1.0, Fq, out=self.G[q][:, s:e])      # G = 1/F: a division, not an exp
         o = np.ones(e - s)
         for p, (i, j) in enumerate(self.pairs):
             tb, db = self._weight(s, e, i, j, t), self._difference(s, e, i, j, dl)
-            sums[b, 0, p] = o @ tb
+            sums[b, 0, p] = tb @ o
             db *= tb
-            sums[b, 1, p] = o @ db
+            sums[b, 1, p] = db @ o
 
     def _second_pass(self, b, s, e, buffers, sums):
         """u = expm1(dbar/2) of every pair on the block's rows (kept for the weights) and the
@@ -107,58 +109,59 @@ class FusedPairs:
         o = np.ones(e - s)
         for p, (i, j) in enumerate(self.pairs):
             tb = self._weight(s, e, i, j, t)
-            u = self.U[p][s:e] if self.U is not None else u_buf[:e - s]
+            u = self.U[p][:, s:e] if self.U is not None else u_buf[:, :e - s]
             self._difference(s, e, i, j, u)
             u *= 0.5
-            u -= self.half_mean[p]              # dbar/2
+            u -= self.half_mean[p][:, None]     # dbar/2
             np.expm1(u, out=u)                  # u = expm1(dbar/2)
             vb = self._inverse_ratio(s, e, p, i, j, v)  # exp(-dbar/2) = 1/(1 + u)
-            db = dl[:e - s]
+            db = dl[:, :e - s]
             np.multiply(tb, u, out=db)          # e u
-            sums[b, 0, p] = o @ db
+            sums[b, 0, p] = db @ o
             db *= vb                            # e u/(1+u)
-            sums[b, 1, p] = o @ db
+            sums[b, 1, p] = db @ o
             db *= u                             # e u^2/(1+u) >= 0
-            sums[b, 2, p] = o @ db
+            sums[b, 2, p] = db @ o
 
     def _weight(self, s, e, i, j, out):
         """e_0 F_i F_j on rows s:e (exp(c - shift) of the pair)."""
-        tb = out[:e - s]
+        tb = out[:, :e - s]
         if i == 0:
-            np.multiply(self.e0[s:e], self.F[j][s:e], out=tb)
+            np.multiply(self.e0[:, s:e], self.F[j][:, s:e], out=tb)
         else:
-            np.multiply(self.e0[s:e], self.F[i][s:e], out=tb)
-            tb *= self.F[j][s:e]
+            np.multiply(self.e0[:, s:e], self.F[i][:, s:e], out=tb)
+            tb *= self.F[j][:, s:e]
         return tb
 
     def _difference(self, s, e, i, j, out):
         """delta_i - delta_j on rows s:e (float64)."""
-        db = out[:e - s]
+        db = out[:, :e - s]
         if i == 0:
-            np.negative(self.deltas[j][s:e], out=db)
+            np.negative(self.deltas[j][:, s:e], out=db)
         else:
-            np.subtract(self.deltas[i][s:e], self.deltas[j][s:e], out=db)
+            np.subtract(self.deltas[i][:, s:e], self.deltas[j][:, s:e], out=db)
         return db
 
     def _inverse_ratio(self, s, e, p, i, j, out, scale=None):
         """exp(-dbar/2) = F_j G_i exp(h - s_i + s_j) on rows s:e (G = 1/F), times `scale`
         (per column) when given: multiplications only."""
-        vb = out[:e - s]
+        vb = out[:, :e - s]
         c = self.inverse_scale[p] if scale is None else self.inverse_scale[p] * scale
-        np.multiply(self.F[j][s:e], c, out=vb)
+        np.multiply(self.F[j][:, s:e], c[:, None], out=vb)
         if i > 0:
-            vb *= self.G[i][s:e]
+            vb *= self.G[i][:, s:e]
         return vb
 
     def combine(self, mu: np.ndarray):
         """(w_r, w_delta) of sum_p mu_p D_p: grad = M_1^T w_r + sum_k Delta_k^T w_delta[k]
-        (the layout of KModels.combine). A pair whose mu is below NEGLIGIBLE_MU times the
-        largest of its column at every column is left out (its terms are below the sum's
-        rounding; mu = 0 exactly, an underflowed soft-minimum weight, changes no bit)."""
-        n, k = self.r.shape
+        (the layout of KModels.combine; n x k and (K-1) n x k, transposes of contiguous k x n
+        arrays). A pair whose mu is below NEGLIGIBLE_MU times the largest of its column at
+        every column is left out (its terms are below the sum's rounding; mu = 0 exactly, an
+        underflowed soft-minimum weight, changes no bit)."""
+        k, n = self.r.shape
         K = len(self.deltas)
-        w_r = np.zeros((n, k))
-        w_delta = np.zeros(((K - 1) * n, k))
+        w_r = np.zeros((k, n))
+        w_delta = np.zeros((k, (K - 1) * n))
         largest = np.max(np.abs(mu), axis=0)
         used = [p for p in range(len(self.pairs))
                 if (np.abs(mu[p]) > NEGLIGIBLE_MU * largest).any()]
@@ -166,40 +169,42 @@ class FusedPairs:
 
         def blocks(lo, hi):
             rows = min(self.rows, n)
-            buffers = [np.empty((rows, k)) for _ in range(4)]
+            buffers = [np.empty((k, rows)) for _ in range(4)]
             for b in range(lo, hi):
                 s = self.starts[b]
                 e = min(s + self.rows, n)
                 for p, multipliers in terms:
                     i, j = self.pairs[p]
                     wc, wg = self._weights(s, e, p, multipliers, buffers)
-                    w_r[s:e] += wc
+                    w_r[:, s:e] += wc
                     wc *= 0.5
                     if i > 0:
-                        w_delta[(i - 1) * n + s:(i - 1) * n + e] += wc
-                        w_delta[(i - 1) * n + s:(i - 1) * n + e] += wg
-                    w_delta[(j - 1) * n + s:(j - 1) * n + e] += wc
-                    w_delta[(j - 1) * n + s:(j - 1) * n + e] -= wg
+                        w_delta[:, (i - 1) * n + s:(i - 1) * n + e] += wc
+                        w_delta[:, (i - 1) * n + s:(i - 1) * n + e] += wg
+                    w_delta[:, (j - 1) * n + s:(j - 1) * n + e] += wc
+                    w_delta[:, (j - 1) * n + s:(j - 1) * n + e] -= wg
         self.run_blocks(blocks, len(self.starts))
-        return w_r, w_delta
+        return w_r.T, w_delta.T
 
     def pair_weights(self, p: int):
-        """(w_c, w_g) of pair p alone (docs/maths.md §2.4), for tests."""
-        n, k = self.r.shape
-        w_c, w_g = np.zeros((n, k)), np.zeros((n, k))
+        """(w_c, w_g) of pair p alone (docs/maths.md §2.4), n x k each, for tests."""
+        k, n = self.r.shape
+        w_c, w_g = np.zeros((k, n)), np.zeros((k, n))
         multipliers = self._multipliers(p, np.ones(k))
-        buffers = [np.empty((min(self.rows, n), k)) for _ in range(4)]
+        buffers = [np.empty((k, min(self.rows, n))) for _ in range(4)]
         for s in self.starts:
             e = min(s + self.rows, n)
-            w_c[s:e], w_g[s:e] = self._weights(s, e, p, multipliers, buffers)
-        return w_c, w_g
+            w_c[:, s:e], w_g[:, s:e] = self._weights(s, e, p, multipliers, buffers)
+        return w_c.T, w_g.T
 
     def _multipliers(self, p: int, mu: np.ndarray):
-        """Pair p's per-column constants of :meth:`_weights` for the multipliers mu."""
+        """Pair p's per-column constants of :meth:`_weights` for the multipliers mu (k x 1
+        each, to broadcast along the rows)."""
         D, S = self.D[p], self.S[p]
         E1, F1 = np.exp(-self.kappa[p]), np.expm1(-self.kappa[p])
         eD = np.exp(-D)
-        return E1, F1, mu * 0.5 * eD / S, mu * np.expm1(-D) / S, mu * 0.25 * eD / S
+        return tuple(c[:, None] for c in
+                     (E1, F1, mu * 0.5 * eD / S, mu * np.expm1(-D) / S, mu * 0.25 * eD / S))
 
     def _weights(self, s, e, p: int, multipliers, buffers):
         """Pair p's weights times mu on rows s:e, (mu w_c, mu w_g) in two of `buffers`:
@@ -210,12 +215,12 @@ class FusedPairs:
         E1, F1, al, be, ga = multipliers
         t, a, q, wc = buffers
         tb = self._weight(s, e, i, j, t)
-        ab = a[:e - s]
-        np.multiply(self.U[p][s:e], E1, out=ab)
+        ab = a[:, :e - s]
+        np.multiply(self.U[p][:, s:e], E1, out=ab)
         ab += F1                                # a
-        qb = self._inverse_ratio(s, e, p, i, j, q, 1.0 / E1)   # 1/(1 + a)
+        qb = self._inverse_ratio(s, e, p, i, j, q, 1.0 / E1[:, 0])   # 1/(1 + a)
         qb *= ab                                # a/(1+a)
-        wcb = wc[:e - s]
+        wcb = wc[:, :e - s]
         np.multiply(ab, qb, out=wcb)            # a^2/(1+a)
         wcb *= al
         wcb += be
@@ -244,92 +249,44 @@ def _in_block_order(partials: np.ndarray, negate: bool = False) -> np.ndarray:
     return total
 
 
+def columns_first(x: np.ndarray, dtype=np.float64) -> np.ndarray:
+    """An n x k array of scores as k x n (`dtype`; None: its own) with contiguous rows: the transpose, copied
+    only when its rows are not contiguous already (the subspace's products hand over n x k
+    transposes of k x n arrays). Per-column constants then broadcast along rows of n numbers;
+    over an n x k array with k >= 2 numpy's inner loop would run along k (measured: the fused
+    pairs at k = 2 cost 2.5x those at k = 1, docs/maths.md §8.12)."""
+    t = np.asarray(x, dtype=dtype).T
+    return t if t.shape[1] <= 1 or t.strides[1] == t.itemsize else np.ascontiguousarray(t)
+
+
 def fused_pairs(r: np.ndarray, deltas: list, pairs, keep_u: bool = True,
                 block: int = BLOCK_ENTRIES, run_blocks=None):
     """A :class:`FusedPairs` for the scores r (n x k) and deltas (deltas[0] None, the others
     n x k in any float precision), or None when some column does not qualify (module
     docstring). keep_u: keep what :meth:`FusedPairs.combine` needs (the weights)."""
-    r = np.asarray(r, dtype=np.float64)
-    n, k = r.shape
+    r = columns_first(r)
+    k, n = r.shape
     rows = max(16, block // max(k, 1))
-    deltas = [None] + [np.asarray(dk, dtype=np.float64) for dk in deltas[1:]]
-    maxima = _qualifying_maxima(r, deltas)
+    deltas = [None] + [columns_first(dk) for dk in deltas[1:]]
+    maxima = qualifying_maxima(r, deltas)
     if maxima is None:
         return None
     m0, hi = maxima
     return FusedPairs(r, deltas, pairs, m0, hi, rows, keep_u, run_blocks)
 
 
-def _qualifying_maxima(r: np.ndarray, deltas: list):
-    """(max r, [None, max delta_2, ...]) per column when every column qualifies for the
-    fused form (module docstring: r finite, each delta_k spanning at most FUSED_SPREAD / 2),
-    else None."""
-    m0 = column_max(r)
+def qualifying_maxima(r: np.ndarray, deltas: list):
+    """(max r, [None, max delta_2, ...]) per column (r and deltas k x n) when every column
+    qualifies for the fused form (module docstring: r finite, each delta_k spanning at most
+    FUSED_SPREAD / 2), else None."""
+    m0 = r.max(axis=1)
     if not np.isfinite(m0).all():
         return None
     tops = [None]
     for dk in deltas[1:]:
-        top = column_max(dk)
+        top = dk.max(axis=1)
         with np.errstate(invalid="ignore"):
-            if not (top + column_max(-dk) <= FUSED_SPREAD / 2).all():
+            if not (top - dk.min(axis=1) <= FUSED_SPREAD / 2).all():
                 return None
         tops.append(top)
     return m0, tops
-
-
-RANK_MIN_D = 1e-8   # below this the coefficient form's D is left to the fused pairs (see below)
-
-
-def coefficient_distances(r: np.ndarray, deltas: list, pairs, block: int = BLOCK_ENTRIES):
-    """Every pair's D at every column (P x k) from the Bhattacharyya coefficient written with
-    each model's exponentials once: with e_0 and F_k as in the module docstring,
-
-        sum_a sqrt(p_i p_j) = S_ij / sqrt(S_ii S_jj),   S_ij = sum_a e_0 F_i F_j,
-
-    K exponentials per entry (4 at K = 4, against 10 for the fused pairs). D = -log of it
-    carries the rounding of a coefficient near 1: an absolute error of a few 1e-16, so D is
-    good to ~1e-16 / D relative -- enough to rank starts, not to report. Returns None when a
-    column does not qualify for the fused form or some D is below RANK_MIN_D (then the caller
-    takes :func:`fused_pairs`)."""
-    r = np.asarray(r, dtype=np.float64)
-    n, k = r.shape
-    rows = max(16, block // max(k, 1))
-    K = len(deltas)
-    maxima = _qualifying_maxima(r, deltas)
-    if maxima is None:
-        return None
-    m0, tops = maxima
-    shift = [None] + [0.5 * np.asarray(top, dtype=np.float64) for top in tops[1:]]
-    models = list(range(K))
-    wanted = sorted(set(pairs) | {(q, q) for q in models})
-    sums = {key: np.zeros(k) for key in wanted}
-    e0 = np.empty((min(rows, n), k))
-    F = [None] + [np.empty((min(rows, n), k)) for _ in range(1, K)]
-    t = np.empty((min(rows, n), k))
-    for s in range(0, n, rows):
-        e = min(s + rows, n)
-        eb = e0[:e - s]
-        np.subtract(r[s:e], m0, out=eb)
-        np.exp(eb, out=eb)
-        o = np.ones(e - s)
-        for q in range(1, K):
-            Fq = F[q][:e - s]
-            np.multiply(deltas[q][s:e], 0.5, out=Fq, dtype=np.float64, casting="unsafe")
-            Fq -= shift[q]
-            np.exp(Fq, out=Fq)
-        for i, j in wanted:
-            tb = t[:e - s]
-            if i == 0 and j == 0:
-                tb[...] = eb
-            elif i == 0:
-                np.multiply(eb, F[j][:e - s], out=tb)
-            else:
-                np.multiply(eb, F[i][:e - s], out=tb)
-                tb *= F[j][:e - s]
-            sums[(i, j)] += o @ tb
-    D = np.empty((len(pairs), k))
-    for p, (i, j) in enumerate(pairs):
-        D[p] = -(np.log(sums[(i, j)]) - 0.5 * (np.log(sums[(i, i)]) + np.log(sums[(j, j)])))
-    if not (D >= RANK_MIN_D).all():
-        return None
-    return D

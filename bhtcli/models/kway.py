@@ -24,7 +24,8 @@ import time
 import numpy as np
 
 from bhtcli.maths.divergences import bhattacharyya_weights
-from bhtcli.maths.kway_pairs import coefficient_distances, fused_pairs
+from bhtcli.maths.kway_coefficients import coefficient_distances, coefficient_pairs
+from bhtcli.maths.kway_pairs import fused_pairs
 from bhtcli.models.softmax import block_product, own_pass_seconds, timed_product
 
 TINY_D = 1e-300      # D below this counts as this in the soft minimum (plateaus: D == 0)
@@ -133,12 +134,18 @@ class KModels:
             D = D[:, 0]
         return (D, ws) if weights else D
 
-    def pair_terms(self, X: np.ndarray):
+    def pair_terms(self, X: np.ndarray, rough: bool = False):
         """(D, combine) at the columns of X, one pass: D as :meth:`pair_distances` and
         combine(mu) the stacked weights (w_r, w_delta) of sum_p mu_p D_p (:meth:`combine`'s
         layout), from the pairs evaluated together (maths/kway_pairs.py) where the columns
-        allow it, else pair by pair."""
+        allow it, else pair by pair. `rough`: from the Bhattacharyya coefficients where they
+        resolve D (maths/kway_coefficients.py: good to ~1e-16 / D relative, 4-8x cheaper), to
+        climb with while exploring."""
         X2, _, r, deltas = self._stored_scores(X)
+        if rough:
+            found = coefficient_pairs(r, deltas, self.pairs, keep=True)
+            if found is not None:
+                return found.D, found.combine
         fused = fused_pairs(r, deltas, self.pairs, keep_u=True)
         if fused is not None:
             return np.maximum(fused.D, 0.0), fused.combine
@@ -203,7 +210,9 @@ class KModels:
     def pullback(self, w_r: np.ndarray, w_delta: np.ndarray) -> np.ndarray:
         """R^T w_r + [Delta_2; ...]^T w_delta in one product (float64 result)."""
         self.passes += 1
-        W = np.concatenate([w_r, w_delta], axis=0, dtype=self.dtype, casting="same_kind")
+        # stacked as k x (K n) rows (the fused pairs' weights are transposes of such rows):
+        # W is its n x k transpose, no copy
+        W = np.concatenate([w_r.T, w_delta.T], axis=1, dtype=self.dtype, casting="same_kind").T
         return self._multiply("backward", self.S.T, W)
 
 
@@ -279,20 +288,23 @@ def soft_minimum(D: np.ndarray, sharpness: float):
 
 class SoftBottleneck(_PairsObjective):
     """The power-mean soft minimum of the pairs' D (a smooth stand-in for the bottleneck
-    min_p D_p, from below; exact as `sharpness` -> infinity)."""
+    min_p D_p, from below; exact as `sharpness` -> infinity). `rough`: the pairs' D and
+    weights from the Bhattacharyya coefficients where they resolve D (KModels.pair_terms),
+    for the exploring climbs."""
 
-    def __init__(self, models: KModels, sharpness: float):
+    def __init__(self, models: KModels, sharpness: float, rough: bool = False):
         super().__init__(models)
         self.sharpness = float(sharpness)
+        self.rough = rough
 
     def evaluate(self, X):
-        D, combine = self.models.pair_terms(X)
+        D, combine = self.models.pair_terms(X, rough=self.rough)
         f, lam = soft_minimum(D, self.sharpness)
         mu = f * lam / np.maximum(D, TINY_D)
         return f, *combine(mu)
 
     def value(self, X):
-        return soft_minimum(self.models.pair_distances(X), self.sharpness)[0]
+        return soft_minimum(self.models.pair_distances(X, ranking=self.rough), self.sharpness)[0]
 
 
 def kway_scores_at(models, x: np.ndarray, rows: int | None = None):
@@ -328,8 +340,11 @@ class ReducedKModels(KModels):
         """M X on the calling thread's BLAS threads (one, inside a search), never all of them:
         S Q is K n x r (70 MB at 50,000 x 88, K = 4, float32), a product with it is bound by
         memory, and after a threaded product OpenBLAS's workers spin for a while on the other
-        core, where the certificate's facts run (docs/maths.md §8.12)."""
-        return np.asarray(M @ np.asarray(X, dtype=M.dtype), dtype=out_dtype)
+        core, where the certificate's facts run (docs/maths.md §8.12). The result is the
+        transpose of a k x (K n) array: the fused pairs read every column's scores as one
+        contiguous row (maths/kway_pairs.py: columns_first)."""
+        X = np.asarray(X, dtype=M.dtype)
+        return np.asarray((X.T @ M.T).T, dtype=out_dtype)
 
 
 class PairRows:

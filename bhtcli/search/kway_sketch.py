@@ -55,6 +55,7 @@ LIFT_ROUNDS = 6
 SOFT_ITERATIONS = 20         # the survivors' climb at the softest sharpness (a rough proxy: not to convergence)
 SURVIVOR_ITERATIONS = 60     # each stage after
 LADDER_KEEP = (4, 2, 1)      # survivors (distinct, best by the bottleneck) entering each stage after
+ROUGH = (True, True, False)
 LIFT_ITERATIONS = 100        # the climb after each growth of the basis
 POLISH_ITERATIONS = 200      # the polish in full d (each iteration a pass over the K models)
 LIFT_KKT = (1e-7, 1e-3)      # (float64, float32): a lifted point below this residual is done
@@ -250,7 +251,7 @@ def sketch_bottleneck(models: KModels, energy: float, *, seed: int = 0, directio
     reduced = space.reduced
     Y0 = project(space.Q.T @ X0, energy)
     f0 = bottleneck(reduced, Y0, ranking=True)
-    run = BatchedAscent(SoftBottleneck(reduced, SHARPNESS[0]),
+    run = BatchedAscent(SoftBottleneck(reduced, SHARPNESS[0], rough=ROUGH[0]),
                         Y0[:, distinct(Y0, f0, energy, tol=1e-3)[:HALVING_FIRST]], energy)
     run.run(HALVING_STEPS, gtol=explore_gtol)
     true = bottleneck(reduced, run.X)
@@ -266,7 +267,8 @@ def sketch_bottleneck(models: KModels, energy: float, *, seed: int = 0, directio
     for s, keep in zip(SHARPNESS[1:], LADDER_KEEP):
         order = distinct(Y, bottleneck(space.reduced, Y, ranking=True), energy, tol=1e-3)
         left.append(Y[:, order[keep:]])
-        run = BatchedAscent(SoftBottleneck(space.reduced, s), Y[:, order[:keep]], energy)
+        run = BatchedAscent(SoftBottleneck(space.reduced, s, rough=ROUGH[1] if s < SHARPNESS[-1] else ROUGH[2]),
+                            Y[:, order[:keep]], energy)
         run.run(SURVIVOR_ITERATIONS, gtol=polish_gtol if s == SHARPNESS[-1] else explore_gtol)
         iterations += run.iterations
         Y = run.X

@@ -27,6 +27,7 @@ import time
 
 import numpy as np
 
+from bhtcli.maths.divergences import softplus
 from bhtcli.maths.subspaces import orthonormal_span, orthonormalise
 from bhtcli.models.softmax import SoftmaxPair, pair_memo
 from bhtcli.search.ascent import BatchedAscent, distinct, halve, project
@@ -152,7 +153,7 @@ def single_row_screen(pair: SoftmaxPair, energy: float, count: int,
     a, b = energy * np.cos(t), energy * np.sin(t)
     w = nc[:, None] * a + bm - math.log(n - 1)             # row i's logit against the bulk's
     best, best_t, best_s = np.full(n, -np.inf), np.zeros(n), np.ones(n)
-    midpoint = np.logaddexp(0.0, w)         # the same for both signs: computed once
+    midpoint = softplus(w)                  # the same for both signs: computed once
     for sign in (1.0, -1.0):
         delta = gpar[:, None] * a + sign * gperp[:, None] * b + bd
         D = row_against_bulk(w, delta, midpoint)
@@ -177,9 +178,13 @@ def row_against_bulk(w, delta, midpoint=None):
     """D between two laws on {row i, bulk}: row i with log-weight w + delta/2 (A) or
     w - delta/2 (B) against a bulk of log-weight 0 under both, w = z_i - log(n - 1)
     (docs/maths.md §5.2). `midpoint`: log(1 + e^w) if already computed (the same bits)."""
-    midpoint = np.logaddexp(0.0, w) if midpoint is None else midpoint
-    return 0.5 * (np.logaddexp(0.0, w + 0.5 * delta) + np.logaddexp(0.0, w - 0.5 * delta)) \
-        - midpoint
+    midpoint = softplus(w) if midpoint is None else midpoint
+    half = 0.5 * delta
+    total = softplus(w + half)
+    total += softplus(w - half)
+    total *= 0.5
+    total -= midpoint
+    return total
 
 
 def _row_dots(pair: SoftmaxPair) -> np.ndarray:
