@@ -14,10 +14,13 @@ for it, with the rows of every binding pair. The search
    product;
 3. scores every start once by the true bottleneck in the subspace, climbs the best 24 a few
    iterations of the soft minimum, the best 4 distinct ones 20 more, then continues the best
-   distinct 4, 2 and 1 (by the true bottleneck) at the sharper stages (docs/maths.md §8.8);
-4. lifts (:meth:`Subspace.lift`): at the survivors the full gradient costs one backward
-   pass; while the relative KKT residual is large, the Lagrangian gradient and the rows of
-   largest weight under each model join Q and the survivors climb again; where the basis
+   distinct 4, 2 and 2 (by the true bottleneck) at the sharper stages (docs/maths.md §8.8);
+   the climbs before the sharpest stage take the pairs' D and weights from the
+   Bhattacharyya coefficients (maths/kway_coefficients.py, docs/maths.md §8.13);
+4. lifts (:meth:`Subspace.lift`) the better of the last two: at the survivor the full
+   gradient costs one backward pass; while the relative KKT residual is large, the
+   Lagrangian gradient and the rows of largest weight under each model join Q and the
+   survivor climbs again; where the basis
    stops helping, the best point is polished in full d; the ray through the winner is
    scanned in the subspace. In float32 the first lifted winner whose residual lies mostly
    inside the subspace climbs on there in float64 first (docs/maths.md §8.10).
@@ -55,9 +58,12 @@ HEAVY = 4             # rows of largest weight under each model added per lift r
 LIFT_ROUNDS = 6
 SOFT_ITERATIONS = 20         # the survivors' climb at the softest sharpness (a rough proxy: not to convergence)
 SURVIVOR_ITERATIONS = 60     # each stage after
-LADDER_KEEP = (4, 2, 1)      # survivors (distinct, best by the bottleneck) entering each stage after
-ROUGH = (True, True, False)
+LADDER_KEEP = (4, 2, 2)      # survivors (distinct, best by the bottleneck) entering each stage after
+LIFTED = 1                   # the best of the last stage's survivors that the lift takes
+ROUGH = (True, True, False)  # the coefficient form for the halving, the ladder before its last stage, that stage
 LIFT_ITERATIONS = 100        # the climb after each growth of the basis
+FINISH_ITERATIONS = 300      # the float64 finish in the subspace (no pass; the sharpest soft
+                             # minimum can take more than 100 there: 107 on a d = 48 case)
 POLISH_ITERATIONS = 200      # the polish in full d (each iteration a pass over the K models)
 LIFT_KKT = (1e-7, 1e-3)      # (float64, float32): a lifted point below this residual is done
 FINISH_GTOL = 0.1            # float32: the lift's climbs stop at this times its target (relative
@@ -122,7 +128,7 @@ class Subspace:
         objective = make(self.reduced)
         run = BatchedAscent(objective, y[:, None], energy)
         start = float(run.f[0])
-        run.run(LIFT_ITERATIONS, gtol=gtol)
+        run.run(FINISH_ITERATIONS, gtol=gtol)
         end = run.X[:, 0] if run.f[0] >= start else y
         f, w_r, w_d = objective.evaluate(end[:, None])
         return end, float(f[0]), self.models.pullback(w_r, w_d)[:, 0], run.iterations
@@ -288,8 +294,12 @@ def sketch_bottleneck(models: KModels, energy: float, *, seed: int = 0, directio
         run.run(SURVIVOR_ITERATIONS, gtol=polish_gtol if s == SHARPNESS[-1] else explore_gtol)
         iterations += run.iterations
         Y = run.X
+    # the sharpest stage climbs two survivors; the better of them by the true bottleneck is
+    # lifted (which is better can change at that stage: docs/maths.md §8.8)
+    order = distinct(Y, bottleneck(space.reduced, Y), energy, tol=1e-3)
+    left.append(Y[:, order[LIFTED:]])
     make = lambda km: SoftBottleneck(km, SHARPNESS[-1])
-    x, _, residual, Y, more = space.lift(make, Y, energy, polish_gtol, progress)
+    x, _, residual, Y, more = space.lift(make, Y[:, order[:LIFTED]], energy, polish_gtol, progress)
     iterations += more
     rank = space.Q.shape[1]          # the lift grows the basis: Q_old y = Q [y; 0]
     Y = np.concatenate([Y] + [np.pad(L, ((0, rank - L.shape[0]), (0, 0))) for L in left], axis=1)
