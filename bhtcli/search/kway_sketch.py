@@ -310,9 +310,10 @@ def sketch_bottleneck(models: KModels, energy: float, *, seed: int = 0, directio
     ny = np.linalg.norm(y)
     if inside and ny > 0:
         ray = np.outer(y / ny, np.linspace(0.05, 1.0, 20) * energy)
-        fr = bottleneck(space.reduced, ray)
+        fr = bottleneck(space.reduced, ray, ranking=True)     # the exact value confirms
         j = int(np.argmax(fr))
-        if fr[j] > best * (1 + (1e-9 if models.dtype == np.float64 else 1e-5)):
+        margin = best * (1 + (1e-9 if models.dtype == np.float64 else 1e-5))
+        if fr[j] > margin and bottleneck(space.reduced, ray[:, [j]])[0] > margin:
             again = BatchedAscent(make(space.reduced), ray[:, [j]], energy)
             again.run(LIFT_ITERATIONS, gtol=polish_gtol)
             iterations += again.iterations
