@@ -12,7 +12,7 @@ for it, with the rows of every binding pair. The search
    stacked differences (search/kway.py: pair_directions);
 2. builds an orthonormal basis Q of all of them and computes S Q (K n x r) in one wide
    product;
-3. scores every start once by the true bottleneck in the subspace, climbs the best 24 a few
+3. scores every start once by the true bottleneck in the subspace, climbs the best 16 a few
    iterations of the soft minimum, the best 4 distinct ones 20 more, then continues the best
    distinct 4, 2 and 2 (by the true bottleneck) at the sharper stages (docs/maths.md §8.8);
    the climbs before the sharpest stage take the pairs' D and weights from the
@@ -51,7 +51,7 @@ SWAPS = 4             # two-row swaps of each pair
 SHARPNESS = (4.0, 64.0, 1024.0, 16384.0)   # the soft minimum's sharpness ladder (search/kway.py
                                            # climbs every 4x; the subspace search every 16x)
 RANDOM = 4            # seeded random starts in the subspace
-HALVING_FIRST = 24    # starts climbed after one evaluation of all of them
+HALVING_FIRST = 16    # starts climbed after one evaluation of all of them (24 until §8.13)
 HALVING_STEPS = 8     # their iterations before the best HALVING_KEEP continue
 HALVING_KEEP = 4
 HEAVY = 4             # rows of largest weight under each model added per lift round
