@@ -74,7 +74,8 @@ def test_the_background_job_leaves_the_blas_thread_count_alone():
             pass
         return inside
     with threads.single_threaded():
-        inside = threads.run_beside(job).result()
+        with threads.beside(job) as future:
+            inside = future.result()
         assert get() == 1               # the search's setting survives the job's blocks
     assert inside == 1 and get() == default
 
@@ -88,27 +89,28 @@ def test_design_and_bad_input_through_the_api():
         api.design([A, B, A + 1.0], energy=1.0, starts=4)
 
 
-def test_passes_take_one_blas_thread_while_a_job_runs_beside():
+def test_passes_take_one_blas_thread_throughout_a_block_with_a_job_beside():
+    """One thread while the job runs (it holds a core) and after it ended, until the block
+    ends: a count that changed when the job ended would make OpenBLAS's sums, and so the
+    search's last bits, depend on the job's timing."""
     import threading
     controls = threads._controls()
     if controls is None or controls[2] < 2:
         pytest.skip("needs a BLAS that threadpoolctl controls, with more than one thread")
     get, _, default = controls
     release = threading.Event()
-    job = threads.run_beside(release.wait, 60)
-    for _ in range(6000):                   # until the job has started
-        if threads._STATE.get("beside", 0):
-            break
-        threading.Event().wait(0.01)
-    try:
+    with threads.beside(release.wait, 60) as job:
+        try:
+            with threads.all_threads():
+                during = get()
+        finally:
+            release.set()
+        job.result()
         with threads.all_threads():
-            during = get()                  # the job holds a core: one thread
-    finally:
-        release.set()
-    job.result()
+            ended = get()
     with threads.all_threads():
         after = get()
-    assert during == 1 and after == default
+    assert during == 1 and ended == 1 and after == default
 
 
 def test_warnings_of_a_search_on_bad_input_are_not_shown():

@@ -18,7 +18,7 @@ from bhtcli.io.validation import check_dtype, check_energy, check_error
 from bhtcli.maths.certificate import certificate_from_variance
 from bhtcli.maths.kway import KwayLaw, allocate, kway_counts
 from bhtcli.models.kway import KModels, kway_scores_at, pairs_at
-from bhtcli.models.threads import run_beside, single_threaded
+from bhtcli.models.threads import beside, single_threaded
 from bhtcli.results import KwayBoundResult, KwayDesignResult
 from bhtcli.search.kway import best_schedule, maximize_bottleneck, pair_directions
 from bhtcli.search.kway_sketch import SPECTRAL as SKETCH_SPECTRAL
@@ -97,11 +97,12 @@ def facts_beside(mats, names, energy: float, progress=None):
     idle). Yields (job, progress for the block); job.result() is the facts. When the block
     fails, an InputError of the facts is raised in its place: bad input is named as such,
     not by what it made the search do; the block's warnings are shown only when it ends
-    without error."""
-    job = run_beside(pair_facts, mats, names, energy)
+    without error. Throughout the block the passes take one BLAS thread (models/threads.py:
+    beside): the same numbers in every run, whenever the facts end."""
     # the block's warnings wait for the facts: on bad input the search may warn about what
     # the input made it do, and the user is owed one Error line, not those
-    with warnings.catch_warnings(record=True) as caught:
+    with warnings.catch_warnings(record=True) as caught, \
+            beside(pair_facts, mats, names, energy) as job:
         try:
             yield job, _Watched(progress, job)
         except Exception:

@@ -10,8 +10,8 @@ L-BFGS's r-sized algebra, the bases' Gram matrices -- cost 10-100x their single-
 block of queries) are long enough to gain from the threads at any load.
 
 `single_threaded()` runs a block with one BLAS thread; `all_threads()` inside it gives a long
-product the threads back. `run_beside()` runs a job in a background thread (the K-way
-design's certificate facts); while it runs every block gets one thread. Both are no-ops where threadpoolctl finds no BLAS to control (then
+product the threads back. `beside()` runs a job in a background thread while a block runs
+(the K-way design's certificate facts); throughout that block every product gets one thread. Both are no-ops where threadpoolctl finds no BLAS to control (then
 nothing changes). Only the thread count changes, never a result: a product's
 value does not depend on how many threads computed it (up to the order of partial sums in
 a few BLAS kernels, i.e. rounding).
@@ -57,8 +57,8 @@ def _depth() -> int:
 
 
 def _count(single: bool, default: int) -> int:
-    """The BLAS threads a block gets: one when it asks for one or while a job runs beside
-    (run_beside), else all."""
+    """The BLAS threads a block gets: one when it asks for one or inside a block with a job
+    beside it (beside), else all."""
     return 1 if single or _STATE.get("beside", 0) else default
 
 
@@ -92,35 +92,51 @@ def all_threads():
     return _threads(False)
 
 
-def run_beside(job, *args):
-    """Start job(*args) in a background thread and return its Future.
+@contextlib.contextmanager
+def beside(job, *args):
+    """Run job(*args) in a background thread while the block runs; yields its Future.
 
     The count of BLAS threads is one setting for the whole process, so the job leaves it to
     the thread that started it: its own single_threaded/all_threads blocks change nothing (a
     background job that set one thread, or all of them, on leaving its block would undo the
-    search's setting in the middle of its small products). While a job runs, all_threads()
-    gives one thread too: the job keeps a core busy, and a threaded product would wait for
-    it (and leave a worker spinning against it afterwards). A daemon thread: an interrupted
-    command exits without waiting for it."""
+    search's setting in the middle of its small products). For the whole block, whether the
+    job still runs or not, all_threads() gives one thread too: the job keeps a core busy
+    while it runs, and OpenBLAS's sums over wide products depend on its thread count, so a
+    count that changed when the job ended would make two runs of one command differ in their
+    last bits (and a chaotic search then in more). A daemon thread: an interrupted command
+    exits without waiting for it."""
     from concurrent.futures import Future
     future = Future()
 
-    def count(step: int) -> None:
-        with _LOCK:
-            _STATE["beside"] = _STATE.get("beside", 0) + step
-
-    def beside():
+    def run():
         _LOCAL.beside = True
         if not future.set_running_or_notify_cancel():
             return
-        count(+1)
         try:
             value = job(*args)
         except BaseException as error:      # handed to whoever asks for the result
-            count(-1)
             future.set_exception(error)
         else:
-            count(-1)                       # before the result: its reader may toggle next
             future.set_result(value)
-    threading.Thread(target=beside, name="bht-beside", daemon=True).start()
-    return future
+    with _LOCK:
+        _STATE["beside"] = _STATE.get("beside", 0) + 1
+    try:
+        threading.Thread(target=run, name="bht-beside", daemon=True).start()
+        yield future
+    finally:
+        with _LOCK:
+            _STATE["beside"] -= 1
+
+
+def in_two_halves(work, count: int) -> None:
+    """work(lo, hi) for the two halves of range(count): the second in a helper thread, the
+    first on the calling thread. For loops whose parts write their own slices (the same
+    numbers as one loop in turn) and spend their time in long numpy calls, which release the
+    interpreter: the K models' stacked copy, whose first touch of 0.8 GB of pages is most of
+    its cost (the pages fault in parallel)."""
+    from concurrent.futures import ThreadPoolExecutor
+    half = count // 2
+    with ThreadPoolExecutor(1, thread_name_prefix="bht-half") as pool:
+        second = pool.submit(work, half, count)
+        work(0, half)
+        second.result()
