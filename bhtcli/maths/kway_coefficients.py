@@ -26,7 +26,8 @@ from __future__ import annotations
 import numpy as np
 
 from bhtcli.maths.divergences import BLOCK_ENTRIES
-from bhtcli.maths.kway_pairs import NEGLIGIBLE_MU, columns_first, qualifying_maxima
+from bhtcli.maths.kway_pairs import (NEGLIGIBLE_MU, columns_first, geometric_weight,
+                                     qualifying_maxima)
 
 RANK_MIN_D = 1e-8   # below this D is left to the fused pairs (module docstring)
 
@@ -60,24 +61,11 @@ class CoefficientPairs:
                 np.exp(Fq, out=Fq)
             o = np.ones(e - s)
             for key in self.keys:
-                self.S[key] += self._law(key, at, t) @ o
+                self.S[key] += geometric_weight(self.e0, self.F, *key, at, t) @ o
         self.D = np.empty((len(pairs), k))
         for p, (i, j) in enumerate(pairs):
             self.D[p] = -(np.log(self.S[(i, j)])
                           - 0.5 * (np.log(self.S[(i, i)]) + np.log(self.S[(j, j)])))
-
-    def _law(self, key, at: slice, out):
-        """e_0 F_a F_b on the rows `at` of the kept arrays, in `out` (unnormalised omega_ab)."""
-        a, b = key
-        tb = out[:, :at.stop - at.start]
-        if a == 0 and b == 0:
-            tb[...] = self.e0[:, at]
-        elif a == 0:
-            np.multiply(self.e0[:, at], self.F[b][:, at], out=tb)
-        else:
-            np.multiply(self.e0[:, at], self.F[a][:, at], out=tb)
-            tb *= self.F[b][:, at]
-        return tb
 
     def combine(self, mu: np.ndarray):
         """(w_r, w_delta) of sum_p mu_p D_p: grad = M_1^T w_r + sum_k Delta_k^T w_delta[k]
@@ -100,7 +88,7 @@ class CoefficientPairs:
         for s in range(0, n, self.rows):
             e = min(s + self.rows, n)
             for (a, b), c in terms:
-                tb = self._law((a, b), slice(s, e), t)
+                tb = geometric_weight(self.e0, self.F, a, b, slice(s, e), t)   # omega_ab S_ab
                 tb *= c                          # c_ab omega_ab
                 w_r[:, s:e] += tb
                 if a != b:

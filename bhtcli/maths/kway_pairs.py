@@ -125,13 +125,7 @@ class FusedPairs:
 
     def _weight(self, s, e, i, j, out):
         """e_0 F_i F_j on rows s:e (exp(c - shift) of the pair)."""
-        tb = out[:, :e - s]
-        if i == 0:
-            np.multiply(self.e0[:, s:e], self.F[j][:, s:e], out=tb)
-        else:
-            np.multiply(self.e0[:, s:e], self.F[i][:, s:e], out=tb)
-            tb *= self.F[j][:, s:e]
-        return tb
+        return geometric_weight(self.e0, self.F, i, j, slice(s, e), out)
 
     def _difference(self, s, e, i, j, out):
         """delta_i - delta_j on rows s:e (float64)."""
@@ -230,6 +224,21 @@ class FusedPairs:
         ab *= ga
         ab *= tb                                # mu w_g
         return wcb, ab
+
+
+def geometric_weight(e0, F, a: int, b: int, at: slice, out):
+    """e_0 F_a F_b on the rows `at` (k x rows arrays; F[0] is None: F_1 = 1), in the first
+    columns of `out`: up to a per-column constant, the weights of the geometric mean of models
+    a and b (model a itself when a = b)."""
+    tb = out[:, :at.stop - at.start]
+    factors = [F[m][:, at] for m in (a, b) if m > 0]
+    if not factors:
+        tb[...] = e0[:, at]
+        return tb
+    np.multiply(e0[:, at], factors[0], out=tb)
+    for f in factors[1:]:
+        tb *= f
+    return tb
 
 
 def in_turn(work, count: int) -> None:

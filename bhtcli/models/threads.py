@@ -11,8 +11,9 @@ block of queries) are long enough to gain from the threads at any load.
 
 `single_threaded()` runs a block with one BLAS thread; `all_threads()` inside it gives a long
 product the threads back. `beside()` runs a job in a background thread while a block runs
-(the K-way design's certificate facts); throughout that block every product gets one thread. Both are no-ops where threadpoolctl finds no BLAS to control (then
-nothing changes). Only the thread count changes, never a result: a product's
+(the K-way design's certificate facts); throughout that block every product gets one
+thread. Both are no-ops where threadpoolctl finds no BLAS to control (then nothing
+changes). Only the thread count changes, never a result: a product's
 value does not depend on how many threads computed it (up to the order of partial sums in
 a few BLAS kernels, i.e. rounding).
 """

@@ -20,9 +20,8 @@ for it, with the rows of every binding pair. The search
 4. lifts (:meth:`Subspace.lift`) the better of the last two: at the survivor the full
    gradient costs one backward pass; while the relative KKT residual is large, the
    Lagrangian gradient and the rows of largest weight under each model join Q and the
-   survivor climbs again; where the basis
-   stops helping, the best point is polished in full d; the ray through the winner is
-   scanned in the subspace. In float32 the first lifted winner whose residual lies mostly
+   survivor climbs again; where the basis stops helping, the best point is polished in full
+   d; the ray through the winner is scanned in the subspace. In float32 the first lifted winner whose residual lies mostly
    inside the subspace climbs on there in float64 first (docs/maths.md §8.10).
 
 The schedule's column generation (search/kway.py: best_schedule) climbs its weighted
@@ -60,7 +59,8 @@ SOFT_ITERATIONS = 20         # the survivors' climb at the softest sharpness (a 
 SURVIVOR_ITERATIONS = 60     # each stage after
 LADDER_KEEP = (4, 2, 2)      # survivors (distinct, best by the bottleneck) entering each stage after
 LIFTED = 1                   # the best of the last stage's survivors that the lift takes
-ROUGH = (True, True, False)  # the coefficient form for the halving, the ladder before its last stage, that stage
+ROUGH = (True, True, False)  # the coefficient form for: the halving, the ladder before its
+                             # sharpest stage, that stage (§8.13)
 LIFT_ITERATIONS = 100        # the climb after each growth of the basis
 FINISH_ITERATIONS = 300      # the float64 finish in the subspace (no pass; the sharpest soft
                              # minimum can take more than 100 there: 107 on a d = 48 case)
@@ -289,13 +289,14 @@ def sketch_bottleneck(models: KModels, energy: float, *, seed: int = 0, directio
     for s, keep in zip(SHARPNESS[1:], LADDER_KEEP):
         order = distinct(Y, bottleneck(space.reduced, Y, ranking=True), energy, tol=1e-3)
         left.append(Y[:, order[keep:]])
-        run = BatchedAscent(SoftBottleneck(space.reduced, s, rough=ROUGH[1] if s < SHARPNESS[-1] else ROUGH[2]),
-                            Y[:, order[:keep]], energy)
+        rough = ROUGH[2] if s == SHARPNESS[-1] else ROUGH[1]
+        run = BatchedAscent(SoftBottleneck(space.reduced, s, rough=rough), Y[:, order[:keep]],
+                            energy)
         run.run(SURVIVOR_ITERATIONS, gtol=polish_gtol if s == SHARPNESS[-1] else explore_gtol)
         iterations += run.iterations
         Y = run.X
     # the sharpest stage climbs two survivors; the better of them by the true bottleneck is
-    # lifted (which is better can change at that stage: docs/maths.md §8.8)
+    # lifted (which is better can change at that stage: docs/maths.md §8.13)
     order = distinct(Y, bottleneck(space.reduced, Y), energy, tol=1e-3)
     left.append(Y[:, order[LIFTED:]])
     make = lambda km: SoftBottleneck(km, SHARPNESS[-1])
