@@ -68,7 +68,7 @@ class KModels:
             for k in range(lo, hi):
                 block = S[k * n:(k + 1) * n]
                 block -= block.mean(axis=0, dtype=np.float64).astype(self.dtype)
-        if S.nbytes >= PLAIN_PAGES_BYTES:       # two threads touch the fresh pages (§8.13)
+        if S.nbytes >= PLAIN_PAGES_BYTES:   # two threads touch the fresh pages (docs/maths.md §8.13)
             in_two_halves(stack, len(starts))
             in_two_halves(centre, self.K)
         else:
