@@ -25,8 +25,9 @@ quality: the sketched K-way search forced on six seeded mid-size cases (float64)
 kernel: one evaluation of the K = 4 fused pairs (maths/kway_pairs.py) at n = 50,000 and k
         columns, with combination: row blocks in turn against two threads (the first call,
         fresh pages, and the median of five after; the search uses no pool: it did not pay),
-        and the coefficient form that ranks starts against the fused pairs' D (docs/maths.md
-        §8.12).
+        the coefficient form with its combined weights (what the exploring climbs use) against
+        the fused pairs in turn, and the coefficient form's D alone against the fused pairs'
+        (docs/maths.md §8.12, §8.13).
 """
 from __future__ import annotations
 
@@ -143,14 +144,14 @@ def part_kernel(n=50000, K=4, widths=(1, 4, 8, 24, 32)):
     """The fused pairs in turn against the row-chunk pool, and the coefficient form."""
     import itertools
     from concurrent.futures import ThreadPoolExecutor
-    from bhtcli.maths.kway_coefficients import coefficient_distances
+    from bhtcli.maths.kway_coefficients import coefficient_distances, coefficient_pairs
     from bhtcli.maths.kway_pairs import fused_pairs
     from bhtcli.models.threads import single_threaded
-    pool = ThreadPoolExecutor(2)
+    executor = ThreadPoolExecutor(2)
 
     def over_chunks(work, count, chunks=4):       # the row blocks in 4 ranges on 2 threads
         bounds = [round(c * count / chunks) for c in range(chunks + 1)]
-        for f in [pool.submit(work, lo, hi) for lo, hi in zip(bounds, bounds[1:]) if hi > lo]:
+        for f in [executor.submit(work, lo, hi) for lo, hi in zip(bounds, bounds[1:]) if hi > lo]:
             f.result()
     print(f"fused pairs, n = {n:,}, K = {K}: ms per evaluation with combination (first call / "
           f"median of 5); load {os.getloadavg()[0]:.1f}")
@@ -174,9 +175,18 @@ def part_kernel(n=50000, K=4, widths=(1, 4, 8, 24, 32)):
             C = coefficient_distances(r, deltas, pairs)
             t_coef = 1e3 * (time.perf_counter() - t0)
             rel = float(np.max(np.abs(C - D) / D)) if C is not None else float("nan")
+            rough = []                  # what the exploring climbs use: D and the weights
+            for _ in range(5):
+                t0 = time.perf_counter()
+                W = coefficient_pairs(r, deltas, pairs).combine(mu)
+                rough.append(1e3 * (time.perf_counter() - t0))
+            ref = fused_pairs(r, deltas, pairs).combine(mu)
+            w_rel = max(float(np.max(np.abs(a - b)) / np.max(np.abs(b))) for a, b in zip(W, ref))
             turn, pool = times["in turn"], times["pool"]
             print(f"k = {k:>2}: in turn {turn[0]:6.1f} / {np.median(turn[1:]):6.1f}, pool "
                   f"{pool[0]:6.1f} / {np.median(pool[1:]):6.1f} (ratio {np.median(turn[1:]) / np.median(pool[1:]):.2f}); "
+                  f"coefficient form with combination {np.median(rough):5.1f} (in turn / it "
+                  f"{np.median(turn[1:]) / np.median(rough):.2f}, weights within {w_rel:.0e}); "
                   f"D only: fused {t_fused:6.1f}, coefficient {t_coef:5.1f} (ratio "
                   f"{t_fused / t_coef:.2f}, max relative difference {rel:.1e})", flush=True)
     print()
