@@ -92,3 +92,4 @@ def test_either_memory_order_gives_the_same_bits():
         assert np.array_equal(c.D, f.D)
         for a, b in zip(c.combine(mu), f.combine(mu)):
             assert np.array_equal(a, b)
+

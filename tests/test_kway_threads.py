@@ -109,3 +109,24 @@ def test_coefficient_distances_rank_as_the_fused_pairs(scale):
     near = [None] + [d * 1e-5 for d in deltas[1:]]       # D ~ 1e-12: below RANK_MIN_D
     assert fused_pairs(r, near, pairs, keep_u=False).D.min() < RANK_MIN_D
     assert coefficient_distances(r, near, pairs) is None
+
+
+def test_stacked_copy_and_block_gram_in_two_halves_equal_one_loop(monkeypatch):
+    """The K models' stacked copy (two halves on two threads from PLAIN_PAGES_BYTES up) and the
+    screens' per-row Gram (always in two halves) equal one loop in turn, bit for bit: each
+    half writes its own rows, with the same operations."""
+    import bhtcli.models.kway as mk
+    from bhtcli.models import threads
+    rng = np.random.default_rng(8)
+    mats = [rng.standard_normal((20000, 12)).astype(np.float32) for _ in range(3)]
+    monkeypatch.setattr(mk, "PLAIN_PAGES_BYTES", 0)           # the threaded path here
+    halves = mk.KModels(mats, dtype="float32")
+    gram_halves = mk.block_gram(halves)
+    monkeypatch.setattr(mk, "PLAIN_PAGES_BYTES", 1 << 62)     # one loop
+    monkeypatch.setattr(mk, "in_two_halves", lambda work, count: work(0, count))
+    in_turn = mk.KModels(mats, dtype="float32")
+    assert np.array_equal(halves.S, in_turn.S)
+    assert np.array_equal(gram_halves, mk.block_gram(in_turn))
+    seen = []
+    threads.in_two_halves(lambda lo, hi: seen.append((lo, hi)), 1)
+    assert sorted(seen) == [(0, 0), (0, 1)]
