@@ -2,7 +2,7 @@
 shared out over threads give the numbers computed in turn, bit for bit, for any number of
 chunks; pairs left out of `combine` change nothing; the coefficient form ranks as the fused
 pairs; the report's per-pair values at a query are those of the per-pair divergences and
-counts."""
+counts; the stacked copy and the per-row block Gram in two halves equal one loop."""
 import itertools
 import math
 
