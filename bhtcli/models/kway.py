@@ -130,7 +130,7 @@ class KModels:
         `weights`, also each pair's gradient weights (w_c, w_g) (docs/maths.md §2.4), pair by
         pair. Without weights the pairs are evaluated together (maths/kway_pairs.py) where
         the columns allow it. `ranking`: values only to rank columns by, from the
-        Bhattacharyya coefficients where they resolve D (maths/kway_pairs.py:
+        Bhattacharyya coefficients where they resolve D (maths/kway_coefficients.py:
         coefficient_distances, 2.5x cheaper), else the same numbers as without."""
         X2, one, r, deltas = self._stored_scores(X)
         if ranking and not weights:
