@@ -26,8 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from bhtcli.maths.divergences import BLOCK_ENTRIES
-from bhtcli.maths.kway_pairs import (NEGLIGIBLE_MU, columns_first, geometric_weight,
-                                     qualifying_maxima)
+from bhtcli.maths.kway_pairs import NEGLIGIBLE_MU, geometric_weight, qualified_rows
 
 RANK_MIN_D = 1e-8   # below this D is left to the fused pairs (module docstring)
 
@@ -105,14 +104,11 @@ def coefficient_pairs(r: np.ndarray, deltas: list, pairs, keep: bool = True,
     others n x k in any float precision), or None when some column does not qualify for the
     fused form or some D is below RANK_MIN_D (then the caller takes maths/kway_pairs.py:
     fused_pairs). keep: keep what :meth:`CoefficientPairs.combine` needs."""
-    r = columns_first(r)
-    k = r.shape[0]
-    deltas = [None] + [columns_first(dk, None) for dk in deltas[1:]]
-    maxima = qualifying_maxima(r, deltas)
-    if maxima is None:
+    found = qualified_rows(r, deltas, block, delta_dtype=None)
+    if found is None:
         return None
-    m0, tops = maxima
-    found = CoefficientPairs(r, deltas, pairs, m0, tops, max(16, block // max(k, 1)), keep)
+    r, deltas, m0, tops, rows = found
+    found = CoefficientPairs(r, deltas, pairs, m0, tops, rows, keep)
     return found if (found.D >= RANK_MIN_D).all() else None
 
 

@@ -273,15 +273,24 @@ def fused_pairs(r: np.ndarray, deltas: list, pairs, keep_u: bool = True,
     """A :class:`FusedPairs` for the scores r (n x k) and deltas (deltas[0] None, the others
     n x k in any float precision), or None when some column does not qualify (module
     docstring). keep_u: keep what :meth:`FusedPairs.combine` needs (the weights)."""
+    found = qualified_rows(r, deltas, block)
+    if found is None:
+        return None
+    r, deltas, m0, hi, rows = found
+    return FusedPairs(r, deltas, pairs, m0, hi, rows, keep_u, run_blocks)
+
+
+def qualified_rows(r: np.ndarray, deltas: list, block: int, delta_dtype=np.float64):
+    """(r, deltas, max r, [None, max delta_2, ...], rows per block) with r and the deltas as
+    k x n rows (columns_first; the deltas in `delta_dtype`, None: as given) and blocks of
+    about `block` entries, or None when some column does not qualify for the fused form
+    (:func:`qualifying_maxima`): what the fused pairs and the coefficient form start from."""
     r = columns_first(r)
-    k, n = r.shape
-    rows = max(16, block // max(k, 1))
-    deltas = [None] + [columns_first(dk) for dk in deltas[1:]]
+    deltas = [None] + [columns_first(dk, delta_dtype) for dk in deltas[1:]]
     maxima = qualifying_maxima(r, deltas)
     if maxima is None:
         return None
-    m0, hi = maxima
-    return FusedPairs(r, deltas, pairs, m0, hi, rows, keep_u, run_blocks)
+    return (r, deltas, *maxima, max(16, block // max(r.shape[0], 1)))
 
 
 def qualifying_maxima(r: np.ndarray, deltas: list):
