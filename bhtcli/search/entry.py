@@ -77,6 +77,11 @@ def _maximize(problem, energy, method, *, starts, seed, max_starts, keep, progre
         carried = project(np.asarray(carried, dtype=np.float64), energy)
     else:
         carried = None
+    from bhtcli.models.softmax import SoftmaxPair
+    from bhtcli.search.scan import pair_scan, scan_applies, with_scan
+    if isinstance(problem, SoftmaxPair) and scan_applies(problem.d):
+        # d <= 2: the whole ball's grid among the starts, for every link and method
+        carried = with_scan(carried, pair_scan(problem, float(energy)))
     if method == "auto" and starts is None:
         from bhtcli.search.pipeline import search
         return search(problem, float(energy), seed=seed, max_starts=max_starts, keep=keep,

@@ -24,6 +24,7 @@ from bhtcli.models.kway import KModels, SoftBottleneck, WeightedSum
 from bhtcli.search.ascent import BatchedAscent, distinct, project
 from bhtcli.search.kkt import kkt_residuals
 from bhtcli.search.result import SearchResult, maxima_values
+from bhtcli.search.scan import bottleneck_scan, scan_applies, with_scan
 
 SHARPNESS = (4.0, 16.0, 64.0, 256.0, 1024.0, 4096.0, 16384.0)
 DEFAULT_KWAY_STARTS = 32
@@ -125,6 +126,9 @@ def maximize_bottleneck(models: KModels, energy: float, *, starts: int | None = 
     X0 = bottleneck_starts(models, energy, starts, seed, directions)
     if carried is not None and np.size(carried):
         X0 = np.concatenate([X0, project(np.asarray(carried, dtype=np.float64), energy)], axis=1)
+    if scan_applies(models.d):
+        # d <= 2: the whole ball's grid among the starts, as for pairs (search/scan.py)
+        X0 = with_scan(X0, bottleneck_scan(models, energy))
     if progress:
         progress(f"climbing the bottleneck of {len(models.pairs)} pairs from {X0.shape[1]} starts")
     run = BatchedAscent(SoftBottleneck(models, SHARPNESS[0]), X0, energy)

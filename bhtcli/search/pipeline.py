@@ -32,11 +32,6 @@ from bhtcli.search.kkt import kkt_state
 from bhtcli.search.result import SearchResult
 
 SUBSPACE_MIN_RATIO = 4       # the screened starts climb in a subspace when d >= this x its basis
-SCAN_MAX_D = 2               # d <= this: the whole ball is scanned on a grid for starts
-SCAN_RADII = 400             # radii of the scan (at most), log-spaced from the quadratic regime
-SCAN_ANGLES = 96             # to E and linearly; directions (d = 2); d = 1 takes both signs
-SCAN_ENTRIES = 20_000_000    # the scan reads at most ~this many scores (n x points)
-SCAN_KEEP = 8                # best distinct scan points carried into the search
 
 
 def screens_apply(pair) -> bool:
@@ -77,9 +72,6 @@ def search(pair, energy: float, *, seed: int = 0, max_starts: int, keep: int = 4
     if not screens_apply(pair):
         return search_budgets(pair, [energy], seed=seed, max_starts=max_starts, keep=keep,
                               progress=progress, tolerances=tolerances, carried=carried)[0]
-    if pair.d <= SCAN_MAX_D:
-        scanned = scan_starts(pair, float(energy))
-        carried = scanned if carried is None else np.concatenate([carried, scanned], axis=1)
     m = 0 if carried is None else carried.shape[1]
     if subspace_pays(pair, m):
         from bhtcli.search.sketch import sketch_search
@@ -103,35 +95,6 @@ def search(pair, energy: float, *, seed: int = 0, max_starts: int, keep: int = 4
         full.on_boundary, full.kkt_residual = screened.on_boundary, screened.kkt_residual
         full.values = sorted(set(full.values) | {screened.value}, reverse=True)[:10]
     return full
-
-
-def scan_starts(pair: SoftmaxPair, energy: float) -> np.ndarray:
-    """The best SCAN_KEEP distinct points of a grid over the whole ball (d <= SCAN_MAX_D).
-
-    In one or two dimensions the ball can be covered: radii log-spaced from where the logits
-    spread by 10^-3 (the nearly quadratic regime) up to E, plus a linear spacing, times both
-    signs (d = 1) or SCAN_ANGLES directions (d = 2). Narrow maxima near 0 under huge logits are
-    otherwise reached by no random start; with them the search is global up to the grid's
-    resolution, and runs at E1 < E2 see the same maxima inside the smaller ball."""
-    from bhtcli.search.ascent import distinct
-    from bhtcli.search.starts import row_norms
-    cn, gn = row_norms(pair)
-    spread = 2.0 * float(np.sqrt(cn.max(initial=0.0))) + float(np.sqrt(gn.max(initial=0.0)))
-    low = min(energy, 1e-3 / spread) if spread > 0 and np.isfinite(spread) else energy
-    points = max(SCAN_ENTRIES // max(pair.n, 1), 1)
-    per = int(np.clip(points // (4 if pair.d == 1 else 2 * SCAN_ANGLES), 8, SCAN_RADII))
-    radii = np.unique(np.concatenate([np.geomspace(low, energy, per),
-                                      np.linspace(energy / per, energy, per)]))
-    if pair.d == 1:
-        X = np.concatenate([radii, -radii])[None, :]
-    else:
-        angles = np.linspace(0.0, 2.0 * np.pi, SCAN_ANGLES, endpoint=False)
-        U = np.stack([np.cos(angles), np.sin(angles)])
-        X = (U[:, :, None] * radii[None, None, :]).reshape(2, -1)
-    f = np.concatenate([pair.value(X[:, s:s + 4096]) for s in range(0, X.shape[1], 4096)])
-    best = np.argsort(-f, kind="stable")[:32 * SCAN_KEEP]      # distinct() is quadratic
-    keep = distinct(X[:, best], f[best], energy, tol=1e-3)[:SCAN_KEEP]
-    return X[:, best[keep]]
 
 
 def screened_pool(pair: SoftmaxPair, energy: float, seed: int, carried=None) -> np.ndarray:
