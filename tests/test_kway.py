@@ -205,7 +205,7 @@ def test_simulate_fixed_schedule_and_decide_from_a_schedule(tmp_path):
     # the log-likelihoods are sums of log-softmax at the answers' own queries
     ref = sum(logp[int(l.split()[0])][:, int(l.split()[1])] for l in lines)
     assert np.allclose(d.log_likelihoods, ref)
-    assert d.fixed_verdict == int(np.argmax(ref))
+    assert d.fixed_verdict_index == int(np.argmax(ref)) and d.fixed_verdict == f"M{int(np.argmax(ref)) + 1}"
 
 
 def test_decide_posterior_follows_the_prior():

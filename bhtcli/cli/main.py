@@ -63,7 +63,13 @@ def cli():
     """Design queries under an energy budget that tell two softmax models apart."""
     # the library's messages name its parameters; here they name the flags
     click.get_current_context().with_resource(parameter_names(_flag))
-    click.get_current_context().with_resource(notes_to(lambda message: click.echo(f"Note: {message}", err=True)))
+    click.get_current_context().with_resource(notes_to(_note))
+
+
+def _note(message: str) -> None:
+    """A `Note:` line on stderr, above the live progress line when one is shown."""
+    from bhtcli.cli.render import stderr_line
+    stderr_line(f"Note: {message}")
 
 
 def _flag(name: str) -> str:
@@ -443,7 +449,7 @@ def sweep(manifest, results, scheduler, workers, export, retry_failed, force, as
                               retry_failed=retry_failed, force=force,
                               progress=lambda done, total, failed: progress(
                                   f"sweep ({failed:,} failed)", done, total),
-                              notice=lambda message: click.echo(f"Note: {message}", err=True))
+                              notice=_note)
         except KeyboardInterrupt:
             if not (os.path.isfile(results) and os.path.getsize(results) > 0):
                 raise Interrupted("interrupted before any task finished; nothing was saved") from None

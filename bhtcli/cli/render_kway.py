@@ -189,9 +189,9 @@ def render_kway_decide(result, console: Console) -> None:
     name = lambda k: "undecided" if k is None else f"M{k + 1} ({names[k]})"
     t = _table(f"bht decide  {len(names)} models  {r['samples_total']:,} answers  "
                f"alpha={_num(r['target_error'])}")
-    t.add_row("sequential decision", f"{name(r['decision'])}  (after {r['samples_used']:,} of "
+    t.add_row("sequential decision", f"{name(r['decision_index'])}  (after {r['samples_used']:,} of "
               f"{r['samples_total']:,} answers; every log-likelihood ratio past {_num(r['threshold'], 4)})")
-    t.add_row("fixed-sample verdict", f"{'tie' if r['fixed_verdict'] is None else name(r['fixed_verdict'])}  "
+    t.add_row("fixed-sample verdict", f"{'tie' if r['fixed_verdict_index'] is None else name(r['fixed_verdict_index'])}  "
               f"(maximum likelihood on {r['samples_total']:,} answers: largest error "
               f"{_num(r['fixed_error'], 3)}, predicted)")
     bound = r["fixed_error_bound"]

@@ -147,10 +147,12 @@ def decide_kway(models, query, answers, error: float = 0.05, prior=None,
     law = KwayLaw.build([s[0] for s in scores], [s[1] for s in scores], counts[sent])
     bound = float(law.union_errors(len(obs)).max())
     predicted_error = float(law.ml_errors(len(obs)).max())
+    label = lambda k, none: none if k is None else f"M{k + 1}"
     return KwayDecideResult("softmax", n, d, None, error, names, total.tolist(), post.tolist(),
-                            priors.tolist(), verdict, min(bound, 1.0), decision, used, len(obs),
-                            a, int(sent.size), fixed_error=predicted_error,
-                            seconds=time.perf_counter() - t0)
+                            priors.tolist(), label(verdict, "tie"), min(bound, 1.0),
+                            label(decision, "undecided"), used, len(obs), a, int(sent.size),
+                            fixed_error=predicted_error, seconds=time.perf_counter() - t0,
+                            decision_index=decision, fixed_verdict_index=verdict)
 
 
 def check_shares(weights, m: int) -> np.ndarray:
