@@ -116,7 +116,8 @@ def render_kway_design(result, console: Console) -> None:
 
 
 def _top_rows(title: str, top: list) -> Table:
-    t = Table(title=title, title_justify="left", box=None, pad_edge=False, header_style="bold")
+    t = Table(title=title, title_justify="left", box=None, pad_edge=False, header_style="bold",
+              min_width=len(title.strip()))       # a title wider than the columns stays whole
     for col in ("row", "bottleneck H^2", "pair", "predicted", "||x||", "name"):
         t.add_column(col, no_wrap=True, justify="left" if col == "name" else "right")
     for e in top:
