@@ -43,3 +43,28 @@ def test_a_disabled_reporter_registers_no_live_console(capsys):
         assert not render.LIVE
         render.stderr_line("Warning: w")
     assert capsys.readouterr().err == "Warning: w\n"
+
+
+def test_dequantizing_a_gguf_tensor_reports_its_rows():
+    """A long load says which tensor it dequantizes and how far it is (rows done / total)."""
+    import os
+
+    from bhtcli.errors import phases_to
+    from bhtcli.io.load import read_array
+    seen = []
+    path = os.path.join(os.path.dirname(__file__), "data", "real_blocks.gguf")
+    with phases_to(lambda message, step, total: seen.append((message, step, total))):
+        a = read_array(f"{path}:s1.blk.0.attn_q.weight")
+    assert seen and all(total == a.shape[0] for _, _, total in seen)
+    assert seen[0][1] == 0 and "dequantizing" in seen[0][0] and "s1.blk.0.attn_q.weight" in seen[0][0]
+    assert f"of {a.shape[0]:,} rows" in seen[0][0]
+
+
+def test_the_progress_line_shows_the_phases_of_the_loaders():
+    from bhtcli.errors import phase
+    buf, console = terminal()
+    with Reporter(console=console) as progress:
+        phase("dequantizing X: 10 of 100 rows", 10, 100)
+        progress._progress.refresh()
+    assert "dequantizing X: 10 of 100 rows" in buf.getvalue()
+    phase("after the block: told to nobody")    # no display installed: no error

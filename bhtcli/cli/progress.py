@@ -13,6 +13,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, Ti
 from rich.table import Column
 
 from bhtcli.cli.render import LIVE, stderr
+from bhtcli.errors import phases_to
 
 
 class Reporter:
@@ -39,9 +40,12 @@ class Reporter:
         self._task = self._progress.add_task("preparing", total=None, status="")
         if self.enabled:
             LIVE.append(self._progress.console)
+        self._phases = phases_to(self)       # the loaders' phases (dequantizing ...) show here
+        self._phases.__enter__()
         return self
 
     def __exit__(self, *exc):
+        self._phases.__exit__(*exc)
         if self.enabled and LIVE and LIVE[-1] is self._progress.console:
             LIVE.pop()
         return self._progress.__exit__(*exc)
