@@ -10,7 +10,7 @@ import numpy as np
 
 from bhtcli.commands.kway import design_kway, load_models
 from bhtcli.commands.kway_adaptive import adaptive_phase, kl_queries, matrix_sprt_runs
-from bhtcli.errors import InputError, parameter_name
+from bhtcli.errors import InputError, note, parameter_name
 from bhtcli.io.load import read_array
 from bhtcli.io.validation import check_energy, check_error, check_seed
 from bhtcli.maths.divergences import logsumexp
@@ -245,12 +245,15 @@ def simulate_kway(models, energy: float, error: float = 0.05, trials: int = 10_0
     if query is None:
         if progress:
             progress("designing the " + ("schedule" if schedule else "query"))
+        t_design = time.perf_counter()
         r = design_kway(mats, energy, error, starts=starts, seed=seed, schedule=schedule)
+        design_seconds = time.perf_counter() - t_design
         if schedule:
             Q, w = np.array(r.schedule["queries"]), np.array(r.schedule["weights"])
         else:
             Q, w = np.array([r.query]), np.ones(1)
     else:
+        design_seconds = None
         Q = load_queries(query, d)
         w = np.full(Q.shape[0], 1.0 / Q.shape[0]) if weights is None else \
             check_shares(weights, Q.shape[0])
@@ -291,9 +294,12 @@ def simulate_kway(models, energy: float, error: float = 0.05, trials: int = 10_0
                 progress("matrix SPRT")
             sequential = _simulate_sprt(logp, w, sprt_threshold(K, error), trials, rng, cap=cap)
         if policy in ("all", "adaptive"):
-            if progress:
-                progress(f"adaptive: designing argmax KL(P_k || P_j) for {K * (K - 1)} ordered pairs")
-            extra = np.array(kl_queries(mats, energy, starts, seed))
+            searches = K * (K - 1)
+            cost = "" if design_seconds is None else \
+                f"; each costs about what the design's search did ({design_seconds:.1f} s)"
+            note(f"the adaptive rule runs {searches} more searches of the ball, argmax "
+                 f"KL(P_k || P_j) for each ordered pair of the {K} models{cost}")
+            extra = np.array(kl_queries(mats, energy, starts, seed, progress=progress))
             adaptive = adaptive_phase(np.concatenate([Q, extra]), logp + log_probs_at(mats, extra),
                                       sprt_threshold(K, error), trials, rng, cap, sequential)
             if policy == "adaptive":
