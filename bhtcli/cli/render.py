@@ -87,11 +87,13 @@ def emit(result, as_json: bool = False) -> None:
 
 
 def write_lines(values, block: int = 65536) -> None:
-    """Integers to stdout, one per line (sample's answers), in blocks."""
+    """Integers (or lines) to stdout, one per line (sample's answers), in blocks."""
     OutputState.stdout_used = True
     with _stdout_faults():
         for start in range(0, len(values), block):
-            write_stdout("\n".join(map(str, values[start:start + block].tolist())) + "\n")
+            chunk = values[start:start + block]
+            write_stdout("\n".join(map(str, chunk.tolist() if hasattr(chunk, "tolist") else chunk))
+                         + "\n")
 
 
 def write_stdout(text: str) -> None:

@@ -11,11 +11,11 @@ import numpy as np
 from bhtcli.commands.kway import design_kway, load_models
 from bhtcli.commands.kway_adaptive import adaptive_phase, kl_queries, matrix_sprt_runs
 from bhtcli.errors import InputError, note, parameter_name
-from bhtcli.io.load import read_array
-from bhtcli.io.validation import check_energy, check_error, check_seed
+from bhtcli.io.load import load_matrix, read_array
+from bhtcli.io.validation import check_count, check_energy, check_error, check_seed
 from bhtcli.maths.divergences import logsumexp
 from bhtcli.maths.kway import KwayLaw, allocate, kway_counts
-from bhtcli.models.answers import answer_entries, as_index, read_answers
+from bhtcli.models.answers import answer_entries, as_index, draw, model_log_probs, read_answers
 from bhtcli.models.kway import kway_scores_at
 from bhtcli.results import KwayDecideResult, KwaySimulateResult
 
@@ -38,7 +38,11 @@ def log_probs_at(mats, queries) -> list:
 
 
 def load_queries(query, d: int) -> np.ndarray:
-    """One query (length d) or a schedule's queries (rows of an m x d matrix), as m x d."""
+    """One query (length d), a schedule's queries (rows of an m x d matrix) or a schedule file
+    (design --schedule --out: io/schedule_file.py), as m x d."""
+    from bhtcli.io.schedule_file import is_schedule_file, read_schedule
+    if is_schedule_file(query):
+        return read_schedule(query, d, parameter_name("query"))[0]
     Q = np.asarray(read_array(os.fspath(query)) if isinstance(query, (str, os.PathLike))
                    else query, dtype=np.float64)
     if Q.ndim == 1 or (Q.ndim == 2 and 1 in Q.shape and d not in Q.shape[:1]):
@@ -179,6 +183,27 @@ def _sequence(weights, length: int) -> np.ndarray:
         q = int(np.argmax(w * (t + 1) - used))
         out[t] = q
         used[q] += 1
+    return out
+
+
+def sample_schedule(A, schedule, count: int, seed: int = 0, spec=None) -> np.ndarray:
+    """`count` answers of model A to a schedule file's queries, interleaved by weight as
+    simulate interleaves them (every prefix keeps the proportions): a count x 2 array of
+    (query index, answer), what `decide` reads with that schedule as --query."""
+    from bhtcli.io.schedule_file import read_schedule
+    count, seed = check_count(count), check_seed(seed)
+    A = load_matrix(A, None if isinstance(A, (str, os.PathLike)) else "A")
+    readout = None if spec is None else spec.readout(A.shape[0])      # links and bias of A
+    Q, w = read_schedule(schedule, A.shape[1], parameter_name("schedule"))
+    order = _sequence(w, count)
+    rng = np.random.default_rng(seed)
+    out = np.empty((count, 2), dtype=np.int64)
+    out[:, 0] = order
+    for q in range(Q.shape[0]):
+        at = np.flatnonzero(order == q)
+        if at.size:
+            cdf = np.cumsum(np.exp(model_log_probs(A, Q[q], "softmax", readout)))
+            out[at, 1] = draw(cdf / cdf[-1], at.size, rng)
     return out
 
 
