@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 
 from bhtcli.errors import (BhtError, InputError, NotReachable, OutputError, SolverError,  # noqa: F401
-                           notes_to, parameter_name, parameter_names)
+                           notes_to, parameter_name, parameter_names, phases_to)
 
 from bhtcli.settings import (CERTIFICATES, DEFAULT_STARTS, DESIGN_METHODS, FORMATS, OUT_FORMATS,  # noqa: F401
                              OUT_SUFFIXES, QUANTIZE_TYPES)

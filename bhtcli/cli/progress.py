@@ -13,7 +13,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, Ti
 from rich.table import Column
 
 from bhtcli.cli.render import LIVE, stderr
-from bhtcli.errors import phases_to
+from bhtcli.api import phases_to
 
 
 class Reporter:

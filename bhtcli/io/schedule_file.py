@@ -19,13 +19,15 @@ from bhtcli.errors import InputError, parameter_name
 SCHEDULE_SUFFIXES = (".json", ".npz")
 
 
-def check_schedule_path(path: str, option: str = "--out") -> None:
+def check_schedule_path(path: str, option: str | None = None) -> None:
     """A schedule is written as .json or .npz (queries and weights): any other name is refused
     before the search runs."""
+    option = parameter_name("out") if option is None else option
     suffix = Path(path).suffix.lower()
     if suffix not in SCHEDULE_SUFFIXES:
         raise InputError(f"{option} {path}: a schedule is queries and their weights; name the file "
-                         ".json or .npz (without --schedule, --out writes the single query)")
+                         f".json or .npz (without {parameter_name('schedule')}, {option} writes "
+                         "the single query)")
 
 
 def save_schedule(path: str, queries, weights, option: str | None = None) -> None:
