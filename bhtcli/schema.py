@@ -335,11 +335,8 @@ SWEEP = {
 }
 
 TENSORS = {
-    "model": ("null", "Null: a listing has no model family."),
     "n": ("integer or null", "Rows of the head bht reads for FILE alone (null: no head found)."),
     "d": ("integer or null", "Columns of that head."),
-    "energy": ("null", "Null: no budget."),
-    "target_error": ("null", "Null: no error target."),
     "file": ("string", "The file or folder listed."),
     "format": ("string", "gguf, folder (Hugging Face checkpoint), safetensors, npz or npy."),
     "tensors": ("array of objects", "Every tensor, in the file's order."),
@@ -355,20 +352,28 @@ TENSORS = {
 }
 
 QUANTIZE = {
-    "model": ("null", "Null: no model family."),
-    "n": ("integer", "Rows of the matrix."),
+    "n": ("integer", "Rows of the matrix (a .gguf build: of its head)."),
     "d": ("integer", "Columns of the matrix."),
-    "energy": ("null", "Null: no budget."),
-    "target_error": ("null", "Null: no error target."),
-    "source": ("string", "The matrix quantized."),
-    "to": ("string", "The type of the round trip (q8_0 ... q4_0, f16, bf16, int8-row)."),
-    "out": ("string", "Where the round trip was written (float32)."),
+    "source": ("string", "The matrix quantized (a .gguf build: the source file)."),
+    "to": ("string", "The type of the round trip (q8_0 ... q4_0, f16, bf16, f32, int8-row)."),
+    "out": ("string", "Where the round trip was written (float32), or the .gguf build."),
     "block_size": ("integer", "Values per quantization block (int8-row: the row length)."),
     "bits_per_weight": ("number", "Stored bits per value, scales included."),
-    "max_abs_error": ("number", "max |A' - A| over all entries."),
+    "max_abs_error": ("number", "max |A' - A| over all entries (a .gguf build: of its head)."),
     "relative_frobenius_error": ("number or null", "||A' - A||_F / ||A||_F (null for A = 0 with A' != 0)."),
     "row_norm_2inf": ("number", "||A' - A||_{2->inf}, the largest change of a row."),
     "seconds": ("number", "Seconds in all."),
+    "exact": ("boolean", "max |A' - A| = 0: the round trip changes no value (A is already of that type)."),
+    "head": ("string or null", "[.gguf build] The head whose round trip the numbers above describe (null: not a .gguf build)."),
+    "file_type": ("integer or null", "[.gguf build] general.file_type written (llama.cpp's LLAMA_FTYPE_*)."),
+    "tensors": ("array of objects or null", "[.gguf build] Every tensor of the build, in the file's order."),
+    "tensors[].name": ("string", "Its name."),
+    "tensors[].shape": ("array", "Its shape in numpy's order."),
+    "tensors[].from": ("string", "Its type in the source."),
+    "tensors[].to": ("string", "Its type in the build."),
+    "tensors[].reencoded": ("boolean", "Whether it was re-encoded (false: copied byte for byte: 1-D tensors, norms, ...)."),
+    "tensors[].max_abs_error": ("number", "max |T' - T| over its values (0 for a copied tensor)."),
+    "fallbacks": ("array or null", "[.gguf build] Tensors written as F16 because their rows are not a multiple of the type's block."),
 }
 
 ERROR = {

@@ -94,7 +94,8 @@ def test_schema_matches_real_outputs(capsys, tmp_path):
         "shift": [["shift", os.path.join(EX, "shift_A.npy"), "--data", os.path.join(EX, "shift_data.npz"),
                    "--lr", "10", "--out", str(tmp_path / "B.npy"), "-E", "1"]],
         "tensors": [["tensors", _softcapped_gguf(tmp_path)], ["tensors", os.path.join(EX, "shift_data.npz")]],
-        "quantize": [["quantize", A, "--to", "bf16", "--out", str(tmp_path / "A_bf16.npy")]],
+        "quantize": [["quantize", A, "--to", "bf16", "--out", str(tmp_path / "A_bf16.npy")],
+                     ["quantize", _softcapped_gguf(tmp_path), "--to", "q8_0", "--out", str(tmp_path / "g8.gguf")]],
     }
     seen = {command: {} for command in SCHEMA}
     for command, invocations in runs.items():

@@ -599,13 +599,31 @@ def render_tensors_table(result, console: Console) -> None:
 
 def render_quantize_table(result, console: Console) -> None:
     r = result.to_dict()
+    build = r["tensors"] is not None
     t = _table(f"bht quantize  {r['to']}  n={r['n']}  d={r['d']}")
     t.add_row("source", r["source"])
-    t.add_row("written to", f"{r['out']}  (float32)")
+    t.add_row("written to", f"{r['out']}  " + (f"(GGUF, general.file_type {r['file_type']})" if build
+                                               else "(float32)"))
     t.add_row("bits per weight", f"{_num(r['bits_per_weight'], 4)}  (blocks of {r['block_size']:,} values)")
-    t.add_row("max |A' - A|", _num(r["max_abs_error"]))
+    which = f"  (the head {r['head']})" if build and r["head"] else ""
+    exact = (f"  (exact: {'the head is' if build else 'the values are'} already {r['to']}; the round "
+             "trip changes nothing)") if r["exact"] else ""
+    t.add_row("max |A' - A|", _num(r["max_abs_error"]) + which + exact)
     t.add_row("||A' - A||_F / ||A||_F", _num(r["relative_frobenius_error"]))
     t.add_row("||A' - A||_{2->inf}", _num(r["row_norm_2inf"]))
+    if build:
+        rows = r["tensors"]
+        redone = [x for x in rows if x["reencoded"]]
+        same = sum(1 for x in redone if x["max_abs_error"] == 0)
+        t.add_row("tensors", f"{len(redone)} re-encoded ({same} unchanged in value), "
+                  f"{len(rows) - len(redone)} copied as stored (1-D, norms, ...)")
+        for kind in sorted({(x["from"], x["to"]) for x in redone}):
+            group = [x for x in redone if (x["from"], x["to"]) == kind]
+            t.add_row(f"  {kind[0]} -> {kind[1]}", f"{len(group)} tensors, max |T' - T| "
+                      f"{_num(max(x['max_abs_error'] for x in group))}")
+        if r["fallbacks"]:
+            t.add_row("f16 fallback", f"{len(r['fallbacks'])} tensors (rows not a multiple of the block): "
+                      + _short(", ".join(r["fallbacks"]), 72))
     t.add_row("time", f"{r['seconds']:.2f} s")
     console.print(t)
 

@@ -308,3 +308,26 @@ def split_gguf_name(spec: str):
         return spec, None
     cut = at + len(SUFFIX)
     return spec[:cut], (spec[cut + 1:] or None)
+
+
+def metadata_spans(buf, label: str) -> list:
+    """[(key, start, end)]: where each metadata item (key, type and value) lies in the GGUF
+    bytes `buf`, in file order, and the end of the last one (where the tensor table begins),
+    for a writer that copies the items byte for byte. `buf` must have passed
+    :func:`parse_header`."""
+    cur = _Cursor(buf, label)
+    cur.pos = 16                                   # magic, version, tensor count
+    n_kv = cur.take("<Q")
+    spans = []
+    for _ in range(n_kv):
+        start = cur.pos
+        key = cur.string()
+        kind = cur.take("<I")
+        if kind == STRING:
+            cur.string()
+        elif kind in SCALARS:
+            cur.take(SCALARS[kind])
+        else:
+            cur.skip_array()
+        spans.append((key, start, cur.pos))
+    return spans
