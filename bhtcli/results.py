@@ -289,6 +289,12 @@ class TensorsResult(Result):
     architecture: str | None
     n: int | None = None           # the head's rows and columns
     d: int | None = None
+    # bht tensors FILE OTHER: which tensors differ (None for a listing of one file)
+    compared_with: str | None = None
+    differ: list | None = None     # [{name, shape, other_shape, dtype, other_dtype, max_abs_error}]
+    identical: int | None = None   # tensors stored alike, bit for bit
+    only_in_file: list | None = None
+    only_in_other: list | None = None
 
 
 @dataclass(frozen=True)

@@ -349,6 +349,17 @@ TENSORS = {
     "head_tied": ("boolean or null", "Whether the head is the input embedding (tied)."),
     "softcap": ("number or null", "final_logit_softcapping the checkpoint declares (bht then reads out with softcap:C)."),
     "architecture": ("string or null", "general.architecture (GGUF) or model_type (config.json)."),
+    "compared_with": ("string or null", "[FILE OTHER] OTHER, the GGUF file compared with FILE (null: a listing of one file)."),
+    "differ": ("array of objects or null", "[FILE OTHER] The tensors of both files that differ (type, shape or bytes), in FILE's order."),
+    "differ[].name": ("string", "Its name."),
+    "differ[].shape": ("array", "Its shape in FILE (numpy order)."),
+    "differ[].other_shape": ("array", "Its shape in OTHER."),
+    "differ[].dtype": ("string", "Its stored type in FILE."),
+    "differ[].other_dtype": ("string", "Its stored type in OTHER."),
+    "differ[].max_abs_error": ("number or null", "max |T_OTHER - T_FILE| over its values, dequantized (null: the shapes differ)."),
+    "identical": ("integer or null", "[FILE OTHER] Tensors stored alike in both, bit for bit."),
+    "only_in_file": ("array or null", "[FILE OTHER] Names of the tensors only FILE holds."),
+    "only_in_other": ("array or null", "[FILE OTHER] Names of the tensors only OTHER holds."),
 }
 
 QUANTIZE = {

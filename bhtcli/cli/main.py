@@ -488,21 +488,33 @@ def shift(a, data, lr, steps, out, force, energy, alpha, seed, as_json, quiet):
 
 @cli.command(context_settings=CONTEXT)
 @click.argument("path", metavar="FILE|DIR", type=PATH)
+@click.argument("other", metavar="[OTHER]", type=PATH, required=False)
 @json_option
 @quiet_option
-def tensors(path, as_json, quiet):
-    """List a checkpoint's tensors (name, shape, stored type, bytes) and the head bht reads.
+def tensors(path, other, as_json, quiet):
+    """List a checkpoint's tensors (name, shape, stored type, bytes) and the head bht reads;
+    with OTHER, which tensors of two GGUF builds differ.
 
     FILE is a .gguf, .safetensors, .npz or .npy file; DIR a Hugging Face checkpoint folder
-    (config.json, model.safetensors or shards with model.safetensors.index.json). Shapes are
-    in the order bht reads them (a GGUF head: n_vocab x d). Only headers are read.
+    (config.json, model.safetensors or shards with model.safetensors.index.json); a pipe
+    (<(cat model.gguf)) or - (standard input) is read by its first bytes. Shapes are in the
+    order bht reads them (a GGUF head: n_vocab x d). Only headers are read from files.
+
+    With OTHER (two GGUF files), each tensor of both is compared: identical (same type, same
+    bytes), or its two types and max |T_OTHER - T_FILE| (dequantized a block of rows at a time).
 
     \b
     Examples:
       bht tensors model.gguf
       bht tensors ./gemma-2-2b-it --json | jq '.tensors[] | select(.shape | length == 2) | .name'
+      bht tensors SmolLM2-135M-Instruct.Q4_1.gguf SmolLM2-q8_0.gguf
     """
-    _emit(api.list_tensors(path), as_json)
+    if other is None:
+        _emit(api.list_tensors(path), as_json)
+        return
+    with _reporter(quiet) as progress:
+        result = api.compare_tensors(path, other, progress=progress)
+    _emit(result, as_json)
 
 
 @cli.command(context_settings=CONTEXT)

@@ -195,7 +195,7 @@ def _design_head(r: dict) -> Table:
             head.add_row("samples needed", "- (the difference is below float64's resolution)")
             head.add_row("sup H^2 over the ball <=", _num(ceiling) + "  (in exact arithmetic)")
         else:
-            head.add_row("samples needed", "- (no number of queries can tell them apart)")
+            head.add_row("samples needed", "- (no query x can tell these two matrices apart)")
         return head
     if leverage:
         s2 = [v * v for v in r["query"]]
@@ -587,12 +587,41 @@ def render_tensors_table(result, console: Console) -> None:
         head.add_row("head", "none found: name a tensor with FILE:TENSOR")
     if r["softcap"]:
         head.add_row("softcap", f"final_logit_softcapping {_num(r['softcap'])}: read out with softcap:{r['softcap']:g}")
+    if r["compared_with"] is not None:
+        _render_differences(r, head, console)
+        return
     console.print(head)
     t = Table(box=None, pad_edge=False, show_edge=False)
     for name, justify in (("name", "left"), ("shape", "right"), ("dtype", "left"), ("bytes", "right")):
         t.add_column(name, justify=justify, no_wrap=True)
     for row in r["tensors"]:
         t.add_row(row["name"], " x ".join(map(str, row["shape"])) or "scalar", row["dtype"], f"{row['bytes']:,}")
+    console.print()
+    console.print(t)
+
+
+def _render_differences(r: dict, head: Table, console: Console) -> None:
+    """`bht tensors FILE OTHER`: the counts, then one row per tensor that differs."""
+    head.add_row("compared with", r["compared_with"])
+    differ = r["differ"]
+    head.add_row("identical", f"{r['identical']} tensors (same type, same bytes)")
+    head.add_row("differ", f"{len(differ)} tensors" + ("" if differ else ": the builds are the same"))
+    for key, what in (("only_in_file", "only in FILE"), ("only_in_other", "only in OTHER")):
+        if r[key]:
+            head.add_row(what, f"{len(r[key])}: " + _short(", ".join(r[key]), 72))
+    console.print(head)
+    if not differ:
+        return
+    t = Table(box=None, pad_edge=False, show_edge=False)
+    for name, justify in (("name", "left"), ("shape", "right"), ("FILE", "left"), ("OTHER", "left"),
+                          ("max |d|", "right")):
+        t.add_column(name, justify=justify, no_wrap=True)
+    for row in differ:
+        shape = " x ".join(map(str, row["shape"])) or "scalar"
+        if row["other_shape"] != row["shape"]:
+            shape += " / " + (" x ".join(map(str, row["other_shape"])) or "scalar")
+        t.add_row(row["name"], shape, row["dtype"], row["other_dtype"],
+                  "-" if row["max_abs_error"] is None else _num(row["max_abs_error"]))
     console.print()
     console.print(t)
 

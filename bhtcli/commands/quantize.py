@@ -173,31 +173,26 @@ def reencoded(name: str, shape: tuple) -> bool:
 
 
 def _open_source(src):
-    """(header, uint8 buffer) of a GGUF source: a file is memory-mapped, a pipe read once."""
-    from bhtcli.io.gguf_file import open_gguf, parse_header
-    if hasattr(src, "shape") or not isinstance(src, (str, os.PathLike)):
-        raise InputError(f"{parameter_name('out')} .gguf writes a whole GGUF build; give SRC as a "
-                         ".gguf file, or write the matrix's round trip to .npy")
-    path = os.fspath(src)
-    if os.path.isfile(path) and path.lower().endswith(".gguf"):
-        return open_gguf(path)
-    head = b""
-    if os.path.exists(path) and not os.path.isdir(path):
+    """(header, uint8 buffer) of a GGUF source: a file is memory-mapped, a pipe read once (and
+    refused by the header parser when it is not GGUF)."""
+    from bhtcli.io.gguf_file import open_gguf_stream
+    path = None if hasattr(src, "shape") or not isinstance(src, (str, os.PathLike)) else os.fspath(src)
+    gguf_file = path is not None and os.path.exists(path) and not os.path.isdir(path)
+    if gguf_file and os.path.isfile(path):
         with open(path, "rb") as fh:
-            head = fh.read() if not os.path.isfile(path) else fh.read(4)
-    if not head.startswith(b"GGUF"):
-        raise InputError(f"{path} is not a GGUF file; {parameter_name('out')} .gguf writes a whole "
-                         "GGUF build (FILE.gguf without :TENSOR): write another matrix's round trip "
+            gguf_file = fh.read(4) == b"GGUF"
+    if not gguf_file:
+        raise InputError(f"{path or 'the matrix'} is not a GGUF file; {parameter_name('out')} .gguf writes a "
+                         "whole GGUF build (FILE.gguf without :TENSOR): write another matrix's round trip "
                          "to .npy")
-    if os.path.isfile(path):                       # a GGUF under another name
-        return open_gguf(path)
-    buf = np.frombuffer(head, dtype=np.uint8)      # a pipe: its bytes, read once
-    return parse_header(memoryview(buf), path), buf
+    return open_gguf_stream(path)
 
 
 def _build(src, kind: str, out: str, progress, start: float) -> QuantizeResult:
     import gguf
     from gguf.quants import dequantize, quantize as gguf_quantize
+
+    from bhtcli.io.gguf_file import row_blocks
     from bhtcli.io.gguf_write import plan, write_gguf
     if kind == "int8-row":
         raise InputError(f"{parameter_name('to')} int8-row is not a GGML type; a .gguf build takes "
@@ -222,7 +217,7 @@ def _build(src, kind: str, out: str, progress, start: float) -> QuantizeResult:
             yield bytes(buf[info.offset:info.offset + info.nbytes])
             return
         qtype = gguf.GGMLQuantizationType[p.type_name]
-        for a in _row_blocks(buf, info):
+        for a in row_blocks(buf, info, _rows_per_block(info.shape[-1])):
             if progress:
                 progress(f"re-encoding to {kind}", done, total)
             q = gguf_quantize(a, qtype)
@@ -242,20 +237,3 @@ def _build(src, kind: str, out: str, progress, start: float) -> QuantizeResult:
         header.label, kind, str(out), block, 8.0 * size / block, time.perf_counter() - start,
         int(shape[0]), int(shape[-1]), head=head_name, file_type=file_type, tensors=rows,
         fallbacks=[r["name"] for r in rows if r["reencoded"] and r["to"] != target])
-
-
-def _row_blocks(buf, info):
-    """A tensor's values as float32 rows, a block of rows at a time (read by the one GGUF
-    reader, :func:`bhtcli.io.gguf_file.tensor_array`, on each block's bytes)."""
-    from dataclasses import replace
-
-    from bhtcli.io.gguf_file import tensor_array
-    width = info.shape[-1]
-    rows = math.prod(info.shape) // width
-    row_bytes = info.nbytes // rows
-    step = _rows_per_block(width)
-    for s in range(0, rows, step):
-        count = min(step, rows - s)
-        part = replace(info, shape=(count, width), offset=info.offset + s * row_bytes,
-                       nbytes=count * row_bytes)
-        yield np.asarray(tensor_array(buf, part, info.name), dtype=np.float32)

@@ -85,7 +85,11 @@ def _row(name, shape, dtype, nbytes) -> dict:
 
 def _gguf(path, data: bytes | None = None):
     from bhtcli.io.gguf_file import open_gguf, parse_header
-    header = open_gguf(path)[0] if data is None else parse_header(memoryview(data), path)
+    return _gguf_listing(open_gguf(path)[0] if data is None else parse_header(memoryview(data), path))
+
+
+def _gguf_listing(header):
+    path = header.label
     rows = [_row(t.name, t.shape, t.type_name, t.nbytes) for t in header.tensors.values()]
     head, tied = header.head()
     return _result(path, "gguf", rows, head, tied, header.softcap, header.architecture)
@@ -178,3 +182,105 @@ def _npy(path, stream=None):
     name = os.path.basename(path)
     return _result(path, "npy", [_row(name, shape, dtype.name, dtype.itemsize * math.prod(shape))],
                    name, False)
+
+
+# --- two builds: which tensors differ ------------------------------------------------------
+BLOCK_VALUES = 1 << 22             # values per compared block of rows (16 MB of float32 a side)
+
+
+def compare_tensors(path, other, *, values: bool = True, stdin=None, progress=None) -> TensorsResult:
+    """FILE's listing and which of its tensors differ from OTHER's (two GGUF files, or pipes;
+    one of them may be ``-``, standard input).
+
+    A tensor is identical when both files store it with the same type and the same bytes;
+    otherwise both are read as float32 (dequantized a block of rows at a time, so memory holds
+    two blocks) and compared: max |T_other - T_file| (null when the shapes differ; with
+    `values` False, null too: stored differently, values not read).
+
+    Raises
+    ------
+    InputError
+        Either file missing, damaged or not GGUF.
+    """
+    from dataclasses import replace
+
+    from bhtcli.io.gguf_file import row_blocks
+    if os.fspath(path) == "-" and os.fspath(other) == "-":
+        raise InputError("FILE and OTHER cannot both be read from standard input; give one as a file")
+    (ha, ba), (hb, bb) = _gguf_source(path, stdin), _gguf_source(other, stdin)
+    differ, identical = [], 0
+    common = [name for name in ha.tensors if name in hb.tensors]
+    for k, name in enumerate(common):
+        ta, tb = ha.tensors[name], hb.tensors[name]
+        if (ta.type_name, ta.shape) == (tb.type_name, tb.shape) and \
+                np.array_equal(ba[ta.offset:ta.offset + ta.nbytes], bb[tb.offset:tb.offset + tb.nbytes]):
+            identical += 1
+            continue
+        if progress:
+            progress("comparing tensors", k, len(common))
+        worst = None
+        if values and ta.shape == tb.shape and ta.shape:
+            step = max(1, BLOCK_VALUES // ta.shape[-1])
+            worst = 0.0
+            for a, b in zip(row_blocks(ba, ta, step), row_blocks(bb, tb, step)):
+                with np.errstate(invalid="ignore"):
+                    worst = max(worst, float(np.max(np.abs(b.astype(np.float64) - a), initial=0.0)))
+        differ.append({"name": name, "shape": list(ta.shape), "other_shape": list(tb.shape),
+                       "dtype": ta.type_name, "other_dtype": tb.type_name, "max_abs_error": worst})
+    return replace(_gguf_listing(ha), compared_with=hb.label, differ=differ, identical=identical,
+                   only_in_file=[n for n in ha.tensors if n not in hb.tensors],
+                   only_in_other=[n for n in hb.tensors if n not in ha.tensors])
+
+
+def _gguf_source(spec, stdin=None):
+    """(header, uint8 buffer) of a GGUF file, pipe or standard input (``-``)."""
+    from bhtcli.io.gguf_file import open_gguf_stream, parse_header
+    spec = os.fspath(spec)
+    if spec == "-":
+        data = (stdin if stdin is not None else sys.stdin.buffer).read()
+        buf = np.frombuffer(data, dtype=np.uint8)
+        return parse_header(memoryview(buf), "standard input"), buf
+    if not os.path.exists(spec):
+        raise InputError(f"{spec}: no such file; check the path")
+    if os.path.isdir(spec) or spec.lower().endswith((".safetensors", ".npz", ".npy")):
+        raise InputError(f"{spec}: bht tensors FILE OTHER compares two GGUF files; list other "
+                         "checkpoints one at a time")
+    return open_gguf_stream(spec)
+
+
+def same_heads_note(A, B, reason: str | None) -> str | None:
+    """design's and bound's `reason` when A and B are the same model, extended when they are the
+    heads of two GGUF builds: whether the heads are identical bit for bit, how many other
+    tensors differ, and that `bht prompts` compares the builds (the head alone cannot). The
+    reason as it was for anything else (arrays, other formats, unreadable files)."""
+    from bhtcli.io.gguf_file import open_gguf, split_gguf_name
+    specs = []
+    for spec in (A, B):
+        if not isinstance(spec, (str, os.PathLike)):
+            return reason
+        path, tensor = split_gguf_name(os.fspath(spec))
+        if not (path.lower().endswith(".gguf") and os.path.isfile(path)):
+            return reason
+        specs.append((path, tensor or open_gguf(path)[0].head()[0]))
+    (pa, head), (pb, head_b) = specs
+    found = compare_tensors(pa, pb, values=False)
+    differ = {row["name"]: row for row in found.differ}
+    others = [row for row in found.differ if row["name"] not in (head, head_b)]
+    extra = len(found.only_in_file) + len(found.only_in_other)
+    if not others and not extra:
+        return reason
+    if head == head_b and head not in differ:
+        dtype = next(r["dtype"] for r in found.tensors if r["name"] == head)
+        said = f"the heads are identical ({head}, {dtype}, bit for bit in both files)"
+    else:
+        said = f"the heads ({head}, {head_b}) are the same model: {reason}"
+    kinds = {}
+    for row in others:
+        key = f"{row['dtype']} -> {row['other_dtype']}"
+        kinds[key] = kinds.get(key, 0) + 1
+    what = ", ".join(f"{count} {key}" for key, count in kinds.items())
+    if extra:
+        what += (", " if what else "") + f"{extra} in one file only"
+    return (f"{said}, so no query of the head can tell them apart; but {len(others) + extra} other "
+            f"tensor{'s' if len(others) + extra != 1 else ''} differ ({what}), so the builds can still "
+            f"answer differently: bht prompts {pa} {pb} compares them on prompts")
