@@ -312,3 +312,21 @@ def test_smollm2_re_encoded_as_q8_0_loads_in_llama_cpp_and_keeps_its_head():
             assert llm.detokenize([int(np.argmax(logits[-1]))]) == b" Paris"
             llm.close()
         assert 0 < np.abs(logits[0] - logits[1]).max() < 5
+
+
+def test_real_k_quant_blocks_are_re_encoded_as_the_package_does(tmp_path, capsys):
+    """Rows of SmolLM2-135M (Q8_0, Q4_1) and gemma-3-270m Q4_K_M (Q4_K, Q5_0, Q6_K): each
+    re-encoded tensor is quantize(dequantize(stored)) of the gguf package, byte for byte."""
+    src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "real_blocks.gguf")
+    out = str(tmp_path / "q5_1.gguf")
+    code, stdout, err = run(capsys, "quantize", src, "--to", "q5_1", "--out", out, "--json")
+    assert code == 0 and err == "" and json.loads(stdout)["head"] is None
+    a, b = gguf.GGUFReader(src), gguf.GGUFReader(out)
+    for ta, tb in zip(a.tensors, b.tensors):
+        assert ta.name == tb.name
+        if len(ta.shape) == 1:
+            assert tb.tensor_type == ta.tensor_type and tb.data.tobytes() == ta.data.tobytes()
+            continue
+        assert tb.tensor_type == Q.Q5_1
+        expected = gguf.quants.quantize(gguf.quants.dequantize(ta.data, ta.tensor_type), Q.Q5_1)
+        assert tb.data.tobytes() == expected.tobytes(), ta.name

@@ -192,7 +192,7 @@ def _build(src, kind: str, out: str, progress, start: float) -> QuantizeResult:
     import gguf
     from gguf.quants import dequantize, quantize as gguf_quantize
 
-    from bhtcli.io.gguf_file import row_blocks
+    from bhtcli.io.gguf_file import DEFAULT_ALIGNMENT, row_blocks
     from bhtcli.io.gguf_write import plan, write_gguf
     if kind == "int8-row":
         raise InputError(f"{parameter_name('to')} int8-row is not a GGML type; a .gguf build takes "
@@ -226,8 +226,8 @@ def _build(src, kind: str, out: str, progress, start: float) -> QuantizeResult:
             yield q.tobytes()
 
     file_type = int(gguf.LlamaFileType[FILE_TYPES[kind]])
-    write_gguf(out, buf, header.label, header.metadata.get("general.alignment", 32), plans, chunks,
-               set_u32={"general.file_type": file_type})
+    alignment = header.metadata.get("general.alignment", DEFAULT_ALIGNMENT)
+    write_gguf(out, buf, header.label, alignment, plans, chunks, set_u32={"general.file_type": file_type})
     rows = [{"name": p.name, "shape": list(p.shape), "from": header.tensors[p.name].type_name,
              "to": p.type_name, "reencoded": p.name in errors,
              "max_abs_error": errors[p.name].worst if p.name in errors else 0.0} for p in plans]
