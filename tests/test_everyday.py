@@ -130,7 +130,7 @@ FILE_PARAMETERS = {    # command -> every argument and option that names a file
     "rank": ["A", "B", "[M3 ...] H", "--names", "--bias-a", "--bias-b", "--out"],
     "sweep": ["MANIFEST", "--out", "--export"],
     "shift": ["A", "--data", "--out"],
-    "tensors": ["FILE|DIR"],
+    "tensors": ["FILE|DIR", "[OTHER]"],
     "quantize": ["SRC", "--out"],
 }
 
