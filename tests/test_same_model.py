@@ -179,3 +179,39 @@ def test_rounding_only_difference_keeps_a_positive_sound_ceiling():
     assert not b.distinguishable and "up to float64 rounding" in b.note
     x = np.array([1.0, 0.0])
     assert 0 < h2_mp(A, B, x) <= b.certificate["hellinger_squared_max_bound"]
+
+
+def test_a_change_in_a_small_entry_is_not_rounding():
+    """A 5e-10 change where A's entry is 0, under rows of size 1e5 (16 eps of what the softmax
+    sees): no rounding of B = A + 1 w^T makes it (row 0 pins w_2 = 0), and x = (0, -1e6) moves
+    logit 1 by 5e-4, 16 ulps of the logits. bht used to call the pair the same up to rounding;
+    the design reaches the range ceiling (E diam)^2 / 32 (60-digit reference)."""
+    A = np.array([[1e5, 0.0], [1e5, 0.0], [0.0, 1e5]])
+    B = A.copy()
+    B[1, 1] = 5e-10
+    E = 1e6
+    b, r = bound(A, B, E), design(A, B, E)
+    assert b.distinguishable and r.distinguishable and r.samples["predicted"] is not None
+    ceiling = b.certificate["hellinger_squared_max_bound"]
+    assert h2_mp(A, B, [707106.7812289739, 707106.7811441211]) == pytest.approx(3.906e-9, rel=1e-3)
+    ref = h2_mp(A, B, r.query)
+    assert r.hellinger_squared == pytest.approx(ref, rel=1e-5)
+    assert ref >= 0.999 * h2_mp(A, B, [0.0, -E]) and ref <= ceiling
+    assert h2_mp(A, B, [0.0, -E]) == pytest.approx((E * 5e-10) ** 2 / 32, rel=1e-6)
+
+
+@pytest.mark.parametrize("ulps", [2.0, 8.0, 30.0])
+def test_rounded_shifts_stay_same_and_planted_changes_do_not(ulps):
+    """Rows of size ~1e5 plus a column of zeros: B = A + 1 w^T in float64 is the same up to
+    rounding; a change of `ulps` x eps x 1e5 planted where A's entry is 0 is not."""
+    rng = np.random.default_rng(int(ulps))
+    A = np.hstack([1e5 * rng.normal(size=(5, 2)), np.zeros((5, 1))])
+    B = A + np.array([3.7, -1.3, 0.0])
+    assert np.any((A - B) != (A - B)[0])                  # rounded: not an exact shift
+    same = bound(A, B, 1.0)
+    assert not same.distinguishable and "up to float64 rounding" in same.note
+    B[2, 2] = ulps * 2.2e-16 * 1e5
+    x = np.array([0.0, 0.0, 1.0])
+    assert h2_mp(A, B, x) > 0
+    b = bound(A, B, 1.0)
+    assert b.distinguishable and h2_mp(A, B, x) <= b.certificate["hellinger_squared_max_bound"]
