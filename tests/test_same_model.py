@@ -215,3 +215,28 @@ def test_rounded_shifts_stay_same_and_planted_changes_do_not(ulps):
     assert h2_mp(A, B, x) > 0
     b = bound(A, B, 1.0)
     assert b.distinguishable and h2_mp(A, B, x) <= b.certificate["hellinger_squared_max_bound"]
+
+
+@pytest.mark.parametrize("k", [5, 7, 9])
+def test_differences_at_the_rounding_level_of_a_minus_b_are_evaluated_exactly(k):
+    """a = 500 (+ k ulps), b = -500: a - b = 1000 + k ulp(500) is not a float (ulp(1000) is 2
+    ulp(500)), so fl(A - B) rounds the only difference the softmax sees by up to half an ulp of
+    1000. The pair is no rounded shift (k ulps > the two entries' eps max(|a|, |b|)), so it is
+    designed; bht printed H^2 0.64x (k = 5) and 1.31x (k = 7) the 60-digit value at its own query,
+    and a ceiling below it. The rows relative to the first, from exact differences, fix both."""
+    u = np.spacing(500.0)
+    A, B = np.array([[500.0], [500.0 + k * u]]), np.array([[-500.0], [-500.0]])
+    r, b = design(A, B, 1.0), bound(A, B, 1.0)
+    assert r.distinguishable and b.distinguishable
+    ref = h2_mp(A, B, r.query)
+    assert ref == pytest.approx((k * u) ** 2 / 32, rel=1e-9)          # p = (1/2, 1/2) at x = +-1
+    assert r.hellinger_squared == pytest.approx(ref, rel=1e-12)
+    assert ref <= b.certificate["hellinger_squared_max_bound"]
+    assert ref <= r.certificate["hellinger_squared_max_bound"]
+    # the same with a column of 1e8 and a shift of 1e3 in it, and after a float32 search (its
+    # report is one streamed float64 pass, logits_at_each)
+    A2 = np.array([[500.0, 1e8], [500.0 + k * u, 1e8], [500.0, 1e8]])
+    B2 = np.array([[-500.0, 1e8 + 1e3], [-500.0, 1e8 + 1e3], [-500.0 + 2 * u, 1e8 + 1e3]])
+    for dtype in ("float64", "float32"):
+        r = design(A2, B2, 1.0, dtype=dtype)
+        assert r.hellinger_squared == pytest.approx(h2_mp(A2, B2, r.query), rel=1e-9)
