@@ -24,7 +24,7 @@ from bhtcli.models.kway import KModels, SoftBottleneck, WeightedSum
 from bhtcli.search.ascent import BatchedAscent, distinct, project
 from bhtcli.search.kkt import kkt_residuals
 from bhtcli.search.result import SearchResult, maxima_values
-from bhtcli.search.scan import bottleneck_scan, scan_applies, with_scan
+from bhtcli.search.scan import SCAN_KEEP, bottleneck_scan, scan_applies, with_scan, zoom
 
 SHARPNESS = (4.0, 16.0, 64.0, 256.0, 1024.0, 4096.0, 16384.0)
 DEFAULT_KWAY_STARTS = 32
@@ -138,10 +138,17 @@ def maximize_bottleneck(models: KModels, energy: float, *, starts: int | None = 
     ends = run.X
     true = models.pair_distances(ends).min(axis=0)
     finals = distinct(ends, true, energy, tol=1e-3)
-    X = ends[:, finals[:keep]]
+    # the sharpening ladder continues the best distinct points by the true bottleneck among the
+    # climbs' ends *and their starts*: at s = 4 the soft minimum of many pairs is a poor
+    # stand-in for the minimum, and its climb can leave a start (a scan point next to the
+    # maximum on a kink, where two pairs' D are equal) for a lower point (docs/maths.md §8.2)
+    pool = np.concatenate([ends, X0], axis=1)
+    pool_true = np.concatenate([true, models.pair_distances(X0).min(axis=0)])
+    ranked = distinct(pool, pool_true, energy, tol=1e-3)
+    X = pool[:, ranked[:keep]]
     if progress:
         progress(f"sharpening the best {X.shape[1]} of {len(finals)} distinct maxima")
-    best_x, best_v = ends[:, finals[0]].copy(), float(true[finals[0]])
+    best_x, best_v = pool[:, ranked[0]].copy(), float(pool_true[ranked[0]])
     for s in SHARPNESS[1:]:
         run = BatchedAscent(SoftBottleneck(models, s), X, energy)
         run.run(600, gtol=polish_gtol if s == SHARPNESS[-1] else explore_gtol)
@@ -151,6 +158,16 @@ def maximize_bottleneck(models: KModels, energy: float, *, starts: int | None = 
     j = int(np.argmax(v))
     if v[j] >= best_v:
         best_x, best_v = X[:, j].copy(), float(v[j])
+    if scan_applies(models.d):
+        # d <= 2: the sharpened ends and the best starts finish on the true bottleneck by a
+        # shrinking local grid, which climbs onto a kink that the smoothed ladder can miss
+        # when three or more pairs nearly meet there (search/scan.py: zoom)
+        bottleneck = lambda P: models.pair_distances(P).min(axis=0)
+        Z, fz = zoom(bottleneck, np.concatenate([X, pool[:, ranked[:SCAN_KEEP]]], axis=1),
+                     energy, models.K * models.n)
+        j = int(np.argmax(fz))
+        if fz[j] > best_v:
+            best_x, best_v = Z[:, j].copy(), float(fz[j])
     obj = SoftBottleneck(models, SHARPNESS[-1])
     f, g = obj.value_and_grad(best_x[:, None])
     residual = float(kkt_residuals(best_x[:, None], f, g, energy)[0])
