@@ -347,3 +347,30 @@ def test_kway_bottleneck_reaches_the_grid_maximum_in_d2(seed, n, E):
     found = maximize_bottleneck(km, E)
     assert found.value >= grid * (1 - 2e-4)
     assert float(km.pair_distances(found.x[:, None]).min()) == pytest.approx(found.value, rel=1e-12)
+
+
+def test_schedule_or_single_query_by_the_predicted_count(capsys):
+    """Four random models in d = 2 (seed 9, E = 0.04): the schedule's exponent is 1.002x the
+    single query's, yet its predicted count is larger (8,089 against 7,948), so the single
+    query is the one to send; the bundled three models are the other way round (20 against
+    22). The choice follows the two printed counts; the table prints both."""
+    from bhtcli.commands.kway import preferred
+    rng = np.random.default_rng(9)
+    models = [1.5 * rng.standard_normal((6, 2)) for _ in range(4)]
+    r = api.design(models, energy=0.04, schedule=True)
+    s = r.schedule
+    assert s["gain_vs_single"] > 1 and s["samples"]["predicted"] > r.samples["predicted"]
+    assert s["preferred"] == "single"
+    r = api.design([os.path.join(EX, f) for f in ("A.npy", "B.npy", "C.npy")], energy=1.0,
+                   schedule=True)
+    assert r.schedule["samples"]["predicted"] < r.samples["predicted"]
+    assert r.schedule["preferred"] == "schedule"
+    code, out, _ = run(capsys, "design", *[os.path.join(EX, f) for f in ("A.npy", "B.npy", "C.npy")],
+                       "--energy", "1", "--schedule")
+    assert code == 0
+    assert (f"the schedule: {r.schedule['samples']['predicted']} answers (predicted) against "
+            f"{r.samples['predicted']} with the single query") in out
+    assert preferred(100, 100, 2.0, 1.0) == "single"          # a tie: one query is simpler
+    assert preferred(99, 100, 0.5, 1.0) == "schedule"         # the count decides, not D
+    assert preferred(None, 100, 2.0, 1.0) == "schedule"       # no count: by the exponent
+    assert preferred(None, None, 1.0, 1.0) == "single"
