@@ -240,3 +240,27 @@ def test_differences_at_the_rounding_level_of_a_minus_b_are_evaluated_exactly(k)
     for dtype in ("float64", "float32"):
         r = design(A2, B2, 1.0, dtype=dtype)
         assert r.hellinger_squared == pytest.approx(h2_mp(A2, B2, r.query), rel=1e-9)
+
+
+def test_reference_differences_are_exact_where_a_common_part_dwarfs_the_rows():
+    """maths/differences.py against exact rational arithmetic: with a common part 1e8 times the
+    differences between rows every entry is within 4 ulps of g_i - g_0 (fl(a - b) alone is off
+    by up to half an ulp of the common part); elsewhere within 600 eps of the column's spread;
+    any block size gives the same rows."""
+    from bhtcli.maths.differences import reference_differences
+    rng = np.random.default_rng(5)
+    a = rng.normal(size=(40, 3))
+    b = a + np.array([1e3, -3e2, 0.0])          # columns 0, 1: rounded shifts; 2: exact
+    b[:, 2] += 1e-3 * rng.normal(size=40)
+    exact = np.array([[float((Fraction(a[i, k]) - Fraction(b[i, k])) - (Fraction(a[0, k]) - Fraction(b[0, k])))
+                       for k in range(3)] for i in range(40)])
+    got, _ = reference_differences(a, b)
+    assert np.all(np.abs(got[:, :2] - exact[:, :2]) <= 4 * np.spacing(np.abs(exact[:, :2]) + 1e-300))
+    assert np.max(np.abs(got[:, 2] - exact[:, 2])) <= 600 * 2.2e-16 * np.ptp(exact[:, 2])
+    plain = (a - b) - (a[0] - b[0])
+    assert np.max(np.abs(plain[:, :2] - exact[:, :2])) > 1e3 * np.max(np.abs(got[:, :2] - exact[:, :2]))
+    ref, parts = None, []
+    for s in range(0, 40, 7):
+        blk, ref = reference_differences(a[s:s + 7], b[s:s + 7], ref)
+        parts.append(blk)
+    assert np.allclose(np.vstack(parts), got, rtol=0, atol=4 * np.spacing(1.0) * np.abs(exact).max())

@@ -279,8 +279,9 @@ def centred_difference(A: np.ndarray, B: np.ndarray, rows: int = 8192) -> np.nda
     ref = None
     for s in range(0, A.shape[0], rows):
         # up-cast first: float32 inputs subtracted in float32 would round A - B
-        G[s:s + rows], ref = reference_differences(np.asarray(A[s:s + rows], dtype=np.float64),
-                                                   np.asarray(B[s:s + rows], dtype=np.float64), ref)
+        ref = reference_differences(np.asarray(A[s:s + rows], dtype=np.float64),
+                                    np.asarray(B[s:s + rows], dtype=np.float64), ref,
+                                    out=G[s:s + rows])[1]
     G -= G.mean(axis=0, dtype=np.float64)
     return G
 

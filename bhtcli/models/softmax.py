@@ -128,7 +128,7 @@ class SoftmaxPair:
             np.add(a, b, out=C[s:s + rows])
             C[s:s + rows] *= 0.5
             if exact:
-                G[s:s + rows], ref = reference_differences(a, b, ref)
+                ref = reference_differences(a, b, ref, out=G[s:s + rows])[1]
             else:
                 np.subtract(a, b, out=G[s:s + rows])
         if self.readout.exp_links:
