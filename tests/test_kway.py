@@ -346,6 +346,7 @@ def test_kway_bottleneck_reaches_the_grid_maximum_in_d2(seed, n, E):
     grid = _bottleneck_on_a_grid(km, E)
     found = maximize_bottleneck(km, E)
     assert found.value >= grid * (1 - 2e-4)
+    assert found.kkt_residual < 1e-3        # over the active pairs' hull: no false warning
     assert float(km.pair_distances(found.x[:, None]).min()) == pytest.approx(found.value, rel=1e-12)
 
 
@@ -374,3 +375,15 @@ def test_schedule_or_single_query_by_the_predicted_count(capsys):
     assert preferred(99, 100, 0.5, 1.0) == "schedule"         # the count decides, not D
     assert preferred(None, 100, 2.0, 1.0) == "schedule"       # no count: by the exponent
     assert preferred(None, None, 1.0, 1.0) == "single"
+
+
+def test_hull_residual_is_zero_on_a_kink_and_not_off_it():
+    """min(x1, -x1 + c) has its maximum on the kink x1 = c/2, where neither gradient vanishes but
+    0 = (e1 - e1)/2 is in their hull; on the sphere the outward part is absorbed."""
+    from bhtcli.search.kkt import hull_residual
+    x = np.array([0.1, 0.0])
+    assert hull_residual(x, np.array([[1.0, -1.0], [0.0, 0.0]]), 0.1, 1.0) == pytest.approx(0.0, abs=1e-15)
+    assert hull_residual(x, np.array([[1.0, 1.0], [0.0, 0.5]]), 0.1, 1.0) == pytest.approx(1.0)
+    on = np.array([0.6, 0.8])                      # ||x|| = E = 1: gradients along x are absorbed
+    assert hull_residual(on, np.stack([on, 2 * on], axis=1), 0.1, 1.0) == pytest.approx(0.0, abs=1e-15)
+    assert hull_residual(x, np.ones((2, 7)), 0.1, 1.0) is None

@@ -22,7 +22,7 @@ import numpy as np
 
 from bhtcli.models.kway import KModels, SoftBottleneck, WeightedSum
 from bhtcli.search.ascent import BatchedAscent, distinct, project
-from bhtcli.search.kkt import kkt_residuals
+from bhtcli.search.kkt import HULL_MAX, hull_residual, kkt_residuals
 from bhtcli.search.result import SearchResult, maxima_values
 from bhtcli.search.scan import SCAN_KEEP, bottleneck_scan, scan_applies, with_scan, zoom
 
@@ -33,6 +33,7 @@ SCHEDULE_ROUNDS = 12        # column-generation rounds at most
 SCHEDULE_ADD = 3            # best distinct pricing maxima added per round
 SCHEDULE_RTOL = 1e-6        # stop when the pricing maximum is within this of the LP value
 SVD_MAX_ENTRIES = 4_000_000
+ACTIVE_RTOL = 1e-4          # pairs within this of the bottleneck count as active at a kink
 
 
 def pair_directions(models: KModels, r: int, seed: int) -> list:
@@ -171,6 +172,10 @@ def maximize_bottleneck(models: KModels, energy: float, *, starts: int | None = 
     obj = SoftBottleneck(models, SHARPNESS[-1])
     f, g = obj.value_and_grad(best_x[:, None])
     residual = float(kkt_residuals(best_x[:, None], f, g, energy)[0])
+    if residual > ACTIVE_RTOL:
+        # a maximum on a kink is stationary for the pairs' hull, not for the soft minimum
+        kink = _kink_residual(models, best_x, energy)
+        residual = residual if kink is None else min(residual, kink)
     on_boundary = bool(np.linalg.norm(best_x) >= energy * (1 - 1e-9))
     return SearchResult(x=best_x, value=best_v, starts=X0.shape[1], iterations=iterations,
                         local_maxima=len(finals), values=maxima_values(true[finals], best_v),
@@ -178,6 +183,21 @@ def maximize_bottleneck(models: KModels, energy: float, *, starts: int | None = 
                         kkt_residual=residual, seconds=time.perf_counter() - t0,
                         method="lbfgs", stop_reason=f"fixed number of starts ({X0.shape[1]})",
                         points=X)
+
+
+def _kink_residual(models: KModels, x: np.ndarray, energy: float):
+    """The KKT residual of the bottleneck at x over the hull of its active pairs' gradients
+    (those within ACTIVE_RTOL of the minimum; search/kkt.py: hull_residual), or None."""
+    D = models.pair_distances(x[:, None])[:, 0]
+    active = np.flatnonzero(D <= D.min() * (1 + ACTIVE_RTOL))
+    if active.size > HULL_MAX:
+        return None
+    grads = []
+    for p in active:
+        w = np.zeros(len(D))
+        w[p] = 1.0
+        grads.append(WeightedSum(models, w).value_and_grad(x[:, None])[1][:, 0])
+    return hull_residual(x, np.stack(grads, axis=1), float(D.min()), energy)
 
 
 # ------------------------------------------------------------------------------- schedules
