@@ -427,6 +427,7 @@ DESIGN.update({
     **{f"schedule.samples.{k}": v for k, v in KWAY_SAMPLES.items()},
     "schedule.counts": ("array or null", "Answers to each query for the predicted total."),
     "schedule.gain_vs_single": ("number or null", "The schedule's exponent over the single query's (1.3: 23% fewer answers)."),
+    "schedule.preferred": ("string", "\"schedule\" or \"single\": the one whose predicted count (`schedule.samples.predicted` against `samples.predicted`) is smaller, the single query on a tie; by the exponent when a count is null. A larger exponent can still need more answers."),
     "schedule.dual_bound": ("number", "max_x sum lambda_ij D_ij(x) at the programme's last dual weights: no schedule's exponent exceeds it (when that maximum is global)."),
     "schedule.converged": ("boolean", "Whether column generation found no query that improves the programme."),
     "schedule.rounds": ("integer", "Rounds of column generation."),

@@ -247,3 +247,28 @@ def test_design_with_the_exact_certificate_has_the_bounds_ceiling():
         design([A[:40], B[:40], A[:40] + 1e-3], energy=1.0, certificate="exact")
     with pytest.raises(InputError, match="must be one of"):
         design(A[:40], B[:40], 1.0, certificate="maybe")
+
+
+@pytest.mark.parametrize("n", [100, 300])
+def test_antipodal_pairs_have_a_zero_quartic_part(tmp_path, n):
+    """B = -A exactly: every centred midpoint row g_i is 0, so K = 0 and Lanczos had no start
+    (ARPACK 'starting vector is zero' at n > 64, a traceback and no JSON). The ceiling is the
+    quadratic part, above the variance over a dense grid of the ball; the note says K = 0."""
+    import json
+
+    from click.testing import CliRunner
+
+    from bhtcli.cli.main import cli
+    rng = np.random.default_rng(17)
+    A = rng.standard_normal((n, 2))
+    for E in (0.01, 0.5, 2.0):
+        r = check_bilinear(A, -A, E)
+        assert r.quartic == 0 and r.attempts == 0 and r.eta == 1e-6
+    a, b = tmp_path / "a.npy", tmp_path / "b.npy"
+    np.save(a, A)
+    np.save(b, -A)
+    for command in ("bound", "design"):
+        out = CliRunner().invoke(cli, [command, str(a), str(b), "-E", "0.5", "--certificate", "exact", "--json"])
+        assert out.exit_code == 0, out.output
+        c = json.loads(out.stdout)["certificate"]
+        assert c["ceilings"]["bilinear"] is not None and "K = 0" in c["note"]

@@ -179,3 +179,88 @@ def test_rounding_only_difference_keeps_a_positive_sound_ceiling():
     assert not b.distinguishable and "up to float64 rounding" in b.note
     x = np.array([1.0, 0.0])
     assert 0 < h2_mp(A, B, x) <= b.certificate["hellinger_squared_max_bound"]
+
+
+def test_a_change_in_a_small_entry_is_not_rounding():
+    """A 5e-10 change where A's entry is 0, under rows of size 1e5 (16 eps of what the softmax
+    sees): no rounding of B = A + 1 w^T makes it (row 0 pins w_2 = 0), and x = (0, -1e6) moves
+    logit 1 by 5e-4, 16 ulps of the logits. bht used to call the pair the same up to rounding;
+    the design reaches the range ceiling (E diam)^2 / 32 (60-digit reference)."""
+    A = np.array([[1e5, 0.0], [1e5, 0.0], [0.0, 1e5]])
+    B = A.copy()
+    B[1, 1] = 5e-10
+    E = 1e6
+    b, r = bound(A, B, E), design(A, B, E)
+    assert b.distinguishable and r.distinguishable and r.samples["predicted"] is not None
+    ceiling = b.certificate["hellinger_squared_max_bound"]
+    assert h2_mp(A, B, [707106.7812289739, 707106.7811441211]) == pytest.approx(3.906e-9, rel=1e-3)
+    ref = h2_mp(A, B, r.query)
+    assert r.hellinger_squared == pytest.approx(ref, rel=1e-5)
+    assert ref >= 0.999 * h2_mp(A, B, [0.0, -E]) and ref <= ceiling
+    assert h2_mp(A, B, [0.0, -E]) == pytest.approx((E * 5e-10) ** 2 / 32, rel=1e-6)
+
+
+@pytest.mark.parametrize("ulps", [2.0, 8.0, 30.0])
+def test_rounded_shifts_stay_same_and_planted_changes_do_not(ulps):
+    """Rows of size ~1e5 plus a column of zeros: B = A + 1 w^T in float64 is the same up to
+    rounding; a change of `ulps` x eps x 1e5 planted where A's entry is 0 is not."""
+    rng = np.random.default_rng(int(ulps))
+    A = np.hstack([1e5 * rng.normal(size=(5, 2)), np.zeros((5, 1))])
+    B = A + np.array([3.7, -1.3, 0.0])
+    assert np.any((A - B) != (A - B)[0])                  # rounded: not an exact shift
+    same = bound(A, B, 1.0)
+    assert not same.distinguishable and "up to float64 rounding" in same.note
+    B[2, 2] = ulps * 2.2e-16 * 1e5
+    x = np.array([0.0, 0.0, 1.0])
+    assert h2_mp(A, B, x) > 0
+    b = bound(A, B, 1.0)
+    assert b.distinguishable and h2_mp(A, B, x) <= b.certificate["hellinger_squared_max_bound"]
+
+
+@pytest.mark.parametrize("k", [5, 7, 9])
+def test_differences_at_the_rounding_level_of_a_minus_b_are_evaluated_exactly(k):
+    """a = 500 (+ k ulps), b = -500: a - b = 1000 + k ulp(500) is not a float (ulp(1000) is 2
+    ulp(500)), so fl(A - B) rounds the only difference the softmax sees by up to half an ulp of
+    1000. The pair is no rounded shift (k ulps > the two entries' eps max(|a|, |b|)), so it is
+    designed; bht printed H^2 0.64x (k = 5) and 1.31x (k = 7) the 60-digit value at its own query,
+    and a ceiling below it. The rows relative to the first, from exact differences, fix both."""
+    u = np.spacing(500.0)
+    A, B = np.array([[500.0], [500.0 + k * u]]), np.array([[-500.0], [-500.0]])
+    r, b = design(A, B, 1.0), bound(A, B, 1.0)
+    assert r.distinguishable and b.distinguishable
+    ref = h2_mp(A, B, r.query)
+    assert ref == pytest.approx((k * u) ** 2 / 32, rel=1e-9)          # p = (1/2, 1/2) at x = +-1
+    assert r.hellinger_squared == pytest.approx(ref, rel=1e-12)
+    assert ref <= b.certificate["hellinger_squared_max_bound"]
+    assert ref <= r.certificate["hellinger_squared_max_bound"]
+    # the same with a column of 1e8 and a shift of 1e3 in it, and after a float32 search (its
+    # report is one streamed float64 pass, logits_at_each)
+    A2 = np.array([[500.0, 1e8], [500.0 + k * u, 1e8], [500.0, 1e8]])
+    B2 = np.array([[-500.0, 1e8 + 1e3], [-500.0, 1e8 + 1e3], [-500.0 + 2 * u, 1e8 + 1e3]])
+    for dtype in ("float64", "float32"):
+        r = design(A2, B2, 1.0, dtype=dtype)
+        assert r.hellinger_squared == pytest.approx(h2_mp(A2, B2, r.query), rel=1e-9)
+
+
+def test_reference_differences_are_exact_where_a_common_part_dwarfs_the_rows():
+    """maths/differences.py against exact rational arithmetic: with a common part 1e8 times the
+    differences between rows every entry is within 4 ulps of g_i - g_0 (fl(a - b) alone is off
+    by up to half an ulp of the common part); elsewhere within 600 eps of the column's spread;
+    any block size gives the same rows."""
+    from bhtcli.maths.differences import reference_differences
+    rng = np.random.default_rng(5)
+    a = rng.normal(size=(40, 3))
+    b = a + np.array([1e3, -3e2, 0.0])          # columns 0, 1: rounded shifts; 2: exact
+    b[:, 2] += 1e-3 * rng.normal(size=40)
+    exact = np.array([[float((Fraction(a[i, k]) - Fraction(b[i, k])) - (Fraction(a[0, k]) - Fraction(b[0, k])))
+                       for k in range(3)] for i in range(40)])
+    got, _ = reference_differences(a, b)
+    assert np.all(np.abs(got[:, :2] - exact[:, :2]) <= 4 * np.spacing(np.abs(exact[:, :2]) + 1e-300))
+    assert np.max(np.abs(got[:, 2] - exact[:, 2])) <= 600 * 2.2e-16 * np.ptp(exact[:, 2])
+    plain = (a - b) - (a[0] - b[0])
+    assert np.max(np.abs(plain[:, :2] - exact[:, :2])) > 1e3 * np.max(np.abs(got[:, :2] - exact[:, :2]))
+    ref, parts = None, []
+    for s in range(0, 40, 7):
+        blk, ref = reference_differences(a[s:s + 7], b[s:s + 7], ref)
+        parts.append(blk)
+    assert np.allclose(np.vstack(parts), got, rtol=0, atol=4 * np.spacing(1.0) * np.abs(exact).max())

@@ -19,6 +19,7 @@ from bhtcli.maths.psd import top_eigenvalue_certified
 BILINEAR_MAX_ROWS = 40_000      # the n x n matrix: 12.8 GB at this n (refused above)
 BILINEAR_HEAVY_ROWS = 1         # rows that keep the direction-dependent bound of §4.9
 GRAM_BLOCK = 512                # rows of the n x n matrix formed per step
+ETA_FLOOR = 1e-6                # the smallest eta of the odd term's AM-GM split (§4.14 (iv))
 
 
 @dataclass(frozen=True)
@@ -51,10 +52,15 @@ def with_bilinear_ceiling(facts: PairFacts, A, B, energy: float, readout=None, l
         return replace(facts, ceiling=replace(ceiling, candidates=cands, note=join_notes(ceiling.note, why)))
     V = result.variance * (1 + CEILING_GUARD)
     cands["bilinear"] = h2_from_variance(V)
+    note = ceiling.note
+    if result.attempts == 0:
+        note = join_notes(note, "the bilinear ceiling's quartic part is 0: K = 0, since every "
+                                "centred midpoint row g_i = (a_i + b_i)/2 is 0 (B = -A) or has "
+                                "h_i = m")
     if ceiling.variance is None or V < ceiling.variance:
-        ceiling = Ceiling(V, "bilinear", cands, ceiling.note)
+        ceiling = Ceiling(V, "bilinear", cands, note)
     else:
-        ceiling = replace(ceiling, candidates=cands)
+        ceiling = replace(ceiling, candidates=cands, note=note)
     return replace(facts, ceiling=ceiling)
 
 
@@ -87,12 +93,16 @@ def bilinear_variance(A, B, energy: float, stats: PairStats | None = None, *,
         return None, "the bilinear ceiling: the tilts e^{E |g_i|} overflow"
     uniform = _uniform_part(rows.h, c, m, E, n, d)
     u = rows.h - m
-    eta = _choose_eta(rows.g[bulk], u[bulk], c[bulk], uniform, E, n)
+    # K = 0 exactly when every bulk row has g_i = 0 or u_i = 0 (B = -A: every g_i is 0): the
+    # quartic part vanishes, any eta > 0 is valid, and the smallest one leaves the quadratic part
+    zero = not np.any(np.any(rows.g[bulk] != 0, axis=1) & np.any(u[bulk] != 0, axis=1))
+    eta = ETA_FLOOR if zero else _choose_eta(rows.g[bulk], u[bulk], c[bulk], uniform, E, n)
     w = c * (phi + 1.0 / (2.0 * eta)) * (1 + 8 * EPS)
     w[heavy] = 0.0
     say(f"bilinear ceiling: eta = {eta:.3g}, forming the {n - len(heavy):,} x {n - len(heavy):,} matrix")
     try:
-        lam, lanczos, attempts = _certified_top(rows.g[bulk], u[bulk], w[bulk], say)
+        lam, lanczos, attempts = ((0.0, 0.0, 0) if zero else
+                                  _certified_top(rows.g[bulk], u[bulk], w[bulk], say))
     except MemoryError:
         return None, f"the bilinear ceiling: no memory for its n x n matrix ({8 * n * n / 1e9:.1f} GB)"
     if lam is None:
@@ -151,7 +161,7 @@ def _choose_eta(g, u, c, uniform: float, E: float, n: int) -> float:
     p = E ** 4 / n * operator_top_estimate(g, u, c, tol=1e-2)
     if not (p > 0 and uniform > 0):
         return 1.0
-    return max(math.sqrt(p / uniform), 1e-6)
+    return max(math.sqrt(p / uniform), ETA_FLOOR)
 
 
 def operator_top_estimate(g, u, w, tol: float) -> float:
@@ -224,8 +234,13 @@ def _certified_top(g, u, w, say, tries=(1e-7, 1e-5, 1e-3, 1e-1)):
         vals, vecs = np.linalg.eigh(T, UPLO="L")
         lam, v = float(vals[-1]), vecs[:, -1]
     else:
+        from scipy.sparse.linalg import ArpackError
         op = LinearOperator((n, n), matvec=lambda z: lower_matvec(T, np.ravel(z)), dtype=np.float64)
-        vals, vecs = eigsh(op, k=1, which="LA", tol=1e-10, ncv=32, v0=np.ones(n))
+        try:
+            vals, vecs = eigsh(op, k=1, which="LA", tol=1e-10, ncv=32, v0=np.ones(n))
+        except ArpackError:         # e.g. T 1 = 0: a start with no part in T's range
+            vals, vecs = eigsh(op, k=1, which="LA", tol=1e-10, ncv=32,
+                               v0=np.random.default_rng(0).standard_normal(n))
         lam, v = float(vals[0]), vecs[:, 0]
     resid = float(np.linalg.norm(lower_matvec(T, v) - lam * v)) / max(float(np.linalg.norm(v)), 1e-300)
     say(f"bilinear ceiling: Lanczos {lam:.6g} (residual {resid:.2g}); Cholesky of the shifted matrix")

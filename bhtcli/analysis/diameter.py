@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from bhtcli.maths.certificate import EPS
+from bhtcli.maths.differences import reference_differences
 
 
 EXACT_DIAMETER_MAX_N = 10_000
@@ -271,13 +272,17 @@ class DifferenceRows:
 
 
 def centred_difference(A: np.ndarray, B: np.ndarray, rows: int = 8192) -> np.ndarray:
-    """A - B with its mean row subtracted (one streamed pass over A and B)."""
+    """A - B with its mean row subtracted (one streamed pass over A and B), the rows taken
+    relative to the first from the exact differences first (maths/differences.py), as the
+    float64 SoftmaxPair's G: the same values, bit for bit."""
     G = np.empty(A.shape, dtype=np.float64)
+    ref = None
     for s in range(0, A.shape[0], rows):
         # up-cast first: float32 inputs subtracted in float32 would round A - B
-        np.subtract(np.asarray(A[s:s + rows], dtype=np.float64),
-                    np.asarray(B[s:s + rows], dtype=np.float64), out=G[s:s + rows])
-    G -= G.mean(axis=0)
+        ref = reference_differences(np.asarray(A[s:s + rows], dtype=np.float64),
+                                    np.asarray(B[s:s + rows], dtype=np.float64), ref,
+                                    out=G[s:s + rows])[1]
+    G -= G.mean(axis=0, dtype=np.float64)
     return G
 
 

@@ -12,6 +12,7 @@ from bhtcli.analysis.ceilings import Ceiling, abs_max, PairStats, pair_stats, va
 from bhtcli.maths.certificate import h2_from_variance
 from bhtcli.analysis.diameter import DifferenceRows, Diameter, row_diameter, row_norm_2inf
 from bhtcli.maths.certificate import EPS
+from bhtcli.maths.differences import two_difference
 from bhtcli.models.links import softcap_spread
 from bhtcli.models.readout import Readout
 from bhtcli.io.validation import MAX_LOGIT, MIN_LOGIT, check_logit_scale
@@ -165,32 +166,33 @@ def _visible_scale(A, B, energy: float, base: PairBase, readout: Readout) -> flo
 
 def _same_softmax(A, B, readout: Readout, diam: float, bias_range: float,
                   stats: PairStats) -> tuple[str | None, bool, float]:
-    """(reason, exact) for exp links (docs/maths.md §1.2): the models are the same when every
-    row of A - B is the same vector and the biases differ by a constant. Decided on what the
-    softmax sees: the tolerance scales with the rows *minus a reference row* (a column that is
-    constant, however large, is invisible to the softmax and does not widen it), and an exact
-    test (error-free differences) says whether the equality holds exactly or up to rounding.
+    """(reason, exact) for exp links (docs/maths.md §1.2, §1.3): the models are the same when
+    every row of A - B is the same vector and the biases differ by a constant. An exact test
+    (error-free differences) says whether that holds for the stored values; otherwise they are
+    the same up to rounding when B = A + 1 w^T up to the rounding of each stored entry (an
+    entrywise test, so a change of a small entry under large rows is never mistaken for it).
     (None, True, 0, visible) when they differ; the third item bounds the rounding errors of the
     computed rows of A - B (docs/maths.md §1.3); the fourth is the size of the rows the softmax
     sees, max_i max(||a_i - a_0||, ||b_i - b_0||), when this pass ran (else None)."""
     if diam > 64.0 * EPS * max(stats.norm_a, stats.norm_b, abs_max(readout.bias_a),
                                 abs_max(readout.bias_b)):
         return None, True, 0.0, None                # not even within the raw scale's rounding
-    spread_a, spread_b, exact, rounding, visible = _centred_scales_and_exact(A, B, readout.bias_a,
-                                                                             readout.bias_b)
+    spread_a, spread_b, exact, rounding, visible, entrywise = _centred_scales_and_exact(
+        A, B, readout.bias_a, readout.bias_b)
     plain = readout.plain
     if exact:
         return ("A and B are the same softmax model: every row of A - B is the same vector "
                 "(B = A + 1 w^T" + (", biases differing by a constant" if not plain else "")
                 + "), so softmax(Ax) = softmax(Bx) for every query"), True, 0.0, visible
-    tiny = 32.0 * EPS * max(spread_a, spread_b)
-    if diam <= tiny and bias_range <= tiny:
-        return ("A and B are the same softmax model up to float64 rounding: the rows of A - B "
-                f"differ from one another by at most {diam:.3g}"
+    if entrywise:
+        return ("A and B are the same softmax model up to float64 rounding: B = A + 1 w^T up to "
+                "the rounding of the stored entries (|a_ij - b_ij - w_j| <= eps max(|a_ij|, |b_ij|) "
+                "for one row w" + (", biases as one more column" if not plain else "")
+                + f"); the rows of A - B differ from one another by at most {diam:.3g}"
                 + (f" (biases by {bias_range:.3g})" if not plain else "")
-                + f", within 32 eps of the size of the rows the softmax sees ({max(spread_a, spread_b):.3g}, "
-                "each row minus the first); no query moves a logit difference by more than "
-                "float64 resolves, and the ceiling bounds what exact arithmetic would give"), False, rounding, visible
+                + f", against rows of size {max(spread_a, spread_b):.3g} as the softmax sees them "
+                "(each row minus the first); the ceiling bounds what exact arithmetic would give"), \
+            False, rounding, visible
     return None, True, 0.0, visible
 
 
@@ -199,33 +201,34 @@ def _centred_scales_and_exact(A, B, bias_a, bias_b, rows: int = 8192):
     [A - B, alpha - beta] equals the first exactly) in one streamed pass. Differences are
     error-free (TwoSum: a - b = s + e exactly, and (s, e) is unique for a given real value),
     so the equality test is exact for the stored values. Fourth: max_i ||e_i - e_0||. Fifth:
-    max_i max(||a_i - a_0||, ||b_i - b_0||) (the rows without the biases)."""
+    max_i max(||a_i - a_0||, ||b_i - b_0||) (the rows without the biases). Sixth: whether some
+    row w has |a_ij - b_ij - w_j| <= eps max(|a_ij|, |b_ij|) at every entry (biases as a column):
+    the difference is what rounding B = A + 1 w^T entry by entry leaves (docs/maths.md §1.3)."""
     sa = sb = rounding = va = vb = 0.0
     exact = True
-    ref = None
+    ref = lo = hi = None
     for ta, tb in _augmented_blocks(A, B, bias_a, bias_b, rows):
         if ref is None:
-            ref = (ta[0].copy(), tb[0].copy(), *_two_difference(ta[:1], tb[:1]))
+            ref = (ta[0].copy(), tb[0].copy(), *two_difference(ta[:1], tb[:1]))
+            lo, hi = np.full(ta.shape[1], -np.inf), np.full(ta.shape[1], np.inf)
         a0, b0, s0, e0 = ref
         sa = max(sa, float(np.sqrt(np.max(np.einsum("ij,ij->i", ta - a0, ta - a0)))))
         sb = max(sb, float(np.sqrt(np.max(np.einsum("ij,ij->i", tb - b0, tb - b0)))))
         ra, rb = ta[:, :-1] - a0[:-1], tb[:, :-1] - b0[:-1]         # the rows alone
         va = max(va, float(np.sqrt(np.max(np.einsum("ij,ij->i", ra, ra)))))
         vb = max(vb, float(np.sqrt(np.max(np.einsum("ij,ij->i", rb, rb)))))
-        s, e = _two_difference(ta, tb)
+        s, e = two_difference(ta, tb)
         rounding = max(rounding, float(np.sqrt(np.max(np.einsum("ij,ij->i", e - e0, e - e0)))))
         if exact:
             exact = bool(np.all(s == s0) and np.all(e == e0))
-    return sa, sb, exact, rounding, max(va, vb)
-
-
-def _two_difference(a, b):
-    """(s, e) with s = fl(a - b) and a - b = s + e exactly (Knuth's TwoSum)."""
-    s = a - b
-    bv = s - a
-    av = s - bv
-    e = (a - av) + (-b - bv)
-    return s, e
+        # t = (a_i - b_i) - (a_0 - b_0) to a few ulps of itself (s - s0 is exact where the rows
+        # agree to a factor 2, Sterbenz); the entries admit a common w_j iff the intervals
+        # [t_ij - tol_ij, t_ij + tol_ij] meet, i.e. max over rows of the lower ends <= min of the upper
+        t = (s - s0) + (e - e0)
+        tol = EPS * np.maximum(np.abs(ta), np.abs(tb))
+        lo = np.maximum(lo, np.max(t - tol, axis=0))
+        hi = np.minimum(hi, np.min(t + tol, axis=0))
+    return sa, sb, exact, rounding, max(va, vb), bool(np.all(lo <= hi))
 
 
 def _same_model(A, B, readout: Readout, diam: float, bias_range: float, tiny: float) -> str | None:

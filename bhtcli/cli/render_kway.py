@@ -41,6 +41,14 @@ def _samples_rows(t: Table, s: dict) -> None:
     t.add_row("upper (union of Chernoff bounds)", _num(s["upper"]))
 
 
+def _preferred_text(sch: dict, single: dict) -> str:
+    """Which to send, the schedule or the single query, with both predicted counts."""
+    ps, p1 = sch["samples"]["predicted"], single["predicted"]
+    if sch["preferred"] == "schedule":
+        return f"the schedule: {_num(ps)} answers (predicted) against {_num(p1)} with the single query"
+    return f"the single query: {_num(p1)} answers (predicted) against {_num(ps)} with the schedule"
+
+
 def render_kway_design(result, console: Console) -> None:
     r = result.to_dict()
     names = r["models"]
@@ -84,6 +92,7 @@ def render_kway_design(result, console: Console) -> None:
                    _num(sch["dual_bound"]) + ("" if sch["converged"] else
                    "  (column generation stopped before it converged)"))
         _samples_rows(s2, sch["samples"])
+        s2.add_row("use", _preferred_text(sch, r["samples"]))
         console.print(s2)
     c = r["certificate"]
     cer = _table("\nCertificate (no query, and no schedule, with ||x|| <= E does better)")

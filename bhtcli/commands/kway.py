@@ -186,12 +186,24 @@ def _law_at(mats, queries, weights):
     return KwayLaw.build([s[0] for s in scores], [s[1] for s in scores], weights)
 
 
+def preferred(schedule_predicted, single_predicted, schedule_d: float, single_d: float) -> str:
+    """"schedule" or "single": the one that needs fewer answers by the predicted count (the
+    maximum-likelihood test's, docs/maths.md §8.5), the single query on a tie (one query is
+    simpler to send); by the exponent when a count is missing. A larger exponent alone does
+    not decide: the counts' constants differ between a schedule and one query (docs/maths.md
+    §8.3)."""
+    if schedule_predicted is not None and single_predicted is not None:
+        return "schedule" if schedule_predicted < single_predicted else "single"
+    return "schedule" if schedule_d > single_d else "single"
+
+
 def schedule_report(mats, pairs_ij, queries: np.ndarray, weights, single_d: float,
-                    error: float):
+                    error: float, single_predicted=None):
     """(the schedule's report, its per-pair D in the order of pairs_ij) for the queries
     (d x m) used in proportions `weights`, recomputed in float64: its bottleneck exponent
-    min_p sum_l w_l D_p(x_l), counts, answers per query, and the gain over the single query's
-    bottleneck `single_d`."""
+    min_p sum_l w_l D_p(x_l), counts, answers per query, the gain over the single query's
+    bottleneck `single_d`, and which of the two to use (:func:`preferred`; single_predicted:
+    the single query's predicted count)."""
     law = _law_at(mats, list(queries.T), weights)
     Dm = law.distance_matrix()
     per_pair = [float(Dm[i, j]) for i, j in pairs_ij]
@@ -201,7 +213,8 @@ def schedule_report(mats, pairs_ij, queries: np.ndarray, weights, single_d: floa
     return ({"queries": queries.T.tolist(), "weights": np.asarray(weights).tolist(),
              "bhattacharyya_distance": sD, "hellinger_squared": -math.expm1(-sD),
              "samples": samples, "counts": None if total is None else allocate(weights, total),
-             "gain_vs_single": sD / single_d if single_d > 0 else None}, per_pair)
+             "gain_vs_single": sD / single_d if single_d > 0 else None,
+             "preferred": preferred(total, single_predicted, sD, single_d)}, per_pair)
 
 
 def search_bottleneck(km: KModels, energy: float, *, search_space: str = "auto",
@@ -288,7 +301,8 @@ def design_kway(models, energy: float, error: float = 0.05, starts: int | None =
             with single_threaded():     # its pricing climbs are small products too
                 ss = best_schedule(km, energy, columns, seed=seed, directions=directions,
                                    progress=watched, space=space)
-            sched, sched_D = schedule_report(mats, km.pairs, ss.queries, ss.weights, D, error)
+            sched, sched_D = schedule_report(mats, km.pairs, ss.queries, ss.weights, D, error,
+                                             samples["predicted"])
             sched.update(dual_bound=ss.dual_bound, converged=ss.converged, rounds=ss.rounds,
                          candidates=ss.columns)
         facts = job.result()

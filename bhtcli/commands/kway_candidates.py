@@ -208,7 +208,8 @@ def design_kway_candidates(models, H, energy=None, *, error: float = 0.05, names
         if optimum["hellinger_squared"] > 0 else None
     sched, printed = None, [[q["bhattacharyya_distance"] for q in pairs]]
     if schedule:
-        sched, sched_D = candidate_schedule(mats, km, H, eligible, Dall, Dbest, error)
+        sched, sched_D = candidate_schedule(mats, km, H, eligible, Dall, Dbest, error,
+                                            samples["predicted"])
         printed.append(sched_D)
     cert = kway_certificate(facts, km.pairs, error, Dbest, printed)
     from bhtcli.models.kway import SoftBottleneck
@@ -232,7 +233,7 @@ def design_kway_candidates(models, H, energy=None, *, error: float = 0.05, names
 
 
 def candidate_schedule(mats, km: KModels, H, eligible: np.ndarray, Dall: np.ndarray,
-                       single_d: float, error: float):
+                       single_d: float, error: float, single_predicted=None):
     """The best schedule over the eligible rows of H: the linear programme of docs/maths.md
     §8.3 with every eligible row as a column (§8.9); no column generation, so its value is the
     optimum over these rows and `dual_bound` equals it. Returns (report, per-pair D)."""
@@ -243,7 +244,7 @@ def candidate_schedule(mats, km: KModels, H, eligible: np.ndarray, Dall: np.ndar
     used = w > SCHEDULE_MIN_WEIGHT
     w = w[used] / w[used].sum()
     queries = np.stack([np.asarray(H[i], dtype=np.float64) for i in rows[used]], axis=1)
-    sched, per_pair = schedule_report(mats, km.pairs, queries, w, single_d, error)
+    sched, per_pair = schedule_report(mats, km.pairs, queries, w, single_d, error, single_predicted)
     sched.update(indices=[int(i) for i in rows[used]], dual_bound=value, converged=True,
                  rounds=0, candidates=int(rows.size))
     return sched, per_pair

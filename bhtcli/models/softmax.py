@@ -6,6 +6,7 @@ import time
 
 import numpy as np
 
+from bhtcli.maths.differences import reference_differences
 from bhtcli.maths.divergences import bhattacharyya_weights, column_max, divergences
 from bhtcli.models.readout import Readout
 from bhtcli.models.threads import all_threads
@@ -116,12 +117,20 @@ class SoftmaxPair:
         K = np.empty((2 * n, d), dtype=self.dtype)
         C, G = K[:n], K[n:]
         rows = 8192  # blocked so that memory-mapped inputs are streamed once
+        # float64 exp-link pairs: G relative to its first row from the exact differences, so that
+        # rows which differ at the rounding level of A - B keep that difference (docs/maths.md
+        # §2.3); the common row this leaves changes no probability and the mean row removes it
+        exact = self.readout.exp_links and self.dtype == np.float64
+        ref = None
         for s in range(0, n, rows):
             a = np.asarray(A[s:s + rows], dtype=self.dtype)
             b = np.asarray(B[s:s + rows], dtype=self.dtype)
             np.add(a, b, out=C[s:s + rows])
             C[s:s + rows] *= 0.5
-            np.subtract(a, b, out=G[s:s + rows])
+            if exact:
+                ref = reference_differences(a, b, ref, out=G[s:s + rows])[1]
+            else:
+                np.subtract(a, b, out=G[s:s + rows])
         if self.readout.exp_links:
             # a common shift of all logits changes no softmax probability; other links are
             # not shift-invariant, so their scores stay as they are
@@ -232,16 +241,21 @@ def logits_at_each(A: np.ndarray, B: np.ndarray, queries, readout: Readout | Non
     the same, bit for bit, as a pass of its own (a budget curve's reports)."""
     n = A.shape[0]
     rows = stream_rows(A.shape[1]) if rows is None else rows
+    readout = Readout() if readout is None else readout
     xs = [np.asarray(x, dtype=np.float64) for x in queries]
     ms, Ds = [np.empty(n) for _ in xs], [np.empty(n) for _ in xs]
+    ref = None
     for s in range(0, n, rows):
         a = np.asarray(A[s:s + rows], dtype=np.float64)
         b = np.asarray(B[s:s + rows], dtype=np.float64)
-        mid, diff = 0.5 * (a + b), a - b
+        mid = 0.5 * (a + b)
+        if readout.exp_links:       # shift-invariant: the rows relative to the first, exactly
+            diff, ref = reference_differences(a, b, ref)
+        else:
+            diff = a - b
         for x, m, D in zip(xs, ms, Ds):
             m[s:s + rows] = mid @ x
             D[s:s + rows] = diff @ x
-    readout = Readout() if readout is None else readout
     return [readout.forward(m, D)[:2] for m, D in zip(ms, Ds)]
 
 

@@ -37,3 +37,40 @@ def kkt_state(pair: SoftmaxPair, x: np.ndarray, energy: float, boundary_rtol: fl
     D, g = pair.value_and_grad(X)
     on_boundary = bool(np.linalg.norm(X) >= energy * (1 - boundary_rtol))
     return on_boundary, float(kkt_residuals(X, D, g, energy, boundary_rtol)[0])
+
+
+HULL_MAX = 6        # active functions at most for the exact minimum-norm point (2^6 subsets)
+
+
+def hull_residual(x: np.ndarray, grads: np.ndarray, f: float, energy: float,
+                  boundary_rtol: float = 1e-9) -> float | None:
+    """The relative KKT residual of a maximum of min_p f_p at x, where the columns of `grads`
+    are the gradients of the active f_p (those that equal the minimum there): the smallest
+    Lagrangian residual of a convex combination of them (Clarke stationarity: a maximum on a
+    kink, where two pairs' D are equal, has 0 in their hull, not a zero gradient of either).
+    On the sphere the part along x that points outward is absorbed, as in
+    :func:`kkt_residuals`. Exact over the subsets of the columns (their minimum-norm point
+    lies in the affine hull of one of them); None beyond HULL_MAX columns."""
+    d, m = grads.shape
+    if m > HULL_MAX:
+        return None
+    from itertools import combinations
+    nx = float(np.linalg.norm(x))
+    T = grads
+    if nx >= energy * (1 - boundary_rtol) and nx > 0:      # choose lambda on the tangent parts
+        u = x / nx
+        T = grads - np.outer(u, u @ grads)
+    best = np.inf
+    for k in range(1, min(m, d + 1) + 1):
+        for subset in combinations(range(m), k):
+            V = grads[:, subset]
+            Q = T[:, subset].T @ T[:, subset]
+            M = np.block([[Q, np.ones((k, 1))], [np.ones((1, k)), np.zeros((1, 1))]])
+            rhs = np.concatenate([np.zeros(k), [1.0]])
+            lam = np.linalg.lstsq(M, rhs, rcond=None)[0][:k]
+            if np.any(lam < -1e-12):
+                continue
+            g = V @ np.maximum(lam, 0.0) / max(float(np.maximum(lam, 0.0).sum()), 1e-300)
+            best = min(best, float(kkt_residuals(x[:, None], np.array([f]), g[:, None], energy,
+                                                 boundary_rtol)[0]))
+    return best

@@ -22,9 +22,9 @@ import numpy as np
 
 from bhtcli.models.kway import KModels, SoftBottleneck, WeightedSum
 from bhtcli.search.ascent import BatchedAscent, distinct, project
-from bhtcli.search.kkt import kkt_residuals
+from bhtcli.search.kkt import HULL_MAX, hull_residual, kkt_residuals
 from bhtcli.search.result import SearchResult, maxima_values
-from bhtcli.search.scan import bottleneck_scan, scan_applies, with_scan
+from bhtcli.search.scan import SCAN_KEEP, bottleneck_scan, scan_applies, with_scan, zoom
 
 SHARPNESS = (4.0, 16.0, 64.0, 256.0, 1024.0, 4096.0, 16384.0)
 DEFAULT_KWAY_STARTS = 32
@@ -33,6 +33,7 @@ SCHEDULE_ROUNDS = 12        # column-generation rounds at most
 SCHEDULE_ADD = 3            # best distinct pricing maxima added per round
 SCHEDULE_RTOL = 1e-6        # stop when the pricing maximum is within this of the LP value
 SVD_MAX_ENTRIES = 4_000_000
+ACTIVE_RTOL = 1e-4          # pairs within this of the bottleneck count as active at a kink
 
 
 def pair_directions(models: KModels, r: int, seed: int) -> list:
@@ -138,10 +139,17 @@ def maximize_bottleneck(models: KModels, energy: float, *, starts: int | None = 
     ends = run.X
     true = models.pair_distances(ends).min(axis=0)
     finals = distinct(ends, true, energy, tol=1e-3)
-    X = ends[:, finals[:keep]]
+    # the sharpening ladder continues the best distinct points by the true bottleneck among the
+    # climbs' ends *and their starts*: at s = 4 the soft minimum of many pairs is a poor
+    # stand-in for the minimum, and its climb can leave a start (a scan point next to the
+    # maximum on a kink, where two pairs' D are equal) for a lower point (docs/maths.md §8.2)
+    pool = np.concatenate([ends, X0], axis=1)
+    pool_true = np.concatenate([true, models.pair_distances(X0).min(axis=0)])
+    ranked = distinct(pool, pool_true, energy, tol=1e-3)
+    X = pool[:, ranked[:keep]]
     if progress:
         progress(f"sharpening the best {X.shape[1]} of {len(finals)} distinct maxima")
-    best_x, best_v = ends[:, finals[0]].copy(), float(true[finals[0]])
+    best_x, best_v = pool[:, ranked[0]].copy(), float(pool_true[ranked[0]])
     for s in SHARPNESS[1:]:
         run = BatchedAscent(SoftBottleneck(models, s), X, energy)
         run.run(600, gtol=polish_gtol if s == SHARPNESS[-1] else explore_gtol)
@@ -151,9 +159,23 @@ def maximize_bottleneck(models: KModels, energy: float, *, starts: int | None = 
     j = int(np.argmax(v))
     if v[j] >= best_v:
         best_x, best_v = X[:, j].copy(), float(v[j])
+    if scan_applies(models.d):
+        # d <= 2: the sharpened ends and the best starts finish on the true bottleneck by a
+        # shrinking local grid, which climbs onto a kink that the smoothed ladder can miss
+        # when three or more pairs nearly meet there (search/scan.py: zoom)
+        bottleneck = lambda P: models.pair_distances(P).min(axis=0)
+        Z, fz = zoom(bottleneck, np.concatenate([X, pool[:, ranked[:SCAN_KEEP]]], axis=1),
+                     energy, models.K * models.n)
+        j = int(np.argmax(fz))
+        if fz[j] > best_v:
+            best_x, best_v = Z[:, j].copy(), float(fz[j])
     obj = SoftBottleneck(models, SHARPNESS[-1])
     f, g = obj.value_and_grad(best_x[:, None])
     residual = float(kkt_residuals(best_x[:, None], f, g, energy)[0])
+    if residual > ACTIVE_RTOL:
+        # a maximum on a kink is stationary for the pairs' hull, not for the soft minimum
+        kink = _kink_residual(models, best_x, energy)
+        residual = residual if kink is None else min(residual, kink)
     on_boundary = bool(np.linalg.norm(best_x) >= energy * (1 - 1e-9))
     return SearchResult(x=best_x, value=best_v, starts=X0.shape[1], iterations=iterations,
                         local_maxima=len(finals), values=maxima_values(true[finals], best_v),
@@ -161,6 +183,21 @@ def maximize_bottleneck(models: KModels, energy: float, *, starts: int | None = 
                         kkt_residual=residual, seconds=time.perf_counter() - t0,
                         method="lbfgs", stop_reason=f"fixed number of starts ({X0.shape[1]})",
                         points=X)
+
+
+def _kink_residual(models: KModels, x: np.ndarray, energy: float):
+    """The KKT residual of the bottleneck at x over the hull of its active pairs' gradients
+    (those within ACTIVE_RTOL of the minimum; search/kkt.py: hull_residual), or None."""
+    D = models.pair_distances(x[:, None])[:, 0]
+    active = np.flatnonzero(D <= D.min() * (1 + ACTIVE_RTOL))
+    if active.size > HULL_MAX:
+        return None
+    grads = []
+    for p in active:
+        w = np.zeros(len(D))
+        w[p] = 1.0
+        grads.append(WeightedSum(models, w).value_and_grad(x[:, None])[1][:, 0])
+    return hull_residual(x, np.stack(grads, axis=1), float(D.min()), energy)
 
 
 # ------------------------------------------------------------------------------- schedules

@@ -21,6 +21,9 @@ SCAN_ANGLES = 96             # directions (d = 2); d = 1 takes both signs
 SCAN_ENTRIES = 20_000_000    # the scan reads at most ~this many scores (rows x points)
 SCAN_KEEP = 8                # best distinct scan points carried into the search
 SCAN_BLOCK = 4096            # points per evaluation
+ZOOM_SIDE = 9                # points per side of the zoom's local grid
+ZOOM_STEPS = 120             # steps of the zoom at most
+ZOOM_RTOL = 1e-10            # the zoom stops when its grid's half-width is below this times E
 
 
 def scan_applies(d: int) -> bool:
@@ -71,6 +74,44 @@ def bottleneck_scan(models, energy: float) -> np.ndarray:
     spread = 2.0 * float(norms.max(initial=0.0))
     return scan_ball(lambda X: models.pair_distances(X).min(axis=0), models.d, energy,
                      models.K * models.n, spread)
+
+
+def zoom(value, X: np.ndarray, energy: float, rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each column of X (d x m, d <= 2) moved uphill on `value` ((d, k) -> (k,)) by a local
+    grid that follows the best point and halves when the centre is best: a derivative-free
+    climb for a maximum on a kink of a non-smooth objective (K models' bottleneck, where two
+    pairs' D are equal), which a smoothed climb approaches only as its sharpness grows. Grid
+    points outside the ball are projected onto it, so on the sphere the grid is a 1-D search
+    along it. Starts at the scan's angular spacing; every column runs ZOOM_STEPS steps at most
+    and stops below ZOOM_RTOL E. `rows`: the score rows one point costs (caps the columns).
+    Returns (X, values), no column below its start."""
+    from bhtcli.search.ascent import project
+    d = X.shape[0]
+    X = project(np.asarray(X, dtype=np.float64), energy)
+    cap = max(1, SCAN_ENTRIES // (16 * max(rows, 1) * ZOOM_SIDE ** d))
+    X = X[:, :cap]
+    steps = np.linspace(-1.0, 1.0, ZOOM_SIDE)
+    offsets = (steps[None, :] if d == 1 else
+               np.stack(np.meshgrid(steps, steps, indexing="ij")).reshape(2, -1))
+    centre = int(np.argmin(np.abs(offsets).sum(axis=0)))
+    f = np.asarray(value(X), dtype=np.float64)
+    width = np.full(X.shape[1], 2.0 * np.pi * energy / SCAN_ANGLES)
+    for _ in range(ZOOM_STEPS):
+        live = np.flatnonzero(width > ZOOM_RTOL * energy)
+        if live.size == 0:
+            break
+        P = project((X[:, live, None] + width[None, live, None] * offsets[:, None, :])
+                    .reshape(d, -1), energy)
+        v = np.asarray(value(P), dtype=np.float64).reshape(live.size, -1)
+        v = np.where(np.isfinite(v), v, -np.inf)
+        v[:, centre] = np.maximum(v[:, centre], f[live])     # the centre as it stands
+        j = np.argmax(v, axis=1)
+        up = (j != centre) & (v[np.arange(live.size), j] > f[live])
+        moved = live[up]
+        X[:, moved] = P.reshape(d, live.size, -1)[:, np.flatnonzero(up), j[up]]
+        f[moved] = v[np.flatnonzero(up), j[up]]
+        width[live[~up]] *= 0.5
+    return X, f
 
 
 def with_scan(points, scanned: np.ndarray) -> np.ndarray:
