@@ -35,6 +35,7 @@ _LAZY = {
                      "KwayBoundResult", "KwayDecideResult", "KwaySimulateResult"], "bhtcli.results"),
     # for front ends: formats, output checks and writers, budget parsing, defaults
     **dict.fromkeys(["check_output_path", "save_array", "atomic_file"], "bhtcli.io.load"),
+    "input_session": "bhtcli.io.reads",
     **dict.fromkeys(["check_queries", "energies_of"], "bhtcli.io.validation"),
     "COLUMNS": "bhtcli.sweep.manifest",
     **dict.fromkeys(["SCHEMA", "HEADER", "ERROR"], "bhtcli.schema"),
