@@ -422,8 +422,10 @@ def _check_writable(path: str, folder: str, option: str) -> None:
     except OSError as exc:
         raise InputError(f"{option} {path}: cannot write in folder {folder} "
                          f"({exc.strerror or exc}); choose a folder you can write to") from None
-    os.close(fd)
-    os.unlink(probe)
+    try:
+        os.close(fd)
+    finally:
+        os.unlink(probe)            # also when a signal lands here
 
 
 def _or(items) -> str:
