@@ -8,8 +8,10 @@ hard link, ``sub/../A.npy``): :func:`bhtcli.io.load.check_output_path` before an
 against the files its inputs' headers open, and :func:`bhtcli.io.load.atomic_file` at the
 write, against every file the command read so far.
 
-The record lives for one command invocation (:func:`input_session`; the CLI opens one per command).
-Outside a session nothing is kept, so a long-lived Python process does not accumulate reads.
+The record lives for one command invocation (:func:`input_session`; the CLI opens one per
+command), across its threads: one command at a time per process. Outside a session nothing is
+kept, so a long-lived Python process does not accumulate reads; check_output_path then still
+refuses the files its inputs' headers open.
 """
 from __future__ import annotations
 
@@ -87,8 +89,9 @@ def refuse(path: str, option: str | None, read=None, force: bool | None = False)
     if force or not keys & read:
         return
     hint = "" if force is None else f" (or add {parameter_name('force')})"
-    raise InputError(f"{option + ' ' if option else ''}{path} is also an input of this command; writing it would "
-                     f"replace the input: choose another name{hint}")
+    label = f"{option} {path}" if option else path
+    raise InputError(f"{label} is also an input of this command; writing it would replace the "
+                     f"input: choose another name{hint}")
 
 
 def _keys(path: str) -> set:
