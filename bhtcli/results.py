@@ -152,6 +152,19 @@ class DecideResult(Result):
                                    # (computed as design's predicted count: <= alpha at predicted)
     seconds: float | None = None   # wall time of the command
 
+    @property
+    def decision_index(self) -> int | None:
+        """0 for A, 1 for B, None undecided: the same key as K models' (A is model 0)."""
+        return {"A": 0, "B": 1}.get(self.decision)
+
+    @property
+    def fixed_verdict_index(self) -> int | None:
+        return {"A": 0, "B": 1}.get(self.fixed_verdict)
+
+    def to_dict(self) -> dict:
+        return {**super().to_dict(), "decision_index": self.decision_index,
+                "fixed_verdict_index": self.fixed_verdict_index}
+
 
 @dataclass(frozen=True)
 class SimulateResult(Result):
@@ -373,9 +386,9 @@ class KwayDecideResult(Result):
     log_likelihoods: list           # one per model: sum of log p_k(answer)
     posterior: list                 # P(model k | answers) under the priors
     priors: list
-    fixed_verdict: int | None       # 0-based index of the maximum-likelihood model (None: tie)
+    fixed_verdict: str              # the maximum-likelihood model, "M1" .. "MK", or "tie"
     fixed_error_bound: float        # max_k sum_{j != k} prod_t BC_kj(x_t): both-ways union bound
-    decision: int | None            # sequential: the model named (None: undecided)
+    decision: str                   # sequential: the model named, "M1" .. "MK", or "undecided"
     samples_used: int               # answers read up to the sequential stop (all: undecided)
     samples_total: int
     threshold: float                # log((K - 1) / alpha): the stop on every log-likelihood ratio
@@ -384,6 +397,8 @@ class KwayDecideResult(Result):
                                     # answers from these queries, computed as design's predicted
                                     # count is (saddlepoint marginals, Gaussian copula)
     seconds: float | None = None    # wall time of the command
+    decision_index: int | None = None       # 0-based index of `decision` (None: undecided)
+    fixed_verdict_index: int | None = None  # 0-based index of `fixed_verdict` (None: tie)
 
 
 @dataclass(frozen=True)

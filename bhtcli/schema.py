@@ -432,8 +432,10 @@ BOUND.update({
     "certificate.binding_pair.j": ("integer", "Second model."),
 })
 DECIDE.update({
-    "decision": ("string or integer or null", "The SPRT's decision on the answers in order: A, B or undecided (K models: the 0-based index of the model named by the matrix SPRT, null undecided)."),
-    "fixed_verdict": ("string or integer or null", "Sign of the log-likelihood ratio: A, B or tie (K models: 0-based index of the maximum-likelihood model, null on a tie)."),
+    "decision": ("string", "The SPRT's decision on the answers in order: A, B or undecided (K models: the model named by the matrix SPRT, M1 .. MK in the order given, or undecided)."),
+    "decision_index": ("integer or null", "The 0-based index of `decision` among the models (A is 0, B is 1); null when undecided. The same key for two models and for K."),
+    "fixed_verdict": ("string", "The fixed-n verdict: A, B or tie (K models: the maximum-likelihood model, M1 .. MK, or tie)."),
+    "fixed_verdict_index": ("integer or null", "The 0-based index of `fixed_verdict` among the models; null on a tie."),
     "fixed_error_bound": ("number", "BC^N: both errors of the sign test are at most this (K models: max_k sum_j prod_t BC_kj, the union bound)."),
     "threshold": ("number", "The SPRT thresholds +-ln((1 - alpha)/alpha) (K models: ln((K - 1)/alpha), passed by the leader against every other model)."),
     "models": ("array", "[K models] The models' names as given."),

@@ -124,7 +124,7 @@ def _complete(capsys, monkeypatch, words):
 FILE_PARAMETERS = {    # command -> every argument and option that names a file
     "design": ["A", "B", "[M3 ...]", "--bias-a", "--bias-b", "--candidates", "--names", "--subspace", "--out", "--plot"],
     "bound": ["A", "B", "[M3 ...]", "--bias-a", "--bias-b"],
-    "sample": ["A", "--query", "--bias-a"],
+    "sample": ["A", "--query", "--schedule", "--bias-a"],
     "decide": ["A", "B", "[M3 ...] ANSWERS", "--query", "--bias-a", "--bias-b"],
     "simulate": ["A", "B", "[M3 ...]", "--query", "--bias-a", "--bias-b", "--plot"],
     "rank": ["A", "B", "[M3 ...] H", "--names", "--bias-a", "--bias-b", "--out"],

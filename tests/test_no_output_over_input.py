@@ -22,9 +22,12 @@ PNG, CSV_OR_PARQUET, SCORES = (".png",), (".csv", ".parquet"), (".jsonl", ".csv"
 MATRIX = (".npy", ".csv", ".txt", ".json")
 # every file-writing option, with the command line that uses it on models A and B
 # ({a}, {b}: model specs, {h}, {data}, {m}: other inputs, {t}: the output) and the extensions
-# it accepts (None: any name)
+# it accepts (None: any name); a third item names a variant of the option (what --out writes
+# with --schedule)
 OUTPUTS = {
     ("design", "--out"): (["design", "{a}", "{b}", "-E", "1", "-q", "--out", "{t}"], MATRIX),
+    ("design", "--out", "--schedule"): (["design", "{a}", "{b}", "{c}", "-E", "1", "-q", "--schedule",
+                                         "--out", "{t}"], (".json", ".npz")),
     ("design", "--plot"): (["design", "{a}", "{b}", "-E", "0.5,1", "-q", "--plot", "{t}"], PNG),
     ("simulate", "--plot"): (["simulate", "{a}", "{b}", "-E", "1", "-q", "--trials", "20",
                               "--policy", "fixed", "--plot", "{t}"], PNG),
@@ -48,7 +51,7 @@ def test_every_output_option_is_covered():
     a new one must join the table (and so the tests below)."""
     found = {(name, p.opts[0]) for name, c in cli.commands.items() for p in c.params
              if isinstance(p, click.Option) and isinstance(p.type, click.Path) and not p.type.dir_okay}
-    assert found == set(OUTPUTS)
+    assert found == {key[:2] for key in OUTPUTS}
 
 
 def _tensors(shift=0.0):
@@ -91,6 +94,8 @@ def _inputs(tmp_path, kind, suffixes):
     a, target = _checkpoint(tmp_path, kind, shard_suffix)
     b = str(tmp_path / "B.npy")
     np.save(b, _tensors(0.2)["lm_head.weight"])
+    c = str(tmp_path / "C.npy")
+    np.save(c, _tensors(-0.2)["lm_head.weight"])
     h = str(tmp_path / "H.npy")
     np.save(h, np.random.default_rng(1).standard_normal((5, D)))
     data = str(tmp_path / "D.npz")
@@ -98,10 +103,10 @@ def _inputs(tmp_path, kind, suffixes):
     np.savez(data, Q=rng.standard_normal((8, D)), Y=rng.integers(0, N, 8))
     manifest = tmp_path / "m.csv"
     manifest.write_text(f"a,b,energy\n{os.path.relpath(a, tmp_path)},B.npy,1\n")
-    return dict(a=a, b=b, h=h, data=data, m=str(manifest), r=str(tmp_path / "r.jsonl")), target
+    return dict(a=a, b=b, c=c, h=h, data=data, m=str(manifest), r=str(tmp_path / "r.jsonl")), target
 
 
-@pytest.mark.parametrize("output, kind", CASES, ids=[f"{o[0]}{o[1]}-{k}" for o, k in CASES])
+@pytest.mark.parametrize("output, kind", CASES, ids=["".join(o) + f"-{k}" for o, k in CASES])
 def test_no_output_over_a_file_the_command_reads(capsys, tmp_path, output, kind):
     args, suffixes = OUTPUTS[output]
     files, target = _inputs(tmp_path, kind, suffixes)

@@ -84,7 +84,13 @@ def cli():
     """Design queries under an energy budget that tell two softmax models apart."""
     # the library's messages name its parameters; here they name the flags
     click.get_current_context().with_resource(parameter_names(_flag))
-    click.get_current_context().with_resource(notes_to(lambda message: click.echo(f"Note: {message}", err=True)))
+    click.get_current_context().with_resource(notes_to(_note))
+
+
+def _note(message: str) -> None:
+    """A `Note:` line on stderr, above the live progress line when one is shown."""
+    from bhtcli.cli.render import stderr_line
+    stderr_line(f"Note: {message}")
 
 
 def _flag(name: str) -> str:
@@ -175,8 +181,9 @@ def design(a, b, more, schedule, model, energy, floor, alpha, link_a, link_b, bi
       bht design A.npy B.npy --subspace V.npy --energy 1.0
       bht design F16.npy Q8.npy Q4.npy --energy 1.0 --schedule   # which of three models
     """
-    from bhtcli.api import (OUT_SUFFIXES, BudgetCurveResult, check_output_path, check_queries,
-                            energies_of, save_array)
+    from bhtcli.api import (OUT_SUFFIXES, SCHEDULE_SUFFIXES, BudgetCurveResult, check_output_path,
+                            check_queries, check_schedule_path, energies_of, save_array,
+                            save_schedule)
     from bhtcli.api import design as design_fn
     if energy is None and candidates is None:
         raise click.UsageError("Missing option '--energy' / '-E'.", ctx=click.get_current_context())
@@ -192,7 +199,10 @@ def design(a, b, more, schedule, model, energy, floor, alpha, link_a, link_b, bi
     if out:
         if curve:
             raise InputError("--out writes one query: use it with a single --energy")
-        check_output_path(out, inputs=inputs, force=force, suffixes=OUT_SUFFIXES)
+        if schedule:
+            check_schedule_path(out)
+        check_output_path(out, inputs=inputs, force=force,
+                          suffixes=SCHEDULE_SUFFIXES if schedule else OUT_SUFFIXES)
     if more or schedule:
         if curve or plot:
             raise InputError("a budget curve is for two models; give one --energy with three or more")
@@ -204,7 +214,9 @@ def design(a, b, more, schedule, model, energy, floor, alpha, link_a, link_b, bi
                                subspace=subspace, queries=queries, max_starts=max_starts,
                                search_space=search_space, schedule=schedule,
                                certificate=certificate)
-        if out:
+        if out and schedule and result.schedule is not None:
+            save_schedule(out, result.schedule["queries"], result.schedule["weights"])
+        elif out:
             save_array(out, result.query)
         _emit(result, as_json)
         return
@@ -259,24 +271,34 @@ def bound(a, b, more, model, energy, floor, alpha, link_a, link_b, bias_a, bias_
 @cli.command(context_settings=CONTEXT)
 @click.argument("a", metavar="A", type=PATH)
 @model_option
-@query_option(required=True)
+@query_option(required=False, what="The query (or --schedule)")
+@click.option("--schedule", type=PATH, default=None, metavar="FILE",
+              help="A schedule file (design --schedule --out S.json): answers to its queries, "
+                   "interleaved by weight, a line 'QUERY ANSWER' each (decide's format with "
+                   "--query S.json).")
 @click.option("--count", "-n", type=int, required=True, help="Number of answers to draw.")
 @seed_option
 @click.option("--link-a", "link", default=None, metavar="LINK",
               help="Link of model A: " + LINK_HELP + LINK_DEFAULT)
 @click.option("--bias-a", "bias", type=PATH, default=None, metavar="FILE", help="Bias of model A, one entry per row.")
 @quiet_option
-def sample(a, model, query, count, seed, link, bias, quiet):
+def sample(a, model, query, schedule, count, seed, link, bias, quiet):
     """Draw answers of model A to query x: 0-based indices, one per line (a stand-in black box).
 
     \b
     Examples:
       bht sample A.npy --query x.npy --count 50
       bht sample A.npy --query x.npy --count 50 | bht decide A.npy B.npy --query x.npy -
+      bht sample A.npy --schedule s.json --count 50 | bht decide A.npy B.npy C.npy --query s.json -
     """
     from bhtcli.cli.render import write_lines
     from bhtcli.api import sample as sample_fn
-    write_lines(sample_fn(a, query, count, seed=seed, model=model, link_a=link, bias_a=bias))
+    answers = sample_fn(a, query, count, seed=seed, model=model, link_a=link, bias_a=bias,
+                        schedule=schedule)
+    if answers.ndim == 2:
+        write_lines([f"{q} {x}" for q, x in answers.tolist()])
+    else:
+        write_lines(answers)
 
 
 @cli.command(context_settings=CONTEXT)
@@ -464,7 +486,7 @@ def sweep(manifest, results, scheduler, workers, export, retry_failed, force, as
                               retry_failed=retry_failed, force=force,
                               progress=lambda done, total, failed: progress(
                                   f"sweep ({failed:,} failed)", done, total),
-                              notice=lambda message: click.echo(f"Note: {message}", err=True))
+                              notice=_note)
         except (KeyboardInterrupt, Terminated) as exc:
             how, status = ("terminated", 143) if isinstance(exc, Terminated) else ("interrupted", 130)
             if not (os.path.isfile(results) and os.path.getsize(results) > 0):

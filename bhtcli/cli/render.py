@@ -44,11 +44,24 @@ def render_json(result) -> str:
     return json.dumps(result.to_dict(), allow_nan=False)
 
 
+# The console of the live progress line while one is shown (cli/progress.py): a line written
+# to stderr then goes above the live line through it, instead of onto the line's text.
+LIVE: list = []
+
+
+def stderr_line(text: str) -> None:
+    """One line on stderr, above the live progress line when one is shown."""
+    if LIVE:
+        LIVE[-1].print(text, markup=False, highlight=False, soft_wrap=True)
+    else:
+        sys.stderr.write(text + "\n")
+        sys.stderr.flush()
+
+
 def warn(messages) -> None:
     """Each message as one 'Warning: ...' line on stderr."""
     for message in messages:
-        sys.stderr.write(f"Warning: {message}\n")
-    sys.stderr.flush()
+        stderr_line(f"Warning: {message}")
 
 
 def emit(result, as_json: bool = False) -> None:
@@ -74,11 +87,13 @@ def emit(result, as_json: bool = False) -> None:
 
 
 def write_lines(values, block: int = 65536) -> None:
-    """Integers to stdout, one per line (sample's answers), in blocks."""
+    """Integers (or lines) to stdout, one per line (sample's answers), in blocks."""
     OutputState.stdout_used = True
     with _stdout_faults():
         for start in range(0, len(values), block):
-            write_stdout("\n".join(map(str, values[start:start + block].tolist())) + "\n")
+            chunk = values[start:start + block]
+            write_stdout("\n".join(map(str, chunk.tolist() if hasattr(chunk, "tolist") else chunk))
+                         + "\n")
 
 
 def write_stdout(text: str) -> None:

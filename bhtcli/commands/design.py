@@ -7,9 +7,11 @@ from bhtcli.analysis.facts import analyse_pair
 from bhtcli.commands.report import ReportContext, report, same_model_report
 from bhtcli.errors import InputError, parameter_name
 from bhtcli.io.load import load_pair
+from bhtcli.maths.counts import one_answer_distance
 from bhtcli.models.spec import DesignOptions, ModelSpec
 from bhtcli.models.softmax import SoftmaxPair
 from bhtcli.results import DesignResult
+from bhtcli.search.ascent import enough_at
 from bhtcli.search.entry import maximize
 from bhtcli.search.result import solver_dict, solver_from
 
@@ -70,8 +72,9 @@ def design(A, B, spec: ModelSpec, options: DesignOptions = DesignOptions(),
         return report(ctx, found.x, found.on_boundary, solver_from(found, pair.passes))
     if search_space == "auto" and options.fixed_starts is not None:
         search_space = "full"
-    found = maximize(pair, energy, search_space, starts=starts, seed=seed, max_starts=max_starts,
-                     progress=progress)
+    with enough_at(one_answer_distance(error)):     # past it, no query changes the counts
+        found = maximize(pair, energy, search_space, starts=starts, seed=seed,
+                         max_starts=max_starts, progress=progress)
     return report(ctx, found.x, found.on_boundary, solver_record(found, starts, max_starts))
 
 

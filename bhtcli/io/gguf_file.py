@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bhtcli.errors import InputError
+from bhtcli.errors import InputError, phase
 from bhtcli.io import reads
 
 MAGIC = b"GGUF"
@@ -287,6 +287,8 @@ def tensor_array(buf, info: GGUFTensor, label: str, dtype=None) -> np.ndarray:
     step = max(1, BLOCK_BYTES // (4 * max(width, 1)))
     try:
         for s in range(0, rows, step):
+            phase(f"dequantizing {label}:{info.name} ({info.type_name}): {s:,} of {rows:,} rows",
+                  s, rows)
             with np.errstate(all="ignore"):    # non-finite values: check_matrix names them
                 out[s:s + step] = dequantize(np.asarray(raw[s:s + step]), qtype)
     except NotImplementedError:
