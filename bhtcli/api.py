@@ -28,6 +28,7 @@ _LAZY = {
     "load_matrix": "bhtcli.io.load",
     "shift": "bhtcli.commands.shift",
     "list_tensors": "bhtcli.commands.tensors",
+    "compare_tensors": "bhtcli.commands.tensors",
     "quantize": "bhtcli.commands.quantize",
     **dict.fromkeys(["DesignResult", "BudgetCurveResult", "BoundResult", "LeverageBoundResult",
                      "DecideResult", "SimulateResult", "ShiftResult", "RankResult",

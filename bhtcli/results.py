@@ -300,11 +300,14 @@ class TensorsResult(Result):
     head_tied: bool | None         # the head is the input embedding
     softcap: float | None          # final_logit_softcapping the checkpoint declares
     architecture: str | None
-    model: str | None = None
     n: int | None = None           # the head's rows and columns
     d: int | None = None
-    energy: float | None = None
-    target_error: float | None = None
+    # bht tensors FILE OTHER: which tensors differ (None for a listing of one file)
+    compared_with: str | None = None
+    differ: list | None = None     # [{name, shape, other_shape, dtype, other_dtype, max_abs_error}]
+    identical: int | None = None   # tensors stored alike, bit for bit
+    only_in_file: list | None = None
+    only_in_other: list | None = None
 
 
 @dataclass(frozen=True)
@@ -320,11 +323,14 @@ class QuantizeResult(Result):
     relative_frobenius_error: float   # ||A' - A||_F / ||A||_F
     row_norm_2inf: float             # ||A' - A||_{2->inf}: the largest row change
     seconds: float
-    model: str | None = None
+    exact: bool = False              # max |a' - a| = 0: the round trip changes nothing
     n: int = 0
     d: int = 0
-    energy: float | None = None
-    target_error: float | None = None
+    # a whole GGUF build (--out FILE.gguf); the numbers above are then its head's
+    head: str | None = None
+    file_type: int | None = None     # general.file_type written
+    tensors: list | None = None      # [{name, shape, from, to, reencoded, max_abs_error}]
+    fallbacks: list | None = None    # tensors written as f16: rows not a multiple of the block
 
 
 # --- K models (docs/kway.md): which of M_1 .. M_K answers ---------------------------------

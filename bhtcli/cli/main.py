@@ -532,46 +532,65 @@ def shift(a, data, lr, steps, out, force, energy, alpha, seed, as_json, quiet):
 
 @cli.command(context_settings=CONTEXT)
 @click.argument("path", metavar="FILE|DIR", type=PATH)
+@click.argument("other", metavar="[OTHER]", type=PATH, required=False)
 @json_option
 @quiet_option
-def tensors(path, as_json, quiet):
-    """List a checkpoint's tensors (name, shape, stored type, bytes) and the head bht reads.
+def tensors(path, other, as_json, quiet):
+    """List a checkpoint's tensors (name, shape, stored type, bytes) and the head bht reads;
+    with OTHER, which tensors of two GGUF builds differ.
 
     FILE is a .gguf, .safetensors, .npz or .npy file; DIR a Hugging Face checkpoint folder
-    (config.json, model.safetensors or shards with model.safetensors.index.json). Shapes are
-    in the order bht reads them (a GGUF head: n_vocab x d). Only headers are read.
+    (config.json, model.safetensors or shards with model.safetensors.index.json); a pipe
+    (<(cat model.gguf)) or - (standard input) is read by its first bytes. Shapes are in the
+    order bht reads them (a GGUF head: n_vocab x d). Only headers are read from files.
+
+    With OTHER (two GGUF files), each tensor of both is compared: identical (same type, same
+    bytes), or its two types and max |T_OTHER - T_FILE| (dequantized a block of rows at a time).
 
     \b
     Examples:
       bht tensors model.gguf
       bht tensors ./gemma-2-2b-it --json | jq '.tensors[] | select(.shape | length == 2) | .name'
+      bht tensors SmolLM2-135M-Instruct.Q4_1.gguf SmolLM2-q8_0.gguf
     """
-    _emit(api.list_tensors(path), as_json)
+    if other is None:
+        _emit(api.list_tensors(path), as_json)
+        return
+    with _reporter(quiet) as progress:
+        result = api.compare_tensors(path, other, progress=progress)
+    _emit(result, as_json)
 
 
 @cli.command(context_settings=CONTEXT)
 @click.argument("src", metavar="SRC", type=PATH)
 @click.option("--to", "to", required=True, type=click.Choice(QUANTIZE_TYPES, case_sensitive=False),
-              help="The type of the round trip: GGML q8_0 ... q4_0, f16, bf16 (the gguf package's "
-                   "quantizers), or int8-row (per-row symmetric int8).")
-@out_option("SRC's round trip (float32; never over SRC)", required=True)
-@force_option
+              help="The type of the round trip: GGML q8_0 ... q4_0, f16, bf16, f32 (the gguf package's "
+                   "quantizers; it writes no K-quants), or int8-row (per-row symmetric int8).")
+@click.option("--out", type=click.Path(dir_okay=False), required=True, metavar="FILE",
+              help="Write SRC's round trip to FILE: .npy, .csv, .txt or .json (float32), or .gguf (a GGUF "
+                   "SRC's whole build, re-encoded, that llama.cpp loads). Never over SRC.")
 @json_option
 @quiet_option
-def quantize(src, to, out, force, as_json, quiet):
+def quantize(src, to, out, as_json, quiet):
     """Write SRC's round trip through a quantization type: how detectable would it be?
 
     SRC is any matrix bht reads (FILE.gguf, DIR, FILE.safetensors:TENSOR, .npy, ...). The GGML
     types quantize blocks of 32 values of a row, so the row length must be a multiple of 32.
     Then `bht design SRC OUT --energy E` says how many queries tell the two apart.
 
+    With SRC a GGUF file and OUT ending in .gguf, the whole build is re-encoded as llama.cpp's
+    `llama-quantize --pure` does: every weight of two or more dimensions to TYPE (rows not a
+    multiple of its block: f16), norms and 1-D tensors and all metadata copied, general.file_type
+    set. `bht tensors SRC OUT` then lists what differs; `bht prompts` compares the two builds.
+
     \b
     Examples:
       bht quantize model.safetensors:lm_head.weight --to q4_0 --out head_q4_0.npy
       bht quantize head.npy --to int8-row --out head_int8.npy --json | jq .row_norm_2inf
+      bht quantize SmolLM2-135M-Instruct.Q4_1.gguf --to q8_0 --out SmolLM2-q8_0.gguf
     """
     with _reporter(quiet) as progress:
-        result = api.quantize(src, to, out, force=force, progress=progress)
+        result = api.quantize(src, to, out, progress=progress)
     _emit(result, as_json)
 
 

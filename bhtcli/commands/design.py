@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 from bhtcli.analysis.facts import analyse_pair
 from bhtcli.commands.report import ReportContext, report, same_model_report
+from bhtcli.commands.tensors import same_heads_note
 from bhtcli.errors import InputError, parameter_name
 from bhtcli.io.load import load_pair
 from bhtcli.maths.counts import one_answer_distance
@@ -50,6 +52,7 @@ def design(A, B, spec: ModelSpec, options: DesignOptions = DesignOptions(),
     energy, error, method, starts, seed = (spec.energy, options.error, options.method,
                                            options.starts, options.seed)
     search_space, max_starts, dtype = options.search_space, options.rounds, spec.dtype
+    sources = (A, B)
     A, B = load_pair(A, B, dtype=None)  # as stored: every use converts row blocks
     readout = spec.readout(A.shape[0])
     if method == "ccp" and not readout.plain:
@@ -61,6 +64,8 @@ def design(A, B, spec: ModelSpec, options: DesignOptions = DesignOptions(),
     if certificate == "exact":
         from bhtcli.analysis.bilinear import with_bilinear_ceiling
         facts = with_bilinear_ceiling(facts, A, B, energy, readout, log=progress)
+    if not facts.distinguishable:          # two GGUF builds: say what else differs
+        facts = replace(facts, reason=same_heads_note(*sources, facts.reason))
     ctx = ReportContext(A, B, pair, energy, error, facts, t0)
 
     if not facts.distinguishable:
