@@ -36,6 +36,7 @@ _LAZY = {
                      "KwayBoundResult", "KwayDecideResult", "KwaySimulateResult"], "bhtcli.results"),
     # for front ends: formats, output checks and writers, budget parsing, defaults
     **dict.fromkeys(["check_output_path", "save_array", "atomic_file"], "bhtcli.io.load"),
+    "input_session": "bhtcli.io.reads",
     **dict.fromkeys(["SCHEDULE_SUFFIXES", "check_schedule_path", "save_schedule"],
                     "bhtcli.io.schedule_file"),
     **dict.fromkeys(["check_queries", "energies_of"], "bhtcli.io.validation"),

@@ -1,7 +1,7 @@
 """The everyday conventions of the CLI (docs/cli.md): version, completion, signals, I/O faults,
 --out formats, pipes, colour, --json errors, exit statuses, progress.
 
-Subprocess tests use real pipes, /dev/full, a SIGINT sent to a child and pseudo-terminals
+Subprocess tests use real pipes, /dev/full, a SIGINT or SIGTERM sent to a child and pseudo-terminals
 (the pty module) where the behaviour depends on a terminal.
 """
 import importlib
@@ -128,6 +128,20 @@ def test_sigint_exits_130_with_one_line_and_no_file(big_pair, command, wait_for)
     assert p.returncode == 130
     assert err.count(b"Error:") == 1 and b"Error: interrupted" in err and b"Traceback" not in err
     assert b"Aborted" not in err
+    assert set(os.listdir(folder)) == before          # no output, no temporary file
+
+
+def test_sigterm_exits_143_with_one_line_and_no_file(big_pair):
+    """SIGTERM (a service manager, `timeout`, `kill`) ends as Ctrl-C does, as 128 + 15."""
+    a, b, folder = big_pair
+    before = set(os.listdir(folder))
+    p, master = _pty_child(["design", a, b, "-E", "1", "--starts", "256", "--out", f"{folder}/x.npy"])
+    seen = _read_until(master, p, b"climbing", timeout=120)
+    assert b"climbing" in seen, seen
+    p.send_signal(signal.SIGTERM)
+    err = seen + _drain(master, p)
+    assert p.returncode == 143
+    assert err.count(b"Error:") == 1 and b"Error: terminated" in err and b"Traceback" not in err
     assert set(os.listdir(folder)) == before          # no output, no temporary file
 
 

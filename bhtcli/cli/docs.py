@@ -52,7 +52,8 @@ The same table applies to every command (`bht --help` shows it too).
 - An output folder that does not exist or cannot be written is refused before any work
   (status 2). A failed write at the end (`> /dev/full`, a full disk) is one `Error:` line naming
   the output (`standard output`, or the option and file) and status 1.
-- Ctrl-C ends any command with one `Error: interrupted` line and status 130.
+- Ctrl-C ends any command with one `Error: interrupted` line and status 130; SIGTERM with one
+  `Error: terminated` line and status 143 (128 + 15). Neither leaves a `.bht-*.tmp` file.
 
 ### `--json` and errors
 
@@ -86,9 +87,12 @@ digits, so each format reads back (as `-x FILE`, or as a model) to the same floa
 extension is refused (status 2) before any work. Every file bht writes (`--out`, `--plot`,
 `--export`, sweep queries) is written to a temporary file in the same folder and renamed, so an
 interrupted run leaves the old file or none, never half of one; its mode follows the umask
-(0644 under umask 022). No output file (`--out`, `--export`, `--plot`) may replace an input
-of the same command (the models, candidates, `--names`, biases, `--query`, a sweep manifest
-and the matrices it names): status 2 before any work, unless `--force`.
+(0644 under umask 022). No output file (`--out`, `--export`, `--plot`) may replace a file
+the same command reads (the models, candidates, `--names`, biases, `--query`, a sweep manifest
+and the matrices it names; a checkpoint folder's config.json, index and shards; the config.json
+beside a `.safetensors` head), however it is spelled (a symlink, a hard link, `sub/../`):
+status 2 before any work, unless `--force`; the write checks again, before the rename, against
+every file the command read.
 
 ### Completion
 

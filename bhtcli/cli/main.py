@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import errno
 import os
+import signal
 import sys
 
 import click
@@ -35,6 +36,9 @@ EXIT_STATUSES = (   # (status, short meaning for --help, what it covers for docs
      "one `Error: interrupted` line; no output file is left half-written"),
     (141, "stdout closed early (| head)",
      "quiet, as coreutils (128 + SIGPIPE): the reader wanted no more"),
+    (143, "terminated (SIGTERM)",
+     "128 + SIGTERM, as a shell reports it: one `Error: terminated` line; as after Ctrl-C, no "
+     "output file is left half-written and no temporary file is left behind"),
 )
 EPILOG = ("\b\nExit statuses:\n" + "\n".join(f"  {code:<4} {short}" for code, short, _ in EXIT_STATUSES)
           + "\n\nEvery command: bht COMMAND --help. Shell completion (bash): "
@@ -43,18 +47,35 @@ EPILOG = ("\b\nExit statuses:\n" + "\n".join(f"  {code:<4} {short}" for code, sh
 
 
 class Interrupted(BhtError):
-    """Ctrl-C: the run stopped (exit 130)."""
+    """Ctrl-C or SIGTERM: the run stopped (exit 130, or 143 for SIGTERM)."""
+
+    def __init__(self, message: str, status: int = 130):
+        super().__init__(message)
+        self.status = status
+
+
+class Terminated(BaseException):
+    """SIGTERM arrived: raised in the main thread, it unwinds the command as Ctrl-C does
+    (temporary files removed on the way) and ends as one line and exit 143."""
+
+
+def _terminate(signum, frame):
+    raise Terminated()
 
 
 class BhtGroup(click.Group):
     """A click group whose commands' KeyboardInterrupt ends as one line and exit 130
-    (click itself would print a blank line and "Aborted!")."""
+    (click itself would print a blank line and "Aborted!"); every command records the files
+    it reads, which its outputs may not replace (bhtcli.io.reads)."""
 
     def invoke(self, ctx):
         try:
-            return super().invoke(ctx)
+            with api.input_session():
+                return super().invoke(ctx)
         except KeyboardInterrupt:
             raise Interrupted("interrupted") from None
+        except Terminated:
+            raise Interrupted("terminated", 143) from None
 
 
 @click.group(cls=BhtGroup, context_settings=CONTEXT, epilog=EPILOG)
@@ -466,11 +487,12 @@ def sweep(manifest, results, scheduler, workers, export, retry_failed, force, as
                               progress=lambda done, total, failed: progress(
                                   f"sweep ({failed:,} failed)", done, total),
                               notice=_note)
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, Terminated) as exc:
+            how, status = ("terminated", 143) if isinstance(exc, Terminated) else ("interrupted", 130)
             if not (os.path.isfile(results) and os.path.getsize(results) > 0):
-                raise Interrupted("interrupted before any task finished; nothing was saved") from None
-            raise Interrupted(f"interrupted; finished tasks are saved in {results}: rerun the same "
-                              "command to run the rest") from None
+                raise Interrupted(f"{how} before any task finished; nothing was saved", status) from None
+            raise Interrupted(f"{how}; finished tasks are saved in {results}: rerun the same "
+                              "command to run the rest", status) from None
     _emit(result, as_json)
     if result.failed:
         raise BhtError(f"{result.failed} of {result.tasks} tasks failed; their rows in {results} have "
@@ -599,6 +621,24 @@ def main(argv=None) -> None:
 
 
 def _run(args, as_json: bool) -> int:
+    previous = _catch_sigterm()
+    try:
+        return _run_command(args, as_json)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _catch_sigterm():
+    """SIGTERM raises Terminated in the main thread (the previous handler, to restore; None
+    where handlers cannot be set: another thread)."""
+    try:
+        return signal.signal(signal.SIGTERM, _terminate)
+    except ValueError:
+        return None
+
+
+def _run_command(args, as_json: bool) -> int:
     from bhtcli.cli.output import ClosedPipe, start_output
     start_output()
     try:
@@ -620,8 +660,10 @@ def _run(args, as_json: bool) -> int:
         return 141
     except (click.exceptions.Abort, KeyboardInterrupt):
         return _fail("interrupted", 130, as_json, newline=True)
+    except Terminated:
+        return _fail("terminated", 143, as_json)
     except Interrupted as exc:
-        return _fail(str(exc), 130, as_json, newline=True)
+        return _fail(str(exc), exc.status, as_json, newline=exc.status == 130)
     except click.UsageError as exc:
         return _fail(f"{exc.format_message()} (see bht {_command(exc)}--help)", 2, as_json)
     except InputError as exc:

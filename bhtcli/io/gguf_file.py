@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from bhtcli.errors import InputError, phase
+from bhtcli.io import reads
 
 MAGIC = b"GGUF"
 SUFFIX = ".gguf"
@@ -207,6 +208,7 @@ def parse_header(buf, label: str) -> GGUFHeader:
 
 def open_gguf(path: str):
     """(header, read-only uint8 memory map of the whole file)."""
+    reads.record(path)
     try:
         if os.path.getsize(path) == 0:
             raise InputError(f"{path} is empty, not a GGUF file")

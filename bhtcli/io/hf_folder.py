@@ -16,6 +16,7 @@ import os
 from dataclasses import dataclass
 
 from bhtcli.errors import InputError
+from bhtcli.io import reads
 
 INDEX = "model.safetensors.index.json"
 SINGLE = "model.safetensors"
@@ -92,12 +93,15 @@ def open_folder(path: str) -> Folder:
         wmap = data.get("weight_map") if isinstance(data, dict) else None
         if not isinstance(wmap, dict) or not all(isinstance(v, str) for v in wmap.values()):
             raise InputError(f"{index} has no weight_map of tensor names to shard files; download it again")
-        missing = sorted({v for v in wmap.values() if not os.path.isfile(os.path.join(path, v))})
+        shards = {v: _shard(path, v, index) for v in wmap.values()}
+        missing = sorted(v for v, file in shards.items() if not os.path.isfile(file))
         if missing:
             more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
             raise InputError(f"{index} names the shard {missing[0]}{more}, missing from {path}; "
                              "download every shard of the checkpoint")
-        return Folder(path, {k: os.path.join(path, v) for k, v in wmap.items()}, config)
+        for file in shards.values():
+            reads.record(file)              # every shard is an input, read or not
+        return Folder(path, {k: shards[v] for k, v in wmap.items()}, config)
     files = sorted(f for f in os.listdir(path) if f.endswith(".safetensors"))
     if SINGLE in files:
         files = [SINGLE]
@@ -115,7 +119,18 @@ def open_folder(path: str) -> Folder:
     return Folder(path, wmap, config)
 
 
+def _shard(path: str, name: str, index: str) -> str:
+    """The file of a shard the index names: inside the folder (a relative path without '..';
+    a shard may still be a symlink, as in the Hugging Face cache)."""
+    parts = name.replace("\\", "/").split("/")
+    if not name or os.path.isabs(name) or ".." in parts:
+        raise InputError(f"{index} names the shard {name!r}, outside the folder {path}; shards are "
+                         "files of the checkpoint folder: download the checkpoint again")
+    return os.path.join(path, name)
+
+
 def read_json(file: str, folder: str) -> dict:
+    reads.record(file)
     try:
         with open(file, encoding="utf-8") as fh:
             return json.load(fh)

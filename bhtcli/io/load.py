@@ -28,8 +28,9 @@ from pathlib import Path
 import numpy as np
 
 from bhtcli.errors import InputError, OutputError, parameter_name
+from bhtcli.io import reads
 from bhtcli.io.pickles import PICKLE_MAGICS, refuse_pickles
-from bhtcli.io.checkpoint import read_checkpoint, split_checkpoint
+from bhtcli.io.checkpoint import checkpoint_softcap, read_checkpoint, split_checkpoint
 from bhtcli.io.safetensors_file import read_safetensors, split_tensor_name
 from bhtcli.io.validation import MAX_ENTRY, check_matrix, check_pair
 
@@ -123,6 +124,7 @@ def read_array(spec, name: str | None = None, stdin=None, dtype=None) -> np.ndar
         raise InputError(f"{path} is a folder, expected a matrix file ({FORMATS}) or a checkpoint folder")
     if key is not None and suffix not in (".npz", ".safetensors"):
         raise InputError(f"{spec}: ':KEY' selects an array inside a .npz or .safetensors file only")
+    reads.record(path)
     try:
         if not suffix:                  # a pipe (<(...)), /dev/stdin or a bare name: sniff
             return _sniffed(path, key)
@@ -261,6 +263,7 @@ def open_npz(path: str, label: str | None = None):
     """np.load of a .npz without pickles; every failure inside the block (opening, reading an
     array) becomes one InputError naming `label` (default: the path)."""
     label = label or path
+    reads.record(path)
     try:
         with np.load(path, allow_pickle=False) as archive:
             yield archive
@@ -378,9 +381,12 @@ def check_output_path(path: str, option: str | None = None, inputs=(), force: bo
 
     The one guard of every file-writing option (``--out``, ``--export``, ``--plot``): the
     folder must exist and be writable; `path` must not be a folder; with `suffixes`, its
-    extension must be one of them; and it must not be one of `inputs` (paths,
-    ``FILE.npz:KEY`` and ``-`` allowed) unless `force` (None: the caller has no force to
-    suggest).
+    extension must be one of them; and it must not be any file that loading `inputs` (paths,
+    ``FILE.npz:KEY``, checkpoints and ``-`` allowed) reads -- the file itself however spelled,
+    a checkpoint folder's config.json, index and shards, the config.json beside a
+    .safetensors head -- unless `force` (None: the caller has no force to suggest).
+    :func:`atomic_file` checks the same again against every file the command read
+    (bhtcli.io.reads).
     """
     option = parameter_name("out") if option is None else option
     path = os.fspath(path)
@@ -395,12 +401,10 @@ def check_output_path(path: str, option: str | None = None, inputs=(), force: bo
         if suffix not in suffixes:
             raise InputError(f"{option} {path}: unknown extension {suffix or '(none)'!r}; the format is "
                              f"chosen by it: name the file with {_or(suffixes)}")
-    if not force:
+    with reads.capture() as read:
         for spec in inputs:
-            if _same_file(path, spec):
-                hint = "" if force is None else f" (or add {parameter_name('force')})"
-                raise InputError(f"{option} {path} is also an input of this command; writing it would "
-                                 f"replace the input: choose another name{hint}")
+            _open_headers(spec)
+    reads.refuse(path, option, read, force)
     return path
 
 
@@ -418,8 +422,10 @@ def _check_writable(path: str, folder: str, option: str) -> None:
     except OSError as exc:
         raise InputError(f"{option} {path}: cannot write in folder {folder} "
                          f"({exc.strerror or exc}); choose a folder you can write to") from None
-    os.close(fd)
-    os.unlink(probe)
+    try:
+        os.close(fd)
+    finally:
+        os.unlink(probe)            # also when a signal lands here
 
 
 def _or(items) -> str:
@@ -427,16 +433,15 @@ def _or(items) -> str:
     return ", ".join(items[:-1]) + " or " + items[-1] if len(items) > 1 else items[0]
 
 
-def _same_file(path: str, spec) -> bool:
+def _open_headers(spec) -> None:
+    """Record the files a load of `spec` opens, reading only headers and configs: the file
+    itself, a checkpoint folder's config.json, index and shards, a GGUF header, the
+    config.json beside a .safetensors head (the readers record them as they open them)."""
     if spec is None or not isinstance(spec, (str, os.PathLike)) or os.fspath(spec) == "-":
-        return False
-    other = _split_key(os.fspath(spec))[0]
-    if not os.path.exists(path) or not os.path.exists(other):
-        return os.path.abspath(path) == os.path.abspath(other)
-    try:
-        return os.path.samefile(path, other)
-    except OSError:
-        return False
+        return
+    spec = os.fspath(spec)
+    reads.record(_split_key(spec)[0])
+    checkpoint_softcap(spec)
 
 
 def save_array(path: str, array, option: str | None = None) -> None:
@@ -482,6 +487,9 @@ def _umask() -> int:
 def atomic_file(path: str, mode: str = "w", option: str | None = None, **kwargs):
     """Open a temporary file beside `path`; on success flush, fsync and rename it to `path`.
 
+    A `path` that is a file the command read (bhtcli.io.reads) is refused, before the
+    temporary file and again before the rename.
+
     The file gets the mode a plain open() would give (0666 less the umask), not mkstemp's
     0600. On any error the temporary file is removed and `path` is left as it was; an
     OSError (disk full, permission denied) becomes one OutputError naming `path`.
@@ -489,6 +497,7 @@ def atomic_file(path: str, mode: str = "w", option: str | None = None, **kwargs)
     label = f"{option} {path}" if option else path
     folder = os.path.dirname(os.path.abspath(path))
     tmp = None
+    reads.refuse(path, option)
     if os.path.exists(path) and not os.path.isfile(path):   # /dev/stdout, a FIFO: written in place
         try:
             with open(path, mode, **kwargs) as fh:
@@ -503,6 +512,7 @@ def atomic_file(path: str, mode: str = "w", option: str | None = None, **kwargs)
             yield fh
             fh.flush()
             os.fsync(fh.fileno())
+        reads.refuse(path, option)     # nor a file read while it was written
         os.replace(tmp, path)
     except OSError as exc:
         _remove(tmp)

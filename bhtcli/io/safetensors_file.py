@@ -21,6 +21,7 @@ import struct
 import numpy as np
 
 from bhtcli.errors import InputError
+from bhtcli.io import reads
 
 SUFFIX = ".safetensors"
 
@@ -106,6 +107,7 @@ def _validated_infos(path: str) -> dict:
     from safetensors import SafetensorError, safe_open
 
     fix = "re-save it with safetensors.numpy.save_file or safetensors.torch.save_file"
+    reads.record(path)
     try:
         with safe_open(path, framework="np") as handle:
             checked = {k: (handle.get_slice(k).get_dtype(), list(handle.get_slice(k).get_shape()))

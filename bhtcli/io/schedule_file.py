@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from bhtcli.errors import InputError, parameter_name
+from bhtcli.io import reads
 
 SCHEDULE_SUFFIXES = (".json", ".npz")
 
@@ -69,6 +70,7 @@ def read_schedule(path, d: int, label: str | None = None):
     """(queries m x d, weights m) from a schedule file; every problem is one InputError."""
     p = os.fspath(path)
     label = label or p
+    reads.record(p)
     try:
         if Path(p).suffix.lower() == ".npz":
             with np.load(p, allow_pickle=False) as z:

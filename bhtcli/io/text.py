@@ -4,6 +4,7 @@ from __future__ import annotations
 import sys
 
 from bhtcli.errors import InputError
+from bhtcli.io import reads
 
 
 def read_text(spec, what: str, stdin=None, label: str | None = None) -> tuple[str, str]:
@@ -19,6 +20,7 @@ def read_text(spec, what: str, stdin=None, label: str | None = None) -> tuple[st
         raw = (stdin if stdin is not None else sys.stdin.buffer).read()
     else:
         label = label or str(spec)
+        reads.record(spec)
         try:
             with open(spec, "rb") as fh:
                 raw = fh.read()
