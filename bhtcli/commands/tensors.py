@@ -6,9 +6,9 @@ import math
 import os
 import zipfile
 
-import numpy as np
 
 from bhtcli.errors import InputError
+from bhtcli.io.npy_file import ZIP_ERRORS
 from bhtcli.results import TensorsResult
 
 
@@ -90,14 +90,10 @@ def _safetensors(path):
     return _result(path, "safetensors", rows, head, tied, checkpoint_softcap(path))
 
 
-def _npy_header(fh):
-    version = np.lib.format.read_magic(fh)
-    reader = {(1, 0): np.lib.format.read_array_header_1_0,
-              (2, 0): np.lib.format.read_array_header_2_0}.get(version)
-    if reader is None:
-        raise ValueError(f"unsupported .npy version {version}")
-    shape, _, dtype = reader(fh)
-    return shape, dtype
+def _npy_header(fh, label):
+    from bhtcli.io.npy_file import read_header
+    header = read_header(fh, label)
+    return header.shape, header.dtype
 
 
 def _npz(path):
@@ -108,9 +104,9 @@ def _npz(path):
                 if not member.endswith(".npy"):
                     continue
                 with archive.open(member) as fh:
-                    shape, dtype = _npy_header(fh)
+                    shape, dtype = _npy_header(fh, f"{path}:{member[:-4]}")
                 rows.append(_row(member[:-4], shape, dtype.name, dtype.itemsize * math.prod(shape)))
-    except (OSError, ValueError, zipfile.BadZipFile) as exc:
+    except ZIP_ERRORS as exc:
         raise InputError(f"{path} is not a valid .npz file ({exc}); re-save it with numpy.savez") from None
     head = rows[0]["name"] if len(rows) == 1 else None
     return _result(path, "npz", rows, head, False)
@@ -119,7 +115,7 @@ def _npz(path):
 def _npy(path):
     try:
         with open(path, "rb") as fh:
-            shape, dtype = _npy_header(fh)
+            shape, dtype = _npy_header(fh, path)
     except (OSError, ValueError) as exc:
         raise InputError(f"{path} is not a valid .npy file ({exc}); re-save it with numpy.save") from None
     name = os.path.basename(path)
