@@ -104,7 +104,8 @@ def _fields(text: bytes, version: tuple, label: str, fix: str):
         raise InputError(f"{bad} (its header's shape or fortran_order is malformed); {NPY_FIX}")
     try:
         dtype = np.lib.format.descr_to_dtype(value["descr"])
-    except (TypeError, ValueError, KeyError, IndexError, AttributeError, RecursionError):
+    except (TypeError, ValueError, KeyError, IndexError, AttributeError, RecursionError,
+            SyntaxError, MemoryError):     # numpy parses some dtype strings with literal_eval
         raise InputError(f"{bad} (its header names an unknown dtype {value['descr']!r:.60}); "
                          f"{NPY_FIX}") from None
     if dtype.hasobject:

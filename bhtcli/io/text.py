@@ -49,7 +49,7 @@ def parse_json(data, label: str, expected: str, parse_int=int):
     except RecursionError:
         raise InputError(f"{label}: JSON nested too deeply to read; expected {expected}") from None
     except ValueError as exc:          # JSONDecodeError, and int() refusing > 4,300 digits
-        raise InputError(f"{label} is not valid JSON ({_first_line(exc)}); expected {expected}") from None
+        raise InputError(f"{label} could not be read as JSON ({_first_line(exc)}); expected {expected}") from None
 
 
 def _first_line(exc: Exception) -> str:
