@@ -52,11 +52,13 @@ class Folder:
         """config.json's `final_logit_softcapping` (also under `text_config`), when > 0."""
         for cfg in (self.config, self.config.get("text_config") or {}):
             value = cfg.get("final_logit_softcapping") if isinstance(cfg, dict) else None
-            if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 1000:
-                continue            # beyond float64 (JSON integers are unbounded): no cap at all
-            if isinstance(value, (int, float)) and not isinstance(value, bool) \
-                    and math.isfinite(value) and value > 0:
-                return float(value)
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                try:
+                    value = float(value)
+                except OverflowError:   # a JSON integer beyond float64: no cap at all
+                    continue
+                if math.isfinite(value) and value > 0:
+                    return value
         return None
 
     def head(self) -> tuple[str | None, bool]:
