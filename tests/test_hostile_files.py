@@ -273,3 +273,15 @@ def test_fast_text_reader_agrees_with_the_checked_one(text):
     if fast is not None:
         assert checked is not None
         np.testing.assert_array_equal(fast, checked)
+
+
+def test_npz_member_with_an_empty_name(tmp_path, capsys, monkeypatch, partner):
+    """zipfile's ZipInfo.is_dir raises IndexError on an empty member name (found by the
+    campaign, seed 35, case 6823)."""
+    import zipfile
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as archive:
+        archive.writestr(zipfile.ZipInfo(""), build.npy_bytes(np.ones((3, 4))))
+    path = write(tmp_path / "A.npz", buf.getvalue())
+    assert_refused(capsys, monkeypatch, "bound", path, partner, "--energy", "1",
+                   fragment="a .npz member must be a .npy file")

@@ -39,9 +39,11 @@ PICKLED = {NPY_FIX: "holds a pickled/object array, which bht refuses to load (it
                     "save a float array with numpy.save",
            NPZ_FIX: "holds a pickled/object array, which bht refuses to load; "
                     "save float arrays with numpy.savez"}
-# every way the zip layer reports a damaged archive or member (zlib and lzma have their own)
+# every way the zip layer reports a damaged archive or member (zlib and lzma have their own;
+# zipfile itself lets IndexError and KeyError out of some malformed directories)
 ZIP_ERRORS = (OSError, EOFError, ValueError, zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error,
-              lzma.LZMAError, NotImplementedError, RuntimeError, struct.error, OverflowError)
+              lzma.LZMAError, NotImplementedError, RuntimeError, struct.error, OverflowError,
+              IndexError, KeyError)
 
 
 @dataclass(frozen=True)
@@ -179,7 +181,7 @@ class NpzArchive:
     def __init__(self, archive: zipfile.ZipFile, label: str):
         self._zip, self.label = archive, label
         self._members = {m.filename[:-4] if m.filename.endswith(".npy") else m.filename: m
-                         for m in archive.infolist() if not m.is_dir()}
+                         for m in archive.infolist() if not m.filename.endswith("/")}
         self.files = list(self._members)
 
     def __contains__(self, key) -> bool:
