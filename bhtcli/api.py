@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 
 from bhtcli.errors import (BhtError, InputError, NotReachable, OutputError, SolverError,  # noqa: F401
-                           notes_to, parameter_name, parameter_names)
+                           notes_to, parameter_name, parameter_names, phases_to)
 
 from bhtcli.settings import (CERTIFICATES, DEFAULT_STARTS, DESIGN_METHODS, FORMATS, OUT_FORMATS,  # noqa: F401
                              OUT_SUFFIXES, QUANTIZE_TYPES)
@@ -28,6 +28,7 @@ _LAZY = {
     "load_matrix": "bhtcli.io.load",
     "shift": "bhtcli.commands.shift",
     "list_tensors": "bhtcli.commands.tensors",
+    "compare_tensors": "bhtcli.commands.tensors",
     "quantize": "bhtcli.commands.quantize",
     **dict.fromkeys(["DesignResult", "BudgetCurveResult", "BoundResult", "LeverageBoundResult",
                      "DecideResult", "SimulateResult", "ShiftResult", "RankResult",
@@ -35,6 +36,8 @@ _LAZY = {
                      "KwayBoundResult", "KwayDecideResult", "KwaySimulateResult"], "bhtcli.results"),
     # for front ends: formats, output checks and writers, budget parsing, defaults
     **dict.fromkeys(["check_output_path", "save_array", "atomic_file"], "bhtcli.io.load"),
+    **dict.fromkeys(["SCHEDULE_SUFFIXES", "check_schedule_path", "save_schedule"],
+                    "bhtcli.io.schedule_file"),
     **dict.fromkeys(["check_queries", "energies_of"], "bhtcli.io.validation"),
     "COLUMNS": "bhtcli.sweep.manifest",
     **dict.fromkeys(["SCHEMA", "HEADER", "ERROR"], "bhtcli.schema"),
@@ -313,7 +316,8 @@ def bound(A, B=None, energy=None, *, model="softmax", floor=None, error: float =
     return bound_softmax(A, B, spec, error, certificate, progress)
 
 
-def sample(A, query, count: int, *, seed: int = 0, model="softmax", link_a=None, bias_a=None):
+def sample(A, query, count: int, *, seed: int = 0, model="softmax", link_a=None, bias_a=None,
+           schedule=None):
     """`count` answers of model A to `query`, as 0-based indices (seeded).
 
     Parameters
@@ -321,20 +325,34 @@ def sample(A, query, count: int, *, seed: int = 0, model="softmax", link_a=None,
     A : array_like or path
     query : array_like or path
         x (length d) for softmax models, s (length n, no zero entry) for leverage models.
+        None with `schedule`.
     count : int
         Number of answers.
     seed : int
     model : {"softmax", "leverage"} or ModelSpec
     link_a, bias_a
         softmax family only: the link and bias of model A.
+    schedule : path, optional
+        A schedule file (``design --schedule --out``): the answers to its queries, interleaved
+        by weight (every prefix keeps the proportions), in place of `query`.
 
     Returns
     -------
     numpy.ndarray
-        The answers (int64), what ``bht sample`` prints one per line.
+        The answers (int64), what ``bht sample`` prints one per line; with `schedule`, a
+        count x 2 array of (query index, answer), a line "q a" each.
     """
     from bhtcli.models.answers import sample as sample_answers
     spec = model_spec(model, link_a=link_a, bias_a=bias_a, need_energy=False, inputs=(A,))
+    if (schedule is None) == (query is None):
+        raise InputError(f"give {parameter_name('query')} or {parameter_name('schedule')}, "
+                         "not both" if schedule is not None else
+                         f"give {parameter_name('query')} (or {parameter_name('schedule')})")
+    if schedule is not None:
+        if spec.leverage:
+            raise InputError(f"{parameter_name('schedule')} is for softmax models")
+        from bhtcli.commands.kway_loop import sample_schedule
+        return sample_schedule(A, schedule, count, seed=seed, spec=spec)
     return sample_answers(A, query, count, seed=seed, model=spec, link=spec.link_a,
                           bias=spec.bias_a)
 

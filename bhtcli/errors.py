@@ -1,5 +1,6 @@
-"""Domain errors, how messages name parameters, and notes (facts told beside a result). Only
-the CLI turns errors into messages and exit codes, and notes into `Note:` lines."""
+"""Domain errors, how messages name parameters, notes (facts told beside a result) and phases
+(what a long step below the commands is doing). Only the CLI turns errors into messages and
+exit codes, notes into `Note:` lines and phases into its progress line."""
 from __future__ import annotations
 
 from contextlib import contextmanager
@@ -74,3 +75,26 @@ def notes_to(sink: Callable[[str], None]):
         yield
     finally:
         _NOTES.reset(token)
+
+
+# Phases: long steps below the commands (dequantizing a tensor, converting a checkpoint) say
+# what they are doing, with their step and total, to the front end's progress display if one
+# is installed with `phases_to` (the CLI's progress line), else to nobody.
+_PHASES: ContextVar[Callable | None] = ContextVar("bht_phase_sink", default=None)
+
+
+def phase(message: str, step=None, total=None) -> None:
+    """Tell the current progress display (if any) `message`, with its step and total."""
+    sink = _PHASES.get()
+    if sink is not None:
+        sink(message, step, total)
+
+
+@contextmanager
+def phases_to(sink: Callable):
+    """Within the block, `phase(...)` calls `sink(message, step, total)`."""
+    token = _PHASES.set(sink)
+    try:
+        yield
+    finally:
+        _PHASES.reset(token)

@@ -152,6 +152,19 @@ class DecideResult(Result):
                                    # (computed as design's predicted count: <= alpha at predicted)
     seconds: float | None = None   # wall time of the command
 
+    @property
+    def decision_index(self) -> int | None:
+        """0 for A, 1 for B, None undecided: the same key as K models' (A is model 0)."""
+        return {"A": 0, "B": 1}.get(self.decision)
+
+    @property
+    def fixed_verdict_index(self) -> int | None:
+        return {"A": 0, "B": 1}.get(self.fixed_verdict)
+
+    def to_dict(self) -> dict:
+        return {**super().to_dict(), "decision_index": self.decision_index,
+                "fixed_verdict_index": self.fixed_verdict_index}
+
 
 @dataclass(frozen=True)
 class SimulateResult(Result):
@@ -287,11 +300,14 @@ class TensorsResult(Result):
     head_tied: bool | None         # the head is the input embedding
     softcap: float | None          # final_logit_softcapping the checkpoint declares
     architecture: str | None
-    model: str | None = None
     n: int | None = None           # the head's rows and columns
     d: int | None = None
-    energy: float | None = None
-    target_error: float | None = None
+    # bht tensors FILE OTHER: which tensors differ (None for a listing of one file)
+    compared_with: str | None = None
+    differ: list | None = None     # [{name, shape, other_shape, dtype, other_dtype, max_abs_error}]
+    identical: int | None = None   # tensors stored alike, bit for bit
+    only_in_file: list | None = None
+    only_in_other: list | None = None
 
 
 @dataclass(frozen=True)
@@ -307,11 +323,14 @@ class QuantizeResult(Result):
     relative_frobenius_error: float   # ||A' - A||_F / ||A||_F
     row_norm_2inf: float             # ||A' - A||_{2->inf}: the largest row change
     seconds: float
-    model: str | None = None
+    exact: bool = False              # max |a' - a| = 0: the round trip changes nothing
     n: int = 0
     d: int = 0
-    energy: float | None = None
-    target_error: float | None = None
+    # a whole GGUF build (--out FILE.gguf); the numbers above are then its head's
+    head: str | None = None
+    file_type: int | None = None     # general.file_type written
+    tensors: list | None = None      # [{name, shape, from, to, reencoded, max_abs_error}]
+    fallbacks: list | None = None    # tensors written as f16: rows not a multiple of the block
 
 
 # --- K models (docs/kway.md): which of M_1 .. M_K answers ---------------------------------
@@ -373,9 +392,9 @@ class KwayDecideResult(Result):
     log_likelihoods: list           # one per model: sum of log p_k(answer)
     posterior: list                 # P(model k | answers) under the priors
     priors: list
-    fixed_verdict: int | None       # 0-based index of the maximum-likelihood model (None: tie)
+    fixed_verdict: str              # the maximum-likelihood model, "M1" .. "MK", or "tie"
     fixed_error_bound: float        # max_k sum_{j != k} prod_t BC_kj(x_t): both-ways union bound
-    decision: int | None            # sequential: the model named (None: undecided)
+    decision: str                   # sequential: the model named, "M1" .. "MK", or "undecided"
     samples_used: int               # answers read up to the sequential stop (all: undecided)
     samples_total: int
     threshold: float                # log((K - 1) / alpha): the stop on every log-likelihood ratio
@@ -384,6 +403,8 @@ class KwayDecideResult(Result):
                                     # answers from these queries, computed as design's predicted
                                     # count is (saddlepoint marginals, Gaussian copula)
     seconds: float | None = None    # wall time of the command
+    decision_index: int | None = None       # 0-based index of `decision` (None: undecided)
+    fixed_verdict_index: int | None = None  # 0-based index of `fixed_verdict` (None: tie)
 
 
 @dataclass(frozen=True)

@@ -204,7 +204,7 @@ def test_quantize_refusals(tmp_path, capsys):
     np.save(src, A)
     code, _, err = run(capsys, "quantize", src, "--to", "q8_0", "--out", dst)
     assert code == 2 and err == (f"Error: {src} has rows of 50 values; q8_0 quantizes blocks of 32 values, so the "
-                                 "row length must be a multiple of 32 (f16, bf16 and int8-row take any)\n")
+                                 "row length must be a multiple of 32 (f16, bf16, f32 and int8-row take any)\n")
     assert not os.path.exists(dst)
     before = open(src, "rb").read()
     code, _, err = run(capsys, "quantize", src, "--to", "f16", "--out", src)

@@ -73,6 +73,9 @@ def test_schema_matches_real_outputs(capsys, tmp_path):
     np.save(H, 0.3 * rng.standard_normal((20, 8)))
     np.save(V, rng.standard_normal((8, 2)))
     (tmp_path / "names.txt").write_text("".join(f"prompt {i}\n" for i in range(20)))
+    g = _softcapped_gguf(tmp_path)
+    g8 = str(tmp_path / "g8.gguf")
+    run_json(capsys, "quantize", g, "--to", "q8_0", "--out", g8)
     runs = {
         "design": [["design", A, B, "-E", "1"], ["design", LA, LB, *lev],
                    ["design", A, A, "--link-b", "taylor:4", "-E", "0.5"],
@@ -93,8 +96,9 @@ def test_schema_matches_real_outputs(capsys, tmp_path):
                      ["simulate", A, B, C, "-E", "1", "--trials", "200", "--schedule"]],
         "shift": [["shift", os.path.join(EX, "shift_A.npy"), "--data", os.path.join(EX, "shift_data.npz"),
                    "--lr", "10", "--out", str(tmp_path / "B.npy"), "-E", "1"]],
-        "tensors": [["tensors", _softcapped_gguf(tmp_path)], ["tensors", os.path.join(EX, "shift_data.npz")]],
-        "quantize": [["quantize", A, "--to", "bf16", "--out", str(tmp_path / "A_bf16.npy")]],
+        "tensors": [["tensors", g], ["tensors", os.path.join(EX, "shift_data.npz")], ["tensors", g, g8]],
+        "quantize": [["quantize", A, "--to", "bf16", "--out", str(tmp_path / "A_bf16.npy")],
+                     ["quantize", g, "--to", "q4_0", "--out", str(tmp_path / "g4.gguf")]],
     }
     seen = {command: {} for command in SCHEMA}
     for command, invocations in runs.items():

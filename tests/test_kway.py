@@ -205,7 +205,7 @@ def test_simulate_fixed_schedule_and_decide_from_a_schedule(tmp_path):
     # the log-likelihoods are sums of log-softmax at the answers' own queries
     ref = sum(logp[int(l.split()[0])][:, int(l.split()[1])] for l in lines)
     assert np.allclose(d.log_likelihoods, ref)
-    assert d.fixed_verdict == int(np.argmax(ref))
+    assert d.fixed_verdict_index == int(np.argmax(ref)) and d.fixed_verdict == f"M{int(np.argmax(ref)) + 1}"
 
 
 def test_decide_posterior_follows_the_prior():
@@ -321,3 +321,33 @@ def test_solver_lists_one_value_per_distinct_maximum(space):
     assert len(values) == min(s["local_maxima"], 5), s
     assert values == sorted(values, reverse=True)
     assert values[0] == pytest.approx(r.hellinger_squared, rel=1e-12)
+
+
+def test_identical_builds_are_merged_before_the_search(capsys, tmp_path):
+    """K builds of which two are identical (the same values, stored as float32 .npy and as a
+    float64 .csv): a Note names the group, and bound/design go on with the distinct builds,
+    as the pair alone would (the 3-model call used to abort: 'the same softmax model')."""
+    from bhtcli.cli.main import main
+    rng = np.random.default_rng(4)
+    A = rng.standard_normal((30, 4)).astype(np.float32)
+    B = (A + 0.3 * rng.standard_normal((30, 4))).astype(np.float32)
+    np.save(tmp_path / "A.npy", A)
+    np.save(tmp_path / "B.npy", B)
+    np.savetxt(tmp_path / "B_copy.csv", B.astype(np.float64), delimiter=",", fmt="%.17g")
+    paths = [str(tmp_path / f) for f in ("A.npy", "B.npy", "B_copy.csv")]
+    for command in (["bound", *paths, "-E", "1", "--json"], ["design", *paths, "-E", "1", "--json", "-q"]):
+        with pytest.raises(SystemExit) as exc:
+            main(command)
+        captured = capsys.readouterr()
+        assert exc.value.code == 0, captured.err
+        assert "models 2 (" in captured.err and "3 (" in captured.err and "identical" in captured.err
+        r = json.loads(captured.out)
+        assert r["models"] == paths[:2]
+    ref = api.bound(paths[:2], energy=1.0).to_dict()
+    with pytest.raises(SystemExit):
+        main(["bound", *paths, "-E", "1", "--json"])
+    assert json.loads(capsys.readouterr().out) == ref
+    with pytest.raises(SystemExit) as exc:
+        main(["bound", paths[1], paths[2], paths[1], "-E", "1"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and "all 3 models are identical" in err

@@ -92,3 +92,23 @@ def test_cli_policy_adaptive(capsys):
     assert exc.value.code == 0
     r = json.loads(out)
     assert r["sequential"] is None and r["fixed"] is None and r["adaptive"]["mean_samples"]
+
+
+def test_the_adaptive_rule_says_before_its_extra_searches_and_counts_them(capsys):
+    """K = 3: the rule runs K(K - 1) = 6 more searches; a Note says so before they start (with
+    the design's search time as the estimate of each), and the progress hears each one."""
+    from bhtcli.errors import notes_to
+    notes, phases = [], []
+
+    def progress(message, step=None, total=None):
+        phases.append((message, step, total))
+    with notes_to(notes.append):
+        api.simulate(EX, energy=1.0, trials=200, seed=0, policy="adaptive", progress=progress)
+    told = [m for m in notes if "adaptive rule runs 6 more searches" in m]
+    assert len(told) == 1 and "design's search" in told[0]
+    searches = [p for p in phases if p[0].startswith("adaptive rule: search")]
+    assert [p[1] for p in searches] == list(range(6)) and all(p[2] == 6 for p in searches)
+    assert "s left" in searches[-1][0]
+    with pytest.raises(SystemExit):
+        main(["simulate", *EX, "-E", "1", "--trials", "200", "--policy", "adaptive", "--json", "-q"])
+    assert "Note: the adaptive rule runs 6 more searches" in capsys.readouterr().err

@@ -154,3 +154,16 @@ def test_schedule_over_candidates_is_the_lp_optimum(seed, K, capsys, tmp_path):
     assert exc.value.code == 0
     got = json.loads(capsys.readouterr().out)["schedule"]
     assert got["indices"] == s["indices"] and got["weights"] == s["weights"]
+
+
+def test_rank_with_k_models_piped_keeps_every_title_whole(capsys, tmp_path):
+    """Piped output is plain lines, never wrapped (docs/cli.md): the top list's long title too."""
+    paths = [os.path.join(EX, f) for f in ("A.npy", "B.npy", "C.npy")]
+    np.save(tmp_path / "H.npy", np.random.default_rng(5).standard_normal((30, 8)) * 0.2)
+    with pytest.raises(SystemExit) as exc:
+        main(["rank", *paths, str(tmp_path / "H.npy"), "-E", "1", "--top", "3", "-q"])
+    assert exc.value.code == 0
+    lines = capsys.readouterr().out.splitlines()
+    title = ("Top 3 candidates by the bottleneck (row: 0-based in H; predicted: answers to name "
+             "the true model)")
+    assert title in [line.strip() for line in lines]

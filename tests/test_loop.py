@@ -177,3 +177,27 @@ def test_simulate_cli_json_and_png(capsys, sim, tmp_path):
     code, out, _ = run(capsys, "simulate", str(tmp_path / "A.npy"), str(tmp_path / "B.npy"),
                        "--energy", "1.5", "--trials", "1000", "--policy", "sprt")
     assert code == 0 and "Wald" in out and "Adaptive" not in out
+
+
+def test_decide_json_verdicts_are_strings_with_indices_for_two_and_k_models(capsys, hand_models, tmp_path):
+    """Two models and K models report `decision` and `fixed_verdict` the same way: a string
+    (A/B or M1..MK, undecided/tie) and its 0-based index (null when undecided or tied)."""
+    f = tmp_path / "answers.json"
+    f.write_text("[1, 1, 0, 1, 1, 1]")
+    code, out, _ = run(capsys, "decide", hand_models["A"], hand_models["B"], str(f),
+                       "--query", hand_models["x"], "--json")
+    pair = json.loads(out)
+    assert (pair["decision"], pair["decision_index"]) == ("A", 0)
+    assert (pair["fixed_verdict"], pair["fixed_verdict_index"]) == ("A", 0)
+    C = tmp_path / "C.npy"
+    np.save(C, np.array([[0.0], [0.0]]))
+    code, out, _ = run(capsys, "decide", hand_models["A"], hand_models["B"], str(C), str(f),
+                       "--query", hand_models["x"], "--json")
+    k = json.loads(out)
+    assert code == 0
+    for key in ("decision", "fixed_verdict"):
+        assert isinstance(k[key], str) and isinstance(pair[key], str)
+    # answers 1 favour A (p = 3/4) over C (1/2) and B (1/4): maximum likelihood names A = M1
+    assert (k["fixed_verdict"], k["fixed_verdict_index"]) == ("M1", 0)
+    assert k["decision"] in ("M1", "undecided")
+    assert k["decision_index"] == (0 if k["decision"] == "M1" else None)

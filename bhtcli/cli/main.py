@@ -63,7 +63,13 @@ def cli():
     """Design queries under an energy budget that tell two softmax models apart."""
     # the library's messages name its parameters; here they name the flags
     click.get_current_context().with_resource(parameter_names(_flag))
-    click.get_current_context().with_resource(notes_to(lambda message: click.echo(f"Note: {message}", err=True)))
+    click.get_current_context().with_resource(notes_to(_note))
+
+
+def _note(message: str) -> None:
+    """A `Note:` line on stderr, above the live progress line when one is shown."""
+    from bhtcli.cli.render import stderr_line
+    stderr_line(f"Note: {message}")
 
 
 def _flag(name: str) -> str:
@@ -154,8 +160,9 @@ def design(a, b, more, schedule, model, energy, floor, alpha, link_a, link_b, bi
       bht design A.npy B.npy --subspace V.npy --energy 1.0
       bht design F16.npy Q8.npy Q4.npy --energy 1.0 --schedule   # which of three models
     """
-    from bhtcli.api import (OUT_SUFFIXES, BudgetCurveResult, check_output_path, check_queries,
-                            energies_of, save_array)
+    from bhtcli.api import (OUT_SUFFIXES, SCHEDULE_SUFFIXES, BudgetCurveResult, check_output_path,
+                            check_queries, check_schedule_path, energies_of, save_array,
+                            save_schedule)
     from bhtcli.api import design as design_fn
     if energy is None and candidates is None:
         raise click.UsageError("Missing option '--energy' / '-E'.", ctx=click.get_current_context())
@@ -171,7 +178,10 @@ def design(a, b, more, schedule, model, energy, floor, alpha, link_a, link_b, bi
     if out:
         if curve:
             raise InputError("--out writes one query: use it with a single --energy")
-        check_output_path(out, inputs=inputs, force=force, suffixes=OUT_SUFFIXES)
+        if schedule:
+            check_schedule_path(out)
+        check_output_path(out, inputs=inputs, force=force,
+                          suffixes=SCHEDULE_SUFFIXES if schedule else OUT_SUFFIXES)
     if more or schedule:
         if curve or plot:
             raise InputError("a budget curve is for two models; give one --energy with three or more")
@@ -183,7 +193,9 @@ def design(a, b, more, schedule, model, energy, floor, alpha, link_a, link_b, bi
                                subspace=subspace, queries=queries, max_starts=max_starts,
                                search_space=search_space, schedule=schedule,
                                certificate=certificate)
-        if out:
+        if out and schedule and result.schedule is not None:
+            save_schedule(out, result.schedule["queries"], result.schedule["weights"])
+        elif out:
             save_array(out, result.query)
         _emit(result, as_json)
         return
@@ -238,24 +250,34 @@ def bound(a, b, more, model, energy, floor, alpha, link_a, link_b, bias_a, bias_
 @cli.command(context_settings=CONTEXT)
 @click.argument("a", metavar="A", type=PATH)
 @model_option
-@query_option(required=True)
+@query_option(required=False, what="The query (or --schedule)")
+@click.option("--schedule", type=PATH, default=None, metavar="FILE",
+              help="A schedule file (design --schedule --out S.json): answers to its queries, "
+                   "interleaved by weight, a line 'QUERY ANSWER' each (decide's format with "
+                   "--query S.json).")
 @click.option("--count", "-n", type=int, required=True, help="Number of answers to draw.")
 @seed_option
 @click.option("--link-a", "link", default=None, metavar="LINK",
               help="Link of model A: " + LINK_HELP + LINK_DEFAULT)
 @click.option("--bias-a", "bias", type=PATH, default=None, metavar="FILE", help="Bias of model A, one entry per row.")
 @quiet_option
-def sample(a, model, query, count, seed, link, bias, quiet):
+def sample(a, model, query, schedule, count, seed, link, bias, quiet):
     """Draw answers of model A to query x: 0-based indices, one per line (a stand-in black box).
 
     \b
     Examples:
       bht sample A.npy --query x.npy --count 50
       bht sample A.npy --query x.npy --count 50 | bht decide A.npy B.npy --query x.npy -
+      bht sample A.npy --schedule s.json --count 50 | bht decide A.npy B.npy C.npy --query s.json -
     """
     from bhtcli.cli.render import write_lines
     from bhtcli.api import sample as sample_fn
-    write_lines(sample_fn(a, query, count, seed=seed, model=model, link_a=link, bias_a=bias))
+    answers = sample_fn(a, query, count, seed=seed, model=model, link_a=link, bias_a=bias,
+                        schedule=schedule)
+    if answers.ndim == 2:
+        write_lines([f"{q} {x}" for q, x in answers.tolist()])
+    else:
+        write_lines(answers)
 
 
 @cli.command(context_settings=CONTEXT)
@@ -443,7 +465,7 @@ def sweep(manifest, results, scheduler, workers, export, retry_failed, force, as
                               retry_failed=retry_failed, force=force,
                               progress=lambda done, total, failed: progress(
                                   f"sweep ({failed:,} failed)", done, total),
-                              notice=lambda message: click.echo(f"Note: {message}", err=True))
+                              notice=_note)
         except KeyboardInterrupt:
             if not (os.path.isfile(results) and os.path.getsize(results) > 0):
                 raise Interrupted("interrupted before any task finished; nothing was saved") from None
@@ -488,46 +510,65 @@ def shift(a, data, lr, steps, out, force, energy, alpha, seed, as_json, quiet):
 
 @cli.command(context_settings=CONTEXT)
 @click.argument("path", metavar="FILE|DIR", type=PATH)
+@click.argument("other", metavar="[OTHER]", type=PATH, required=False)
 @json_option
 @quiet_option
-def tensors(path, as_json, quiet):
-    """List a checkpoint's tensors (name, shape, stored type, bytes) and the head bht reads.
+def tensors(path, other, as_json, quiet):
+    """List a checkpoint's tensors (name, shape, stored type, bytes) and the head bht reads;
+    with OTHER, which tensors of two GGUF builds differ.
 
     FILE is a .gguf, .safetensors, .npz or .npy file; DIR a Hugging Face checkpoint folder
-    (config.json, model.safetensors or shards with model.safetensors.index.json). Shapes are
-    in the order bht reads them (a GGUF head: n_vocab x d). Only headers are read.
+    (config.json, model.safetensors or shards with model.safetensors.index.json); a pipe
+    (<(cat model.gguf)) or - (standard input) is read by its first bytes. Shapes are in the
+    order bht reads them (a GGUF head: n_vocab x d). Only headers are read from files.
+
+    With OTHER (two GGUF files), each tensor of both is compared: identical (same type, same
+    bytes), or its two types and max |T_OTHER - T_FILE| (dequantized a block of rows at a time).
 
     \b
     Examples:
       bht tensors model.gguf
       bht tensors ./gemma-2-2b-it --json | jq '.tensors[] | select(.shape | length == 2) | .name'
+      bht tensors SmolLM2-135M-Instruct.Q4_1.gguf SmolLM2-q8_0.gguf
     """
-    _emit(api.list_tensors(path), as_json)
+    if other is None:
+        _emit(api.list_tensors(path), as_json)
+        return
+    with _reporter(quiet) as progress:
+        result = api.compare_tensors(path, other, progress=progress)
+    _emit(result, as_json)
 
 
 @cli.command(context_settings=CONTEXT)
 @click.argument("src", metavar="SRC", type=PATH)
 @click.option("--to", "to", required=True, type=click.Choice(QUANTIZE_TYPES, case_sensitive=False),
-              help="The type of the round trip: GGML q8_0 ... q4_0, f16, bf16 (the gguf package's "
-                   "quantizers), or int8-row (per-row symmetric int8).")
-@out_option("SRC's round trip (float32; never over SRC)", required=True)
-@force_option
+              help="The type of the round trip: GGML q8_0 ... q4_0, f16, bf16, f32 (the gguf package's "
+                   "quantizers; it writes no K-quants), or int8-row (per-row symmetric int8).")
+@click.option("--out", type=click.Path(dir_okay=False), required=True, metavar="FILE",
+              help="Write SRC's round trip to FILE: .npy, .csv, .txt or .json (float32), or .gguf (a GGUF "
+                   "SRC's whole build, re-encoded, that llama.cpp loads). Never over SRC.")
 @json_option
 @quiet_option
-def quantize(src, to, out, force, as_json, quiet):
+def quantize(src, to, out, as_json, quiet):
     """Write SRC's round trip through a quantization type: how detectable would it be?
 
     SRC is any matrix bht reads (FILE.gguf, DIR, FILE.safetensors:TENSOR, .npy, ...). The GGML
     types quantize blocks of 32 values of a row, so the row length must be a multiple of 32.
     Then `bht design SRC OUT --energy E` says how many queries tell the two apart.
 
+    With SRC a GGUF file and OUT ending in .gguf, the whole build is re-encoded as llama.cpp's
+    `llama-quantize --pure` does: every weight of two or more dimensions to TYPE (rows not a
+    multiple of its block: f16), norms and 1-D tensors and all metadata copied, general.file_type
+    set. `bht tensors SRC OUT` then lists what differs; `bht prompts` compares the two builds.
+
     \b
     Examples:
       bht quantize model.safetensors:lm_head.weight --to q4_0 --out head_q4_0.npy
       bht quantize head.npy --to int8-row --out head_int8.npy --json | jq .row_norm_2inf
+      bht quantize SmolLM2-135M-Instruct.Q4_1.gguf --to q8_0 --out SmolLM2-q8_0.gguf
     """
     with _reporter(quiet) as progress:
-        result = api.quantize(src, to, out, force=force, progress=progress)
+        result = api.quantize(src, to, out, progress=progress)
     _emit(result, as_json)
 
 

@@ -12,14 +12,16 @@ import time
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Column
 
-from bhtcli.cli.render import stderr
+from bhtcli.cli.render import LIVE, stderr
+from bhtcli.api import phases_to
 
 
 class Reporter:
-    """Context manager; `enabled` is False under --quiet or when stderr is not a terminal."""
+    """Context manager; `enabled` is False under --quiet or when stderr is not a terminal.
+    While it shows its live line, `Note:` and `Warning:` lines go above it (render.stderr_line)."""
 
-    def __init__(self, quiet: bool = False, bar: bool = False):
-        console = stderr()
+    def __init__(self, quiet: bool = False, bar: bool = False, console=None):
+        console = console or stderr()
         self.enabled = console.is_terminal and not quiet
         # text columns wrap between words rather than cut a word at the terminal's edge
         wrap = lambda: Column(no_wrap=False, overflow="fold")
@@ -36,9 +38,16 @@ class Reporter:
     def __enter__(self):
         self._progress.__enter__()
         self._task = self._progress.add_task("preparing", total=None, status="")
+        if self.enabled:
+            LIVE.append(self._progress.console)
+        self._phases = phases_to(self)       # the loaders' phases (dequantizing ...) show here
+        self._phases.__enter__()
         return self
 
     def __exit__(self, *exc):
+        self._phases.__exit__(*exc)
+        if self.enabled and LIVE and LIVE[-1] is self._progress.console:
+            LIVE.pop()
         return self._progress.__exit__(*exc)
 
     def __call__(self, message: str, step=None, total=None) -> None:

@@ -44,11 +44,24 @@ def render_json(result) -> str:
     return json.dumps(result.to_dict(), allow_nan=False)
 
 
+# The console of the live progress line while one is shown (cli/progress.py): a line written
+# to stderr then goes above the live line through it, instead of onto the line's text.
+LIVE: list = []
+
+
+def stderr_line(text: str) -> None:
+    """One line on stderr, above the live progress line when one is shown."""
+    if LIVE:
+        LIVE[-1].print(text, markup=False, highlight=False, soft_wrap=True)
+    else:
+        sys.stderr.write(text + "\n")
+        sys.stderr.flush()
+
+
 def warn(messages) -> None:
     """Each message as one 'Warning: ...' line on stderr."""
     for message in messages:
-        sys.stderr.write(f"Warning: {message}\n")
-    sys.stderr.flush()
+        stderr_line(f"Warning: {message}")
 
 
 def emit(result, as_json: bool = False) -> None:
@@ -74,11 +87,13 @@ def emit(result, as_json: bool = False) -> None:
 
 
 def write_lines(values, block: int = 65536) -> None:
-    """Integers to stdout, one per line (sample's answers), in blocks."""
+    """Integers (or lines) to stdout, one per line (sample's answers), in blocks."""
     OutputState.stdout_used = True
     with _stdout_faults():
         for start in range(0, len(values), block):
-            write_stdout("\n".join(map(str, values[start:start + block].tolist())) + "\n")
+            chunk = values[start:start + block]
+            write_stdout("\n".join(map(str, chunk.tolist() if hasattr(chunk, "tolist") else chunk))
+                         + "\n")
 
 
 def write_stdout(text: str) -> None:
@@ -195,7 +210,7 @@ def _design_head(r: dict) -> Table:
             head.add_row("samples needed", "- (the difference is below float64's resolution)")
             head.add_row("sup H^2 over the ball <=", _num(ceiling) + "  (in exact arithmetic)")
         else:
-            head.add_row("samples needed", "- (no number of queries can tell them apart)")
+            head.add_row("samples needed", "- (no query x can tell these two matrices apart)")
         return head
     if leverage:
         s2 = [v * v for v in r["query"]]
@@ -587,6 +602,9 @@ def render_tensors_table(result, console: Console) -> None:
         head.add_row("head", "none found: name a tensor with FILE:TENSOR")
     if r["softcap"]:
         head.add_row("softcap", f"final_logit_softcapping {_num(r['softcap'])}: read out with softcap:{r['softcap']:g}")
+    if r["compared_with"] is not None:
+        _render_differences(r, head, console)
+        return
     console.print(head)
     t = Table(box=None, pad_edge=False, show_edge=False)
     for name, justify in (("name", "left"), ("shape", "right"), ("dtype", "left"), ("bytes", "right")):
@@ -597,15 +615,59 @@ def render_tensors_table(result, console: Console) -> None:
     console.print(t)
 
 
+def _render_differences(r: dict, head: Table, console: Console) -> None:
+    """`bht tensors FILE OTHER`: the counts, then one row per tensor that differs."""
+    head.add_row("compared with", r["compared_with"])
+    differ = r["differ"]
+    head.add_row("identical", f"{r['identical']} tensors (same type, same bytes)")
+    head.add_row("differ", f"{len(differ)} tensors" + ("" if differ else ": the builds are the same"))
+    for key, what in (("only_in_file", "only in FILE"), ("only_in_other", "only in OTHER")):
+        if r[key]:
+            head.add_row(what, f"{len(r[key])}: " + _short(", ".join(r[key]), 72))
+    console.print(head)
+    if not differ:
+        return
+    t = Table(box=None, pad_edge=False, show_edge=False)
+    for name, justify in (("name", "left"), ("shape", "right"), ("FILE", "left"), ("OTHER", "left"),
+                          ("max |d|", "right")):
+        t.add_column(name, justify=justify, no_wrap=True)
+    for row in differ:
+        shape = " x ".join(map(str, row["shape"])) or "scalar"
+        if row["other_shape"] != row["shape"]:
+            shape += " / " + (" x ".join(map(str, row["other_shape"])) or "scalar")
+        t.add_row(row["name"], shape, row["dtype"], row["other_dtype"],
+                  "-" if row["max_abs_error"] is None else _num(row["max_abs_error"]))
+    console.print()
+    console.print(t)
+
+
 def render_quantize_table(result, console: Console) -> None:
     r = result.to_dict()
+    build = r["tensors"] is not None
     t = _table(f"bht quantize  {r['to']}  n={r['n']}  d={r['d']}")
     t.add_row("source", r["source"])
-    t.add_row("written to", f"{r['out']}  (float32)")
+    t.add_row("written to", f"{r['out']}  " + (f"(GGUF, general.file_type {r['file_type']})" if build
+                                               else "(float32)"))
     t.add_row("bits per weight", f"{_num(r['bits_per_weight'], 4)}  (blocks of {r['block_size']:,} values)")
-    t.add_row("max |A' - A|", _num(r["max_abs_error"]))
+    which = f"  (the head {r['head']})" if build and r["head"] else ""
+    exact = (f"  (exact: {'the head is' if build else 'the values are'} already {r['to']}; the round "
+             "trip changes nothing)") if r["exact"] else ""
+    t.add_row("max |A' - A|", _num(r["max_abs_error"]) + which + exact)
     t.add_row("||A' - A||_F / ||A||_F", _num(r["relative_frobenius_error"]))
     t.add_row("||A' - A||_{2->inf}", _num(r["row_norm_2inf"]))
+    if build:
+        rows = r["tensors"]
+        redone = [x for x in rows if x["reencoded"]]
+        same = sum(1 for x in redone if x["max_abs_error"] == 0)
+        t.add_row("tensors", f"{len(redone)} re-encoded ({same} unchanged in value), "
+                  f"{len(rows) - len(redone)} copied as stored (1-D, norms, ...)")
+        for kind in sorted({(x["from"], x["to"]) for x in redone}):
+            group = [x for x in redone if (x["from"], x["to"]) == kind]
+            t.add_row(f"  {kind[0]} -> {kind[1]}", f"{len(group)} tensors, max |T' - T| "
+                      f"{_num(max(x['max_abs_error'] for x in group))}")
+        if r["fallbacks"]:
+            t.add_row("f16 fallback", f"{len(r['fallbacks'])} tensors (rows not a multiple of the block): "
+                      + _short(", ".join(r["fallbacks"]), 72))
     t.add_row("time", f"{r['seconds']:.2f} s")
     console.print(t)
 

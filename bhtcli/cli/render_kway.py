@@ -116,7 +116,8 @@ def render_kway_design(result, console: Console) -> None:
 
 
 def _top_rows(title: str, top: list) -> Table:
-    t = Table(title=title, title_justify="left", box=None, pad_edge=False, header_style="bold")
+    t = Table(title=title, title_justify="left", box=None, pad_edge=False, header_style="bold",
+              min_width=len(title.strip()))       # a title wider than the columns stays whole
     for col in ("row", "bottleneck H^2", "pair", "predicted", "||x||", "name"):
         t.add_column(col, no_wrap=True, justify="left" if col == "name" else "right")
     for e in top:
@@ -189,9 +190,9 @@ def render_kway_decide(result, console: Console) -> None:
     name = lambda k: "undecided" if k is None else f"M{k + 1} ({names[k]})"
     t = _table(f"bht decide  {len(names)} models  {r['samples_total']:,} answers  "
                f"alpha={_num(r['target_error'])}")
-    t.add_row("sequential decision", f"{name(r['decision'])}  (after {r['samples_used']:,} of "
+    t.add_row("sequential decision", f"{name(r['decision_index'])}  (after {r['samples_used']:,} of "
               f"{r['samples_total']:,} answers; every log-likelihood ratio past {_num(r['threshold'], 4)})")
-    t.add_row("fixed-sample verdict", f"{'tie' if r['fixed_verdict'] is None else name(r['fixed_verdict'])}  "
+    t.add_row("fixed-sample verdict", f"{'tie' if r['fixed_verdict_index'] is None else name(r['fixed_verdict_index'])}  "
               f"(maximum likelihood on {r['samples_total']:,} answers: largest error "
               f"{_num(r['fixed_error'], 3)}, predicted)")
     bound = r["fixed_error_bound"]

@@ -1,8 +1,11 @@
 """`bound`: the closed-form certificate, no optimisation (docs/maths.md §4)."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 from bhtcli.analysis.diameter import centred_difference
 from bhtcli.analysis.facts import analyse_pair, certificate_record
+from bhtcli.commands.tensors import same_heads_note
 from bhtcli.models.spec import ModelSpec
 from bhtcli.results import BoundResult
 
@@ -35,9 +38,12 @@ def bound(A, B, spec: ModelSpec, error: float = 0.05, certificate: str = "fast",
 
     t0 = time.perf_counter()
     energy = spec.energy
+    sources = (A, B)
     A, B = load_pair(A, B, dtype=None)  # as stored: every use converts row blocks
     readout = spec.readout(A.shape[0])
     facts = analyse_pair(A, B, centred_difference(A, B), energy, readout)
+    if not facts.distinguishable:          # two GGUF builds: say what else differs
+        facts = replace(facts, reason=same_heads_note(*sources, facts.reason))
     if certificate == "exact":
         from bhtcli.analysis.bilinear import with_bilinear_ceiling
         facts = with_bilinear_ceiling(facts, A, B, energy, readout, log=progress)

@@ -2,14 +2,18 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 from bhtcli.analysis.facts import analyse_pair
 from bhtcli.commands.report import ReportContext, report, same_model_report
+from bhtcli.commands.tensors import same_heads_note
 from bhtcli.errors import InputError, parameter_name
 from bhtcli.io.load import load_pair
+from bhtcli.maths.counts import one_answer_distance
 from bhtcli.models.spec import DesignOptions, ModelSpec
 from bhtcli.models.softmax import SoftmaxPair
 from bhtcli.results import DesignResult
+from bhtcli.search.ascent import enough_at
 from bhtcli.search.entry import maximize
 from bhtcli.search.result import solver_dict, solver_from
 
@@ -48,6 +52,7 @@ def design(A, B, spec: ModelSpec, options: DesignOptions = DesignOptions(),
     energy, error, method, starts, seed = (spec.energy, options.error, options.method,
                                            options.starts, options.seed)
     search_space, max_starts, dtype = options.search_space, options.rounds, spec.dtype
+    sources = (A, B)
     A, B = load_pair(A, B, dtype=None)  # as stored: every use converts row blocks
     readout = spec.readout(A.shape[0])
     if method == "ccp" and not readout.plain:
@@ -59,6 +64,8 @@ def design(A, B, spec: ModelSpec, options: DesignOptions = DesignOptions(),
     if certificate == "exact":
         from bhtcli.analysis.bilinear import with_bilinear_ceiling
         facts = with_bilinear_ceiling(facts, A, B, energy, readout, log=progress)
+    if not facts.distinguishable:          # two GGUF builds: say what else differs
+        facts = replace(facts, reason=same_heads_note(*sources, facts.reason))
     ctx = ReportContext(A, B, pair, energy, error, facts, t0)
 
     if not facts.distinguishable:
@@ -70,8 +77,9 @@ def design(A, B, spec: ModelSpec, options: DesignOptions = DesignOptions(),
         return report(ctx, found.x, found.on_boundary, solver_from(found, pair.passes))
     if search_space == "auto" and options.fixed_starts is not None:
         search_space = "full"
-    found = maximize(pair, energy, search_space, starts=starts, seed=seed, max_starts=max_starts,
-                     progress=progress)
+    with enough_at(one_answer_distance(error)):     # past it, no query changes the counts
+        found = maximize(pair, energy, search_space, starts=starts, seed=seed,
+                         max_starts=max_starts, progress=progress)
     return report(ctx, found.x, found.on_boundary, solver_record(found, starts, max_starts))
 
 

@@ -12,7 +12,7 @@ import warnings
 import numpy as np
 
 from bhtcli.analysis.kway_facts import iter_pair_facts
-from bhtcli.errors import InputError, parameter_name
+from bhtcli.errors import InputError, note, parameter_name
 from bhtcli.io.load import load_matrix
 from bhtcli.io.validation import check_dtype, check_energy, check_error
 from bhtcli.maths.certificate import certificate_from_variance
@@ -37,8 +37,11 @@ def model_names(models) -> list:
             for k, m in enumerate(models)]
 
 
-def load_models(models, dtype=None):
-    """(matrices, names): every model loaded and checked; the same shape for all."""
+def load_models(models, dtype=None, merge_identical: bool = False):
+    """(matrices, names): every model loaded and checked; the same shape for all. With
+    `merge_identical`, inputs whose matrices are identical (every value equal) count once: a
+    Note names each group, and the first of it stands for the rest (an InputError when all
+    are one)."""
     models = list(models)
     K = len(models)
     if K < 2:
@@ -55,7 +58,42 @@ def load_models(models, dtype=None):
             raise InputError(f"model {k + 1} ({names[k]}) has shape {mats[k].shape} but model 1 "
                              f"({names[0]}) has shape {mats[0].shape}; all models need the same "
                              "number of rows (answers) and columns (query size)")
+    if merge_identical:
+        mats, names = distinct_builds(mats, names)
     return mats, names
+
+
+def value_digest(M, rows: int = 8192) -> str:
+    """SHA-256 of M's values as float64 (row blocks; -0.0 counted as 0.0): equal digests mean
+    equal matrices, whatever dtype or file each was stored in."""
+    import hashlib
+    h = hashlib.sha256(repr(M.shape).encode())
+    for s in range(0, M.shape[0], rows):
+        block = np.asarray(M[s:s + rows], dtype=np.float64) + 0.0      # -0.0 -> 0.0
+        h.update(np.ascontiguousarray(block).tobytes())
+    return h.hexdigest()
+
+
+def distinct_builds(mats, names):
+    """The inputs with identical matrices merged (the first of each group kept), with a Note
+    per group; one pass over each input, before any search."""
+    groups: dict[str, list[int]] = {}
+    for k, M in enumerate(mats):
+        groups.setdefault(value_digest(M), []).append(k)
+    if len(groups) == len(mats):
+        return mats, names
+    for members in groups.values():
+        if len(members) > 1:
+            listed = ", ".join(f"{k + 1} ({names[k]})" for k in members)
+            note(f"models {listed} are identical (every value equal): the same build, "
+                 f"counted once as model {members[0] + 1}")
+    if len(groups) == 1:
+        raise InputError(f"all {len(mats)} models are identical (every value equal): there is "
+                         "nothing to tell apart")
+    keep = sorted(members[0] for members in groups.values())
+    note(f"telling apart the {len(keep)} distinct builds: "
+         + ", ".join(names[k] for k in keep))
+    return [mats[k] for k in keep], [names[k] for k in keep]
 
 
 def pair_facts(mats, names, energy: float) -> list:
@@ -232,7 +270,7 @@ def design_kway(models, energy: float, error: float = 0.05, starts: int | None =
     energy, dtype = check_energy(energy), check_dtype(dtype)
     opts = DesignOptions.build(error, starts, seed, search_space=search_space)
     error, starts, seed, search_space = opts.error, opts.starts, opts.seed, opts.search_space
-    mats, names = load_models(models)
+    mats, names = load_models(models, merge_identical=True)
     t0 = time.perf_counter()
     if progress:
         progress(f"checking {len(mats) * (len(mats) - 1) // 2} pairs beside the search")
@@ -278,7 +316,7 @@ def bound_kway(models, energy: float, error: float = 0.05) -> KwayBoundResult:
     """Each pair's closed-form ceiling (docs/maths.md §4.4) and the bottleneck's: no query and
     no schedule separates the closest pair better than the smallest ceiling."""
     energy, error = check_energy(energy), check_error(error)
-    mats, names = load_models(models)
+    mats, names = load_models(models, merge_identical=True)
     facts = pair_facts(mats, names, energy)
     K = len(mats)
     pairs = [(i, j) for i in range(K) for j in range(i + 1, K)]

@@ -11,6 +11,8 @@ for adaptively chosen queries too.
 """
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from bhtcli.models.softmax import SoftmaxPair
@@ -28,12 +30,21 @@ def kl_matrices(logp: list) -> np.ndarray:
     return np.maximum(np.array(out), 0.0)
 
 
-def kl_queries(mats, energy: float, starts: int | None, seed: int) -> list:
-    """For every ordered pair (k, j), the query of the ball that maximises KL(P_k || P_j)."""
+def kl_queries(mats, energy: float, starts: int | None, seed: int, progress=None) -> list:
+    """For every ordered pair (k, j), the query of the ball that maximises KL(P_k || P_j);
+    `progress` hears each search's number and an estimate of the time left."""
     K = len(mats)
-    return [maximize(SoftmaxPair(mats[k], mats[j], objective="kl"), energy, "auto",
-                     starts=starts, seed=seed).x
-            for k in range(K) for j in range(K) if j != k]
+    pairs = [(k, j) for k in range(K) for j in range(K) if j != k]
+    out, t0 = [], time.perf_counter()
+    for i, (k, j) in enumerate(pairs):
+        if progress:
+            left = "" if i == 0 else \
+                f", ~{(time.perf_counter() - t0) / i * (len(pairs) - i):.0f} s left"
+            progress(f"adaptive rule: search {i + 1} of {len(pairs)}, argmax KL(M{k + 1} || "
+                     f"M{j + 1}){left}", i, len(pairs))
+        out.append(maximize(SoftmaxPair(mats[k], mats[j], objective="kl"), energy, "auto",
+                            starts=starts, seed=seed).x)
+    return out
 
 
 def leader_mixes(kl: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

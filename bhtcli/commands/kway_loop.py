@@ -10,12 +10,12 @@ import numpy as np
 
 from bhtcli.commands.kway import design_kway, load_models
 from bhtcli.commands.kway_adaptive import adaptive_phase, kl_queries, matrix_sprt_runs
-from bhtcli.errors import InputError, parameter_name
-from bhtcli.io.load import read_array
-from bhtcli.io.validation import check_energy, check_error, check_seed
+from bhtcli.errors import InputError, note, parameter_name
+from bhtcli.io.load import load_matrix, read_array
+from bhtcli.io.validation import check_count, check_energy, check_error, check_seed
 from bhtcli.maths.divergences import logsumexp
 from bhtcli.maths.kway import KwayLaw, allocate, kway_counts
-from bhtcli.models.answers import answer_entries, as_index, read_answers
+from bhtcli.models.answers import answer_entries, as_index, draw, model_log_probs, read_answers
 from bhtcli.models.kway import kway_scores_at
 from bhtcli.results import KwayDecideResult, KwaySimulateResult
 
@@ -38,7 +38,11 @@ def log_probs_at(mats, queries) -> list:
 
 
 def load_queries(query, d: int) -> np.ndarray:
-    """One query (length d) or a schedule's queries (rows of an m x d matrix), as m x d."""
+    """One query (length d), a schedule's queries (rows of an m x d matrix) or a schedule file
+    (design --schedule --out: io/schedule_file.py), as m x d."""
+    from bhtcli.io.schedule_file import is_schedule_file, read_schedule
+    if is_schedule_file(query):
+        return read_schedule(query, d, parameter_name("query"))[0]
     Q = np.asarray(read_array(os.fspath(query)) if isinstance(query, (str, os.PathLike))
                    else query, dtype=np.float64)
     if Q.ndim == 1 or (Q.ndim == 2 and 1 in Q.shape and d not in Q.shape[:1]):
@@ -147,10 +151,12 @@ def decide_kway(models, query, answers, error: float = 0.05, prior=None,
     law = KwayLaw.build([s[0] for s in scores], [s[1] for s in scores], counts[sent])
     bound = float(law.union_errors(len(obs)).max())
     predicted_error = float(law.ml_errors(len(obs)).max())
+    label = lambda k, none: none if k is None else f"M{k + 1}"
     return KwayDecideResult("softmax", n, d, None, error, names, total.tolist(), post.tolist(),
-                            priors.tolist(), verdict, min(bound, 1.0), decision, used, len(obs),
-                            a, int(sent.size), fixed_error=predicted_error,
-                            seconds=time.perf_counter() - t0)
+                            priors.tolist(), label(verdict, "tie"), min(bound, 1.0),
+                            label(decision, "undecided"), used, len(obs), a, int(sent.size),
+                            fixed_error=predicted_error, seconds=time.perf_counter() - t0,
+                            decision_index=decision, fixed_verdict_index=verdict)
 
 
 def check_shares(weights, m: int) -> np.ndarray:
@@ -177,6 +183,27 @@ def _sequence(weights, length: int) -> np.ndarray:
         q = int(np.argmax(w * (t + 1) - used))
         out[t] = q
         used[q] += 1
+    return out
+
+
+def sample_schedule(A, schedule, count: int, seed: int = 0, spec=None) -> np.ndarray:
+    """`count` answers of model A to a schedule file's queries, interleaved by weight as
+    simulate interleaves them (every prefix keeps the proportions): a count x 2 array of
+    (query index, answer), what `decide` reads with that schedule as --query."""
+    from bhtcli.io.schedule_file import read_schedule
+    count, seed = check_count(count), check_seed(seed)
+    A = load_matrix(A, None if isinstance(A, (str, os.PathLike)) else "A")
+    readout = None if spec is None else spec.readout(A.shape[0])      # links and bias of A
+    Q, w = read_schedule(schedule, A.shape[1], parameter_name("schedule"))
+    order = _sequence(w, count)
+    rng = np.random.default_rng(seed)
+    out = np.empty((count, 2), dtype=np.int64)
+    out[:, 0] = order
+    for q in range(Q.shape[0]):
+        at = np.flatnonzero(order == q)
+        if at.size:
+            cdf = np.cumsum(np.exp(model_log_probs(A, Q[q], "softmax", readout)))
+            out[at, 1] = draw(cdf / cdf[-1], at.size, rng)
     return out
 
 
@@ -243,12 +270,15 @@ def simulate_kway(models, energy: float, error: float = 0.05, trials: int = 10_0
     if query is None:
         if progress:
             progress("designing the " + ("schedule" if schedule else "query"))
+        t_design = time.perf_counter()
         r = design_kway(mats, energy, error, starts=starts, seed=seed, schedule=schedule)
+        design_seconds = time.perf_counter() - t_design
         if schedule:
             Q, w = np.array(r.schedule["queries"]), np.array(r.schedule["weights"])
         else:
             Q, w = np.array([r.query]), np.ones(1)
     else:
+        design_seconds = None
         Q = load_queries(query, d)
         w = np.full(Q.shape[0], 1.0 / Q.shape[0]) if weights is None else \
             check_shares(weights, Q.shape[0])
@@ -289,9 +319,12 @@ def simulate_kway(models, energy: float, error: float = 0.05, trials: int = 10_0
                 progress("matrix SPRT")
             sequential = _simulate_sprt(logp, w, sprt_threshold(K, error), trials, rng, cap=cap)
         if policy in ("all", "adaptive"):
-            if progress:
-                progress(f"adaptive: designing argmax KL(P_k || P_j) for {K * (K - 1)} ordered pairs")
-            extra = np.array(kl_queries(mats, energy, starts, seed))
+            searches = K * (K - 1)
+            cost = "" if design_seconds is None else \
+                f"; each costs about what the design's search did ({design_seconds:.1f} s)"
+            note(f"the adaptive rule runs {searches} more searches of the ball, argmax "
+                 f"KL(P_k || P_j) for each ordered pair of the {K} models{cost}")
+            extra = np.array(kl_queries(mats, energy, starts, seed, progress=progress))
             adaptive = adaptive_phase(np.concatenate([Q, extra]), logp + log_probs_at(mats, extra),
                                       sprt_threshold(K, error), trials, rng, cap, sequential)
             if policy == "adaptive":

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bhtcli.errors import InputError
+from bhtcli.errors import InputError, phase
 from bhtcli.io.limits import check_allocation, check_dims
 
 MAGIC = b"GGUF"
@@ -294,6 +294,8 @@ def tensor_array(buf, info: GGUFTensor, label: str, dtype=None) -> np.ndarray:
     step = max(1, BLOCK_BYTES // (4 * max(width, 1)))
     try:
         for s in range(0, rows, step):
+            phase(f"dequantizing {label}:{info.name} ({info.type_name}): {s:,} of {rows:,} rows",
+                  s, rows)
             with np.errstate(all="ignore"):    # non-finite values: check_matrix names them
                 out[s:s + step] = dequantize(np.asarray(raw[s:s + step]), qtype)
     except NotImplementedError:
@@ -317,3 +319,54 @@ def split_gguf_name(spec: str):
         return spec, None
     cut = at + len(SUFFIX)
     return spec[:cut], (spec[cut + 1:] or None)
+
+
+def metadata_spans(buf, label: str) -> list:
+    """[(key, start, end)]: where each metadata item (key, type and value) lies in the GGUF
+    bytes `buf`, in file order, and the end of the last one (where the tensor table begins),
+    for a writer that copies the items byte for byte. `buf` must have passed
+    :func:`parse_header`."""
+    cur = _Cursor(buf, label)
+    cur.pos = 16                                   # magic, version, tensor count
+    n_kv = cur.take("<Q")
+    spans = []
+    for _ in range(n_kv):
+        start = cur.pos
+        key = cur.string()
+        kind = cur.take("<I")
+        if kind == STRING:
+            cur.string()
+        elif kind in SCALARS:
+            cur.take(SCALARS[kind])
+        else:
+            cur.skip_array()
+        spans.append((key, start, cur.pos))
+    return spans
+
+
+def open_gguf_stream(path: str):
+    """(header, uint8 buffer) of a GGUF file, memory-mapped, or of a pipe (``<(cat m.gguf)``,
+    ``/dev/stdin``), read once into memory; InputError when the bytes are not GGUF."""
+    if os.path.isfile(path):
+        return open_gguf(path)
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except OSError as exc:
+        raise InputError(f"{path} could not be read ({exc.strerror or exc})") from None
+    buf = np.frombuffer(data, dtype=np.uint8)
+    return parse_header(memoryview(buf), path), buf
+
+
+def row_blocks(buf, info: GGUFTensor, rows_per_block: int):
+    """One tensor's values as float32 rows (n_rows x last dimension), a block of rows at a
+    time, each block read by :func:`tensor_array` from its own bytes: memory holds one block."""
+    from dataclasses import replace
+    width = info.shape[-1] if info.shape else 1
+    rows = math.prod(info.shape) // width if width else 0
+    row_bytes = info.nbytes // rows if rows else 0
+    for s in range(0, rows, rows_per_block):
+        count = min(rows_per_block, rows - s)
+        part = replace(info, shape=(count, width), offset=info.offset + s * row_bytes,
+                       nbytes=count * row_bytes)
+        yield np.asarray(tensor_array(buf, part, info.name), dtype=np.float32)

@@ -60,6 +60,12 @@ def upper_count(D: float, alpha: float) -> int | None:
     return ceil_count(math.log(1.0 / alpha) / D)
 
 
+def one_answer_distance(alpha: float) -> float:
+    """The D from which upper_count is 1: one answer decides with both errors <= alpha, so
+    every count (lower <= predicted <= upper) is 1 and no better query changes them."""
+    return math.log(1.0 / alpha)
+
+
 def lower_count(D: float, alpha: float) -> int | None:
     """ceil(ln(1/(4 alpha (1-alpha))) / (2 D)): needed by any test of N answers (docs/maths.md §3.2)."""
     if not D > 0:

@@ -8,12 +8,35 @@ ball, docs/maths.md §5).
 """
 from __future__ import annotations
 
+import math
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 import numpy as np
 
 from bhtcli.models.softmax import SoftmaxPair
 from bhtcli.search.kkt import lagrangian_gradient
+
+
+# The value past which the caller's answer cannot change (design: one answer already decides,
+# docs/search.md §6): every climb stops there, and the drivers skip their later rounds.
+_ENOUGH: ContextVar[float] = ContextVar("bht_enough", default=math.inf)
+
+
+@contextmanager
+def enough_at(value: float):
+    """Within the block, searches stop once they reach `value` (inf: never)."""
+    token = _ENOUGH.set(float(value))
+    try:
+        yield
+    finally:
+        _ENOUGH.reset(token)
+
+
+def enough(value: float) -> bool:
+    """`value` is past the current block's stopping value (enough_at)."""
+    return value >= _ENOUGH.get()
 
 
 @dataclass
@@ -105,6 +128,9 @@ class BatchedAscent:
         E = self.energy
         for _ in range(max_iter):
             if not self.active.any():
+                return
+            if enough(float(np.max(self.f))):
+                self.active[:] = False
                 return
             self.iterations += 1
             idx = np.flatnonzero(self.active)

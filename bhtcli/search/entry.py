@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from bhtcli.models.threads import single_threaded
+from bhtcli.search.ascent import enough
 from bhtcli.search.result import SearchResult
 
 METHODS = ("auto", "full", "sketch", "ccp", "box")
@@ -49,9 +50,12 @@ def maximize(problem, energy: float, method: str = "auto", *, starts: int | None
         "box" only.
     """
     with single_threaded():     # the small products; the passes take the threads back
-        return _maximize(problem, energy, method, starts=starts, seed=seed,
-                         max_starts=max_starts, keep=keep, progress=progress, carried=carried,
-                         box=box, models=models, objective=objective, tolerances=tolerances)
+        found = _maximize(problem, energy, method, starts=starts, seed=seed,
+                          max_starts=max_starts, keep=keep, progress=progress, carried=carried,
+                          box=box, models=models, objective=objective, tolerances=tolerances)
+    if enough(found.value) and "one answer already decides" not in found.stop_reason:
+        found.stop_reason += "; stopped there: one answer already decides"
+    return found
 
 
 def _maximize(problem, energy, method, *, starts, seed, max_starts, keep, progress, carried,

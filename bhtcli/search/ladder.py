@@ -27,7 +27,7 @@ import time
 import numpy as np
 
 from bhtcli.models.softmax import SoftmaxPair, pair_memo
-from bhtcli.search.ascent import BatchedAscent, distinct, finish, halve, project
+from bhtcli.search.ascent import BatchedAscent, distinct, enough, finish, halve, project
 from bhtcli.search.kkt import kkt_state
 from bhtcli.search.result import SearchResult
 from bhtcli.search.starts import DEFAULT_STARTS, row_norms, spectral_directions, starting_points
@@ -215,6 +215,9 @@ def _target(pair, energy, carried, starts, seed, max_starts, keep, progress,
         hits = best_hits(X[:, skip:], f[skip:], energy, above=float(f.max()))
         if fixed:
             stop = f"fixed number of starts ({total})"
+            break
+        if enough(best):
+            stop = "one answer already decides"
             break
         if hits >= BEST_HITS:
             stop = f"best maximum reached from {hits} starts"

@@ -27,7 +27,7 @@ import time
 import numpy as np
 
 from bhtcli.models.softmax import SoftmaxPair
-from bhtcli.search.ascent import Climb, finish, project
+from bhtcli.search.ascent import Climb, enough, finish, project
 from bhtcli.search.kkt import kkt_state
 from bhtcli.search.result import SearchResult
 
@@ -82,7 +82,7 @@ def search(pair, energy: float, *, seed: int = 0, max_starts: int, keep: int = 4
         screened = screened_search(pair, float(energy), seed=seed, progress=progress,
                                    tolerances=tolerances, carried=carried,
                                    polish=not full_search_pays(pair))
-    if not full_search_pays(pair):
+    if not full_search_pays(pair) or enough(screened.value):
         return screened
     seeds = np.concatenate([screened.x[:, None], screened.points] +
                            ([] if carried is None else [carried]), axis=1)

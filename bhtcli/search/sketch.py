@@ -30,7 +30,7 @@ import numpy as np
 from bhtcli.maths.divergences import softplus
 from bhtcli.maths.subspaces import orthonormal_span, orthonormalise
 from bhtcli.models.softmax import SoftmaxPair, pair_memo
-from bhtcli.search.ascent import BatchedAscent, distinct, halve, project
+from bhtcli.search.ascent import BatchedAscent, distinct, enough, halve, project
 from bhtcli.search.kkt import kkt_residuals, lagrangian_gradient
 from bhtcli.search.result import SearchResult
 from bhtcli.search.starts import norm_order, row_norms, spectral_directions, swap_directions
@@ -206,8 +206,17 @@ def growth_gain(Q: np.ndarray, x: np.ndarray, g: np.ndarray, value: float, energ
     return float(out @ out) / (2.0 * mu * value)
 
 
+def full_pass_tick(progress, pair, before: int = 0):
+    """The progress display's tick for climbs in a subspace: their iterations after `before`,
+    the best D so far and the passes over the full pair (None without a display)."""
+    tick = getattr(progress, "tick", None)
+    if tick is None:
+        return None
+    return lambda iterations, value, _passes: tick(before + iterations, value, pair.passes)
+
+
 def successive_halving(reduced: SoftmaxPair, Y0: np.ndarray, energy: float, gtol: float,
-                       climb: int = 500):
+                       climb: int = 500, tick=None):
     """Score every column once (values only) and keep the best HALVING_FIRST distinct ones,
     then per stage of HALVING climb that many iterations and keep the best distinct ones;
     the last survivors climb `climb` more iterations (500: to the end)."""
@@ -216,6 +225,7 @@ def successive_halving(reduced: SoftmaxPair, Y0: np.ndarray, energy: float, gtol
     # (~0.4 s at n = 50,000) than the whole evaluation in blocks that the allocator reuses
     f0 = np.concatenate([reduced.value(Y0[:, s:s + 32]) for s in range(0, Y0.shape[1], 32)])
     run = BatchedAscent(reduced, Y0[:, distinct(Y0, f0, energy, tol=1e-3)[:HALVING_FIRST]], energy)
+    run.tick = tick
     halve(run, HALVING, gtol)
     run.run(climb, gtol=gtol)
     return run
@@ -265,7 +275,7 @@ def sketch_search(pair: SoftmaxPair, energy: float, *, starts=None, seed: int = 
     if progress:
         progress(f"[phase 3 of at most {phases}] climbing from {total} starts in the subspace "
                  f"(budget {energy:g})")
-    run = successive_halving(reduced, Y0, energy, explore_gtol)
+    run = successive_halving(reduced, Y0, energy, explore_gtol, tick=full_pass_tick(progress, pair))
     iterations = run.iterations
     values = sorted({float(v) for v in run.f}, reverse=True)
     points = Q @ run.X
@@ -292,7 +302,7 @@ def sketch_search(pair: SoftmaxPair, energy: float, *, starts=None, seed: int = 
         if progress:
             progress(f"[phase {3 + rounds} of at most {phases}] lifted: D {f_full[b]:.7e}, "
                      f"KKT residual {res[b]:.2e}")
-        if residual <= kkt_target or rounds > SKETCH_ROUNDS:
+        if residual <= kkt_target or rounds > SKETCH_ROUNDS or enough(best_f):
             break
         if gain <= resolution:
             # what is left outside the subspace is worth less than float32 resolves; the rest
@@ -320,14 +330,17 @@ def sketch_search(pair: SoftmaxPair, energy: float, *, starts=None, seed: int = 
                      f"{Q.shape[1]} (growth {rounds})")
         reduced = _ReducedPair(KQ, pair.n, pair.readout, pair.objective)
         run = BatchedAscent(reduced, Y, energy)
+        run.tick = full_pass_tick(progress, pair, iterations)
         run.run(500, gtol=polish_gtol)
         iterations += run.iterations
         Y = run.X
-    if residual > kkt_target and (not stalled or residual > SKETCH_POLISH[0 if exact else 1]):
+    if residual > kkt_target and (not stalled or residual > SKETCH_POLISH[0 if exact else 1]) \
+            and not enough(best_f):
         # the subspace could not grow further (rank cap, nothing new): polish in full d
         if progress:
             progress(f"[phase {phases} of {phases}] polishing the best point in full d")
         run = BatchedAscent(pair, best_x[:, None], energy)
+        run.tick = full_pass_tick(progress, pair, iterations)
         run.run(2000, gtol=polish_gtol)
         iterations += run.iterations
         if run.f[0] >= best_f:

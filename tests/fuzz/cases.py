@@ -35,7 +35,7 @@ class Case:
     reader: str
     files: dict                      # relative path -> bytes
     spec: str                        # what bht is given (relative to the case folder, or "-")
-    entry: str = "load"              # load | tensors | softcap | stdin
+    entry: str = "load"              # load | query | tensors | softcap | stdin | stdin_tensors
     stdin: bytes = b""
     note: str = ""                   # which generator and mutations made it
     cli: list = field(default_factory=list)
@@ -504,11 +504,11 @@ def _make_case(rng: random.Random, reader: str) -> Case:
         return _file_case(rng, reader, "x.json", data, note, ("load", "query"))
     if reader == "stdin":
         data, note = _any_bytes(rng)
-        return Case(reader, {}, "-", "stdin", data, note)
+        return Case(reader, {}, "-", rng.choice(("stdin", "stdin", "stdin_tensors")), data, note)
     if reader == "sniffed":
         data, note = _any_bytes(rng)
         name = rng.choice(("x", "x", "x.bin", "x.dat5", "model"))
-        return _file_case(rng, reader, name, data, note, ("load",))
+        return _file_case(rng, reader, name, data, note, ("load", "load", "tensors"))
     if reader == "safetensors":
         data, note, names = safetensors_case_bytes(rng)
         spec = "x.safetensors" if rng.random() < 0.6 else f"x.safetensors:{rng.choice(names + ['nope'])}"

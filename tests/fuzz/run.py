@@ -54,6 +54,8 @@ def _call(case) -> None:
     from bhtcli.io.checkpoint import checkpoint_softcap
     if case.entry == "stdin":
         bhtcli.load_matrix("-", stdin=io.BytesIO(case.stdin))
+    elif case.entry == "stdin_tensors":
+        bhtcli.api.list_tensors("-", stdin=io.BytesIO(case.stdin))
     elif case.entry == "tensors":
         bhtcli.api.list_tensors(case.spec)
     elif case.entry == "softcap":
@@ -142,7 +144,8 @@ def cli_args(case, rng) -> list:
     choices = [["bound", spec, GOOD_B, "--energy", "1", "--json"],
                ["design", spec, GOOD_B, "-E", "1", "--json", "--starts", "2"],
                ["quantize", spec, "--to", "q8_0", "--out", "q.npy"]]
-    if case.entry == "tensors" or case.reader in ("gguf", "safetensors", "folder", "npz", "npy"):
+    if case.entry in ("tensors", "stdin_tensors") or case.reader in ("gguf", "safetensors", "folder",
+                                                                     "npz", "npy", "sniffed", "stdin"):
         choices.append(["tensors", spec.split(":")[0] if case.reader != "folder" else "m"])
     return rng.choice(choices)
 
@@ -161,9 +164,9 @@ class _Cli:
         self.out = tempfile.TemporaryFile()
         self.err = tempfile.TemporaryFile()
         self.proc = subprocess.Popen(command + args, cwd=folder, env=env, preexec_fn=limit,
-                                     stdin=subprocess.PIPE if case.entry == "stdin" else subprocess.DEVNULL,
+                                     stdin=subprocess.PIPE if case.entry.startswith("stdin") else subprocess.DEVNULL,
                                      stdout=self.out, stderr=self.err)
-        if case.entry == "stdin":
+        if case.stdin or case.entry.startswith("stdin"):
             try:
                 self.proc.stdin.write(case.stdin)
             except BrokenPipeError:
