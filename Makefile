@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 ENGINE_CPU := $(if $(filter x86_64,$(shell uname -m)),-DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON)
 ENGINE_BUILD := CMAKE_ARGS="-DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF $(ENGINE_CPU)" CMAKE_BUILD_PARALLEL_LEVEL=$(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: demo test install bench audit reach llm-audit clean docs
+.PHONY: demo test install bench audit reach llm-audit clean docs fuzz
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,12 @@ test: $(STAMP)
 # docs/cli.md (every --help) and docs/json.md (every --json key); tests/test_docs.py fails when stale.
 docs: $(STAMP)
 	$(BIN)/python -m bhtcli.cli.docs
+
+# The hostile-file campaign (tests/fuzz/): 10,000 seeded cases through every reader, ~1 in 20
+# through the real `bht`; fails on any traceback, hang or out-of-memory exit (docs/testing.md).
+FUZZ_ARGS ?= --cases 10000 --seed 35 --jobs 2 --keep ../fuzz-failures
+fuzz: $(STAMP)
+	cd tests && ../$(BIN)/python -m fuzz $(FUZZ_ARGS)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_design.py

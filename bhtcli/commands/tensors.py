@@ -14,6 +14,7 @@ import zipfile
 import numpy as np
 
 from bhtcli.errors import InputError
+from bhtcli.io.npy_file import ZIP_ERRORS
 from bhtcli.results import TensorsResult
 
 
@@ -139,7 +140,7 @@ def _safetensor_stream(label: str, data: bytes):
         header.pop("__metadata__", None)
         rows = [_row(k, v["shape"], v["dtype"], v["data_offsets"][1] - v["data_offsets"][0])
                 for k, v in header.items()]
-    except (ValueError, TypeError, KeyError, AttributeError, IndexError):
+    except (ValueError, TypeError, KeyError, AttributeError, IndexError, RecursionError):
         raise InputError(f"{label} is not a valid .safetensors stream (its header is not the "
                          "format's JSON); re-save it with safetensors.numpy.save_file") from None
     if rows:
@@ -147,14 +148,10 @@ def _safetensor_stream(label: str, data: bytes):
     return _safetensor_listing(label, rows, None)
 
 
-def _npy_header(fh):
-    version = np.lib.format.read_magic(fh)
-    reader = {(1, 0): np.lib.format.read_array_header_1_0,
-              (2, 0): np.lib.format.read_array_header_2_0}.get(version)
-    if reader is None:
-        raise ValueError(f"unsupported .npy version {version}")
-    shape, _, dtype = reader(fh)
-    return shape, dtype
+def _npy_header(fh, label):
+    from bhtcli.io.npy_file import read_header
+    header = read_header(fh, label)
+    return header.shape, header.dtype
 
 
 def _npz(path, stream=None):
@@ -165,9 +162,9 @@ def _npz(path, stream=None):
                 if not member.endswith(".npy"):
                     continue
                 with archive.open(member) as fh:
-                    shape, dtype = _npy_header(fh)
+                    shape, dtype = _npy_header(fh, f"{path}:{member[:-4]}")
                 rows.append(_row(member[:-4], shape, dtype.name, dtype.itemsize * math.prod(shape)))
-    except (OSError, ValueError, zipfile.BadZipFile) as exc:
+    except ZIP_ERRORS as exc:
         raise InputError(f"{path} is not a valid .npz file ({exc}); re-save it with numpy.savez") from None
     head = rows[0]["name"] if len(rows) == 1 else None
     return _result(path, "npz", rows, head, False)
@@ -176,7 +173,7 @@ def _npz(path, stream=None):
 def _npy(path, stream=None):
     try:
         with (open(path, "rb") if stream is None else stream) as fh:
-            shape, dtype = _npy_header(fh)
+            shape, dtype = _npy_header(fh, path)
     except (OSError, ValueError) as exc:
         raise InputError(f"{path} is not a valid .npy file ({exc}); re-save it with numpy.save") from None
     name = os.path.basename(path)

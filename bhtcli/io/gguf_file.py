@@ -24,6 +24,7 @@ import numpy as np
 
 from bhtcli.errors import InputError, phase
 from bhtcli.io import reads
+from bhtcli.io.limits import check_allocation, check_dims
 
 MAGIC = b"GGUF"
 SUFFIX = ".gguf"
@@ -36,6 +37,7 @@ DEFAULT_ALIGNMENT = 32
 PLAIN = {"F32": "<f4", "F16": "<f2", "F64": "<f8", "I8": "i1", "I16": "<i2", "I32": "<i4",
          "I64": "<i8"}
 BLOCK_BYTES = 1 << 22          # dequantize about 4 MB of float32 per block
+MAX_NESTING = 16               # arrays of arrays: llama.cpp writes none; a deeper header is damaged
 
 
 @dataclass(frozen=True)
@@ -113,7 +115,10 @@ class _Cursor:
         self.pos += length
         return raw.decode("utf-8", errors="replace")
 
-    def skip_array(self) -> int:
+    def skip_array(self, depth: int = 0) -> int:
+        if depth > MAX_NESTING:
+            raise InputError(f"{self.label} is not a valid GGUF file (metadata arrays nested more "
+                             f"than {MAX_NESTING} deep); download it again")
         kind, count = self.take("<I"), self.take("<Q")
         if kind == STRING:
             for _ in range(count):
@@ -127,7 +132,7 @@ class _Cursor:
                 self.take("<B")
         elif kind == ARRAY:
             for _ in range(count):
-                self.skip_array()
+                self.skip_array(depth + 1)
         else:
             raise InputError(f"{self.label} is not a valid GGUF file (unknown metadata type {kind})")
         return count
@@ -190,7 +195,10 @@ def parse_header(buf, label: str) -> GGUFHeader:
         except (ValueError, KeyError):
             raise InputError(f"{label}:{name} is stored as GGML type {code}, which the installed gguf "
                              "package does not know; upgrade it (pip install -U gguf)") from None
-        count = math.prod(dims)
+        count = check_dims(dims, 8, f"{label}:{name}")
+        if qtype.name not in PLAIN and qtype.name != "BF16" and not dims:
+            raise InputError(f"{label} is not a valid GGUF file (tensor {name!r} is {type_name} "
+                             "with no dimensions; quantized tensors have rows)")
         if dims and dims[0] % block[0]:
             raise InputError(f"{label} is not a valid GGUF file (tensor {name!r}: rows of {dims[0]} "
                              f"values, not a multiple of the {type_name} block of {block[0]})")
@@ -282,6 +290,7 @@ def tensor_array(buf, info: GGUFTensor, label: str, dtype=None) -> np.ndarray:
     out_dtype = np.dtype(np.float32 if dtype is None else dtype)
     width = info.shape[-1] if info.shape else 1
     rows = count // width if width else 0
+    check_allocation(count * out_dtype.itemsize, f"{label}:{info.name}", "the dequantized tensor")
     out = np.empty((rows, width), dtype=out_dtype)
     raw = buf[info.offset:info.offset + info.nbytes].reshape(rows, -1) if rows else None
     step = max(1, BLOCK_BYTES // (4 * max(width, 1)))

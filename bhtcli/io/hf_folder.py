@@ -10,7 +10,6 @@ Qwen2.5-0.5B): their head is the input embedding, found under the common archite
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 from dataclasses import dataclass
@@ -54,9 +53,13 @@ class Folder:
         """config.json's `final_logit_softcapping` (also under `text_config`), when > 0."""
         for cfg in (self.config, self.config.get("text_config") or {}):
             value = cfg.get("final_logit_softcapping") if isinstance(cfg, dict) else None
-            if isinstance(value, (int, float)) and not isinstance(value, bool) \
-                    and math.isfinite(value) and value > 0:
-                return float(value)
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                try:
+                    value = float(value)
+                except OverflowError:   # a JSON integer beyond float64: no cap at all
+                    continue
+                if math.isfinite(value) and value > 0:
+                    return value
         return None
 
     def head(self) -> tuple[str | None, bool]:
@@ -130,13 +133,20 @@ def _shard(path: str, name: str, index: str) -> str:
 
 
 def read_json(file: str, folder: str) -> dict:
+    """The JSON object in `file` (config.json, the index); anything else is one InputError."""
+    from bhtcli.io.text import parse_json
     reads.record(file)
     try:
-        with open(file, encoding="utf-8") as fh:
-            return json.load(fh)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"{file} could not be read as JSON ({exc}); download the checkpoint "
-                         "folder again") from None
+        with open(file, "rb") as fh:
+            data = fh.read()
+    except OSError as exc:
+        raise InputError(f"{file} could not be read ({exc.strerror or exc}); download the "
+                         "checkpoint folder again") from None
+    value = parse_json(data, file, "a JSON object; download the checkpoint folder again")
+    if not isinstance(value, dict):
+        raise InputError(f"{file} holds a JSON {type(value).__name__.replace('NoneType', 'null')}, "
+                         "not an object; download the checkpoint folder again")
+    return value
 
 
 def read_folder(path: str, tensor: str | None = None):
@@ -144,7 +154,21 @@ def read_folder(path: str, tensor: str | None = None):
     from bhtcli.io.safetensors_file import read_safetensors
     folder = open_folder(path)
     name = choose_tensor(folder, tensor)
+    shard_info(folder, name)
     return read_safetensors(folder.weight_map[name], name)
+
+
+def shard_info(folder: Folder, name: str) -> dict:
+    """The header entry of tensor `name` in the shard the weight map names; InputError when that
+    shard does not hold it (an index out of step with its shards)."""
+    from bhtcli.io.safetensors_file import tensor_infos
+    shard = folder.weight_map[name]
+    infos = tensor_infos(shard)
+    if name not in infos:
+        raise InputError(f"{os.path.join(folder.path, INDEX)} puts {name} in "
+                         f"{os.path.basename(shard)}, which does not hold it; download the "
+                         "checkpoint folder again (index and shards together)")
+    return infos[name]
 
 
 def choose_tensor(folder: Folder, tensor: str | None, quiet: bool = False) -> str:
@@ -163,7 +187,7 @@ def choose_tensor(folder: Folder, tensor: str | None, quiet: bool = False) -> st
                          f"head with {folder.path}:TENSOR")
     if not quiet:
         from bhtcli.io.safetensors_file import tensor_infos
-        info = tensor_infos(folder.weight_map[name])[name]
+        info = shard_info(folder, name)
         note_head(folder.path, name, tuple(info["shape"]), info["dtype"], tied, "no lm_head.weight")
     return name
 

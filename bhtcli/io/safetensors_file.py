@@ -22,6 +22,7 @@ import numpy as np
 
 from bhtcli.errors import InputError
 from bhtcli.io import reads
+from bhtcli.io.limits import check_dims
 
 SUFFIX = ".safetensors"
 
@@ -84,15 +85,23 @@ def read_safetensors(path: str, tensor: str | None = None) -> np.ndarray:
     infos = _validated_infos(path)
     name = _choose(path, infos, tensor)
     info = infos[name]
-    code, shape = info["dtype"], tuple(info["shape"])
-    if code not in DTYPES:
-        raise InputError(f"{path}:{name} is stored as {code}, which bht does not read; "
-                         "store it as float32, float16 or bfloat16 (e.g. tensor.float())")
-    dtype = DTYPES[code]
+    dtype, shape = _stored(path, name, info["dtype"], info["shape"])
     if math.prod(shape) == 0:
         return np.zeros(shape, dtype=dtype)
     offset = info["data_start"] + info["data_offsets"][0]
     return np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=shape)
+
+
+def _stored(label: str, name: str, code: str, shape) -> tuple:
+    """(numpy dtype, shape) of a tensor bht reads; InputError for a dtype it does not read
+    (8-bit floats, bool, complex) or a shape no array can have."""
+    if code not in DTYPES:
+        raise InputError(f"{label}:{name} is stored as {code}, which bht does not read; "
+                         "store it as float32, float16 or bfloat16 (e.g. tensor.float())")
+    dtype = DTYPES[code]
+    shape = tuple(shape)
+    check_dims(shape, dtype.itemsize, f"{label}:{name}")
+    return dtype, shape
 
 
 def tensor_infos(path: str) -> dict:
@@ -168,13 +177,16 @@ def _one_line(exc: Exception) -> str:
 def read_safetensors_bytes(data: bytes, label: str, tensor: str | None = None) -> np.ndarray:
     """One tensor of safetensors bytes (a pipe or process substitution: no file to map),
     validated by the safetensors package; chosen as :func:`read_safetensors` does."""
-    from safetensors import SafetensorError
-    from safetensors.numpy import load
+    from safetensors import SafetensorError, deserialize
 
     try:
-        arrays = load(data)
-    except (SafetensorError, ValueError, TypeError) as exc:
+        entries = dict(deserialize(bytes(data)))
+    except (SafetensorError, ValueError, TypeError, OverflowError) as exc:
         raise InputError(f"{label} is not a valid .safetensors stream ({_one_line(exc)}); re-save it "
                          "with safetensors.numpy.save_file") from None
-    infos = {k: {"shape": list(v.shape), "dtype": str(v.dtype)} for k, v in arrays.items()}
-    return arrays[_choose(label, infos, tensor)]
+    infos = {k: {"shape": list(v["shape"]), "dtype": v["dtype"]} for k, v in entries.items()}
+    name = _choose(label, infos, tensor)
+    dtype, shape = _stored(label, name, infos[name]["dtype"], infos[name]["shape"])
+    if math.prod(shape) == 0:
+        return np.zeros(shape, dtype=dtype)
+    return np.frombuffer(entries[name]["data"], dtype=dtype).reshape(shape)
