@@ -48,10 +48,13 @@ def weights(seed: int, n_vocab: int, scale: float = 0.3) -> dict:
 
 
 def write_tiny(path, seed: int = 0, tensors: dict | None = None, extra_tokens: int = 0,
-               tokenizer: str = "llama") -> dict:
-    """Write the tiny model to `path`; returns its tensors (float32, by name)."""
+               tokenizer: str = "llama", rename: dict | None = None) -> dict:
+    """Write the tiny model to `path` (`rename`: {token id: new text}); returns its tensors
+    (float32, by name)."""
     import gguf
     tokens, scores, types = vocabulary(extra_tokens)
+    for i, text in (rename or {}).items():
+        tokens[i] = text
     tensors = tensors if tensors is not None else weights(seed, len(tokens))
     wr = gguf.GGUFWriter(str(path), "llama")
     wr.add_name("tiny")

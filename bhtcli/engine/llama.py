@@ -1,10 +1,10 @@
 """llama.cpp through llama-cpp-python's low-level API (`llama_cpp.llama_cpp`, ctypes).
 
 Scoring packs many prompts into one `llama_decode` call: each prompt is its own sequence
-(seq_id = its slot, positions from 0, the logits asked for at its last token only) in a KV
-cache shared by the batch (kv_unified), which is cleared before the next batch. Attention is
-masked per sequence, so a prompt's logits do not depend on its neighbours -- up to the
-kernels' summation order, which the batch composition can change (that is the engine floor
+(seq_id = its slot, positions from 0, the logits asked for at its last token only) with its
+one KV cache shared by the batch (kv_unified; separate streams measured far slower), which
+is cleared before the next batch. A prompt's logits do not depend on its neighbours -- up to the
+kernels' summation order, which the batch composition can change (part of the engine floor
 that `bht prompts` measures).
 
 llama.cpp's own log goes nowhere unless BHT_ENGINE_LOG=1 is set.
@@ -18,10 +18,10 @@ from pathlib import Path
 
 import numpy as np
 
-from bhtcli.engine.settings import MAX_SEQUENCES, EngineSettings, Sampler
+from bhtcli.engine.settings import EngineSettings, Sampler
 from bhtcli.errors import InputError
 
-MAX_CONTEXT = 4096
+MAX_CONTEXT = 512           # tokens of one prompt unless the settings ask for more
 _INIT = threading.Lock()
 _STATE: dict = {}
 
@@ -77,10 +77,11 @@ class LlamaEngine:
         self.context = settings.context or max(1, min(train, MAX_CONTEXT))
         self.add_bos = bool(lib.llama_vocab_get_add_bos(self.vocab))
         cp = lib.llama_context_default_params()
-        cp.n_ctx = self.context
-        cp.n_batch = self.context
-        cp.n_ubatch = min(settings.batch, self.context)
-        cp.n_seq_max = MAX_SEQUENCES
+        self.sequences = settings.sequences
+        cp.n_ctx = self.context * self.sequences
+        cp.n_batch = self.context * self.sequences
+        cp.n_ubatch = self.ubatch = min(settings.batch, cp.n_batch)
+        cp.n_seq_max = self.sequences
         cp.n_threads = cp.n_threads_batch = settings.threads
         kv = lib.GGML_TYPE_F32 if settings.kv_type == "f32" else lib.GGML_TYPE_F16
         cp.type_k = cp.type_v = kv
@@ -93,7 +94,7 @@ class LlamaEngine:
             raise InputError(f"{self.path}: llama.cpp could not create a context "
                              f"({self.context} tokens); run with BHT_ENGINE_LOG=1 to see why")
         self.memory = lib.llama_get_memory(self.ctx)
-        self.batch = lib.llama_batch_init(self.context, 0, 1)
+        self.batch = lib.llama_batch_init(self.context * self.sequences, 0, 1)
         self.calls = 0
 
     def close(self):
@@ -194,18 +195,15 @@ class LlamaEngine:
     def next_logits(self, prompts, progress=None) -> np.ndarray:
         """The logits of the next token after each prompt (lists of ids): (m, n_vocab) float32.
 
-        Prompts are packed in their given order, up to MAX_SEQUENCES prompts and the context's
-        tokens per engine call; `progress(done, total)` is called after each call."""
+        Prompts are packed in their given order, `settings.sequences` per engine call;
+        `progress(done, total)` is called after each call."""
         m = len(prompts)
         out = np.empty((m, self.n_vocab), dtype=np.float32)
         for k, ids in enumerate(prompts):
             self.check_prompt(ids, f"prompt {k + 1}")
         i = 0
         while i < m:
-            j, tokens = i, 0
-            while j < m and j - i < MAX_SEQUENCES and tokens + len(prompts[j]) <= self.context:
-                tokens += len(prompts[j])
-                j += 1
+            j = min(i + self.sequences, m)
             last = self._decode(prompts[i:j])
             for r, idx in enumerate(last):
                 out[i + r] = self._row(idx)
@@ -259,7 +257,7 @@ class LlamaEngine:
         return {"engine": "llama.cpp", "binding": "llama-cpp-python",
                 "binding_version": _STATE["version"], "llama_cpp_build": build,
                 "system_info": info.strip(), "cpu_features": features,
-                "threads": self.settings.threads, "batch": min(self.settings.batch, self.context),
+                "threads": self.settings.threads, "batch": self.ubatch,
                 "kv_type": self.settings.kv_type, "flash_attn": self.settings.flash_attn,
                 "context": self.context,
-                "sequences_per_call": MAX_SEQUENCES}
+                "sequences": self.sequences}

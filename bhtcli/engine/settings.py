@@ -7,20 +7,21 @@ from dataclasses import asdict, dataclass
 from bhtcli.errors import InputError, parameter_name
 
 KV_TYPES = ("f16", "f32")
-MAX_SEQUENCES = 64          # sequences per engine call (llama.cpp allows up to 256)
 
 
 @dataclass(frozen=True)
 class EngineSettings:
     """How the engine runs: threads, the physical batch (ubatch: the kernels' row blocks), the
     KV cache's type, flash attention (off, as llama-cpp-python's `Llama` defaults; on, it rounds
-    the queries to the KV type), the context length (0: the model's, at most 4096 tokens)."""
+    the queries to the KV type), the context of one prompt (0: the model's, at most 512 tokens)
+    and the prompts scored per engine call (`sequences`, each in its own KV stream)."""
 
     threads: int = 2
     batch: int = 512
     kv_type: str = "f16"
     flash_attn: bool = False
     context: int = 0
+    sequences: int = 16
 
     def __post_init__(self):
         if not (isinstance(self.threads, int) and 1 <= self.threads <= 256):
@@ -29,6 +30,8 @@ class EngineSettings:
             raise InputError(f"{parameter_name('batch')} must be an integer from 1 to 65536")
         if self.kv_type not in KV_TYPES:
             raise InputError(f"{parameter_name('kv_type')} must be one of {', '.join(KV_TYPES)}")
+        if not (isinstance(self.sequences, int) and 1 <= self.sequences <= 256):
+            raise InputError(f"{parameter_name('sequences')} must be an integer from 1 to 256")
         if not (isinstance(self.context, int) and 0 <= self.context <= 1 << 20):
             raise InputError(f"{parameter_name('context')} must be an integer >= 0 (0: the model's)")
 
