@@ -51,6 +51,16 @@ def _sweep(capsys, tmp_path):
 
 
 
+def _tiny_builds(tmp_path):
+    """Two tiny llama GGUF builds and a prompt file for `bht prompts`."""
+    from tiny_llama import write_tiny
+    a, b, f = tmp_path / "tA.gguf", tmp_path / "tB.gguf", tmp_path / "prompts.txt"
+    write_tiny(a, seed=0)
+    write_tiny(b, seed=1)
+    f.write_text("Beautiful is better than\nErrors should never pass\nSparse is better than\n")
+    return str(a), str(b), str(f)
+
+
 def _softcapped_gguf(tmp_path):
     import gguf
     path = str(tmp_path / "g.gguf")
@@ -73,6 +83,7 @@ def test_schema_matches_real_outputs(capsys, tmp_path):
     np.save(H, 0.3 * rng.standard_normal((20, 8)))
     np.save(V, rng.standard_normal((8, 2)))
     (tmp_path / "names.txt").write_text("".join(f"prompt {i}\n" for i in range(20)))
+    tiny = _tiny_builds(tmp_path)
     runs = {
         "design": [["design", A, B, "-E", "1"], ["design", LA, LB, *lev],
                    ["design", A, A, "--link-b", "taylor:4", "-E", "0.5"],
@@ -95,6 +106,9 @@ def test_schema_matches_real_outputs(capsys, tmp_path):
                    "--lr", "10", "--out", str(tmp_path / "B.npy"), "-E", "1"]],
         "tensors": [["tensors", _softcapped_gguf(tmp_path)], ["tensors", os.path.join(EX, "shift_data.npz")]],
         "quantize": [["quantize", A, "--to", "bf16", "--out", str(tmp_path / "A_bf16.npy")]],
+        "prompts": [["prompts", *tiny[:2], "--prompts", tiny[2]],
+                    ["prompts", *tiny[:2], "--prompts", tiny[2], "--temperature", "0",
+                     "--min-margin", "1"]],
     }
     seen = {command: {} for command in SCHEMA}
     for command, invocations in runs.items():

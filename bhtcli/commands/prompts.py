@@ -26,7 +26,7 @@ MAX_BUILDS = 8
 CHUNK = 64                  # prompts whose logits are held at once (K x CHUNK x n_vocab float32)
 FLAG_MARGIN = 10.0          # a prompt's H^2 should be >= 10x its engine floor
 SAMPLER_NOTE = ("laws are the engine's raw softmax (temperature 1, no truncation); APIs usually "
-                "sample otherwise: give --temperature/--top-k/--top-p/--min-p as the API runs")
+                "sample otherwise: give the API's temperature, top-k, top-p and min-p")
 SUPPORT_NOTE = ("the sampler truncates: an answer outside one build's support has probability 0 "
                 "under it and decides at once")
 
@@ -172,7 +172,7 @@ def prompts(builds, prompt_list, *, source: str, sampler: Sampler = Sampler(),
     if flagged:
         notes.append(f"{flagged} of the top prompts have H^2 below {FLAG_MARGIN:g}x their engine "
                      "floor: the engine's own settings move their laws nearly as much as the "
-                     "builds do (--min-margin leaves such prompts out)")
+                     f"builds do ({parameter_name('min_margin')} leaves such prompts out)")
     for message in notes:
         note(message)
     seconds = time.perf_counter() - t0
