@@ -72,9 +72,11 @@ def main() -> None:
     t = time.perf_counter()
     batched = [laws(e.next_logits(ids)) for e in engines]
     t_batched = time.perf_counter() - t
+    print(f"batched: {t_batched:.1f} s", file=sys.stderr, flush=True)
     t = time.perf_counter()
     single = [laws(np.stack([e.next_logits([i])[0] for i in ids])) for e in engines]
     t_single = time.perf_counter() - t
+    print(f"one prompt per call: {t_single:.1f} s", file=sys.stderr, flush=True)
     h_batched = hellinger_squared(*batched)
     h_single = hellinger_squared(*single)
     for e in engines:

@@ -315,7 +315,16 @@ def bound(A, B=None, energy=None, *, model="softmax", floor=None, error: float =
     return bound_softmax(A, B, spec, error, certificate, progress)
 
 
-def sample(A, query, count: int, *, seed: int = 0, model="softmax", link_a=None, bias_a=None):
+def _engine_args(temperature, top_k, top_p, min_p, threads, batch, kv_type, flash_attn):
+    from bhtcli.engine.settings import EngineSettings, Sampler
+    return (Sampler(temperature, top_k, top_p, min_p),
+            EngineSettings(threads, batch, kv_type, flash_attn))
+
+
+def sample(A, query=None, count: int = 1, *, seed: int = 0, model="softmax", link_a=None,
+           bias_a=None, prompt=None, text: bool = False, temperature: float = 1.0,
+           top_k: int = 0, top_p: float = 1.0, min_p: float = 0.0, threads: int = 2,
+           batch: int = 512, kv_type: str = "f16", flash_attn: bool = False):
     """`count` answers of model A to `query`, as 0-based indices (seeded).
 
     Parameters
@@ -334,7 +343,16 @@ def sample(A, query, count: int, *, seed: int = 0, model="softmax", link_a=None,
     -------
     numpy.ndarray
         The answers (int64), what ``bht sample`` prints one per line.
+
+    With `prompt` (text, or a list of token ids), A is a GGUF build and the answers are the
+    tokens the engine's sampler (temperature, top_k, top_p, min_p) draws after the prompt:
+    token ids, or with `text` the vocabulary's token strings.
     """
+    if prompt is not None:
+        from bhtcli.commands.prompt_answers import sample_prompt
+        sampler, settings = _engine_args(temperature, top_k, top_p, min_p, threads, batch,
+                                         kv_type, flash_attn)
+        return sample_prompt(A, prompt, count, sampler, settings, seed=seed, text=text)
     from bhtcli.models.answers import sample as sample_answers
     spec = model_spec(model, link_a=link_a, bias_a=bias_a, need_energy=False, inputs=(A,))
     return sample_answers(A, query, count, seed=seed, model=spec, link=spec.link_a,
@@ -342,7 +360,10 @@ def sample(A, query, count: int, *, seed: int = 0, model="softmax", link_a=None,
 
 
 def decide(A, B=None, query=None, answers=None, *, model="softmax", error: float = 0.05,
-           link_a=None, link_b=None, bias_a=None, bias_b=None, stdin=None, prior=None):
+           link_a=None, link_b=None, bias_a=None, bias_b=None, stdin=None, prior=None,
+           prompt=None, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0,
+           min_p: float = 0.0, threads: int = 2, batch: int = 512, kv_type: str = "f16",
+           flash_attn: bool = False):
     """Which model produced `answers` (Wald's SPRT in the order observed, docs/maths.md §3.6).
 
     Parameters
@@ -362,10 +383,22 @@ def decide(A, B=None, query=None, answers=None, *, model="softmax", error: float
     `query` may then hold a schedule's queries (one per row) and the answers say which query
     each came from (docs/kway.md).
 
+    With `prompt` (text or token ids), A and B are GGUF builds, `query` is unused and the
+    answers are tokens (ids, or the vocabulary's strings) drawn by the engine's sampler
+    (temperature, top_k, top_p, min_p) after the prompt.
+
     Returns
     -------
     bhtcli.commands.decide.DecideResult
     """
+    if prompt is not None:
+        from bhtcli.commands.prompt_answers import decide_prompt
+        from bhtcli.io.validation import check_error
+        sampler, settings = _engine_args(temperature, top_k, top_p, min_p, threads, batch,
+                                         kv_type, flash_attn)
+        builds = list(A) if isinstance(A, (list, tuple)) else [A, B]
+        return decide_prompt(builds, prompt, answers, sampler, settings, check_error(error),
+                             stdin=stdin)
     if isinstance(A, (list, tuple)) and A and all(
             isinstance(m, (str, os.PathLike)) or getattr(m, "ndim", None) == 2 for m in A):
         if answers is None:                   # decide([M1, M2, M3], x, answers)

@@ -208,6 +208,9 @@ BOUND = {
 
 DECIDE = {
     **HEADER,
+    "model": ("string or null", "Model family: softmax, leverage, or causal-lm (--prompt: GGUF builds through the engine)."),
+    "n": ("integer or null", "The number of possible answers (causal-lm: the vocabulary's size)."),
+    "d": ("integer or null", "Columns of A and B (null for causal-lm: the query is a prompt)."),
     "decision": ("string", "The SPRT's decision on the answers in order: A, B or undecided."),
     "samples_used": ("integer", "Answers up to the SPRT's first crossing (all of them if undecided)."),
     "samples_total": ("integer", "Answers given."),

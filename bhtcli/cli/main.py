@@ -238,23 +238,42 @@ def bound(a, b, more, model, energy, floor, alpha, link_a, link_b, bias_a, bias_
 @cli.command(context_settings=CONTEXT)
 @click.argument("a", metavar="A", type=PATH)
 @model_option
-@query_option(required=True)
+@query_option(required=False)
+@click.option("--prompt", default=None, metavar="TEXT",
+              help="A is a GGUF build: draw the tokens the engine's sampler gives after TEXT "
+                   "(the sampler options apply).")
+@click.option("--text", "as_text", is_flag=True,
+              help="With --prompt: print the vocabulary's token strings instead of ids.")
+@sampler_options
 @click.option("--count", "-n", type=int, required=True, help="Number of answers to draw.")
 @seed_option
 @click.option("--link-a", "link", default=None, metavar="LINK",
               help="Link of model A: " + LINK_HELP + LINK_DEFAULT)
 @click.option("--bias-a", "bias", type=PATH, default=None, metavar="FILE", help="Bias of model A, one entry per row.")
 @quiet_option
-def sample(a, model, query, count, seed, link, bias, quiet):
+def sample(a, model, query, prompt, as_text, temperature, top_k, top_p, min_p, count, seed, link,
+           bias, quiet):
     """Draw answers of model A to query x: 0-based indices, one per line (a stand-in black box).
+
+    With --prompt, A is a GGUF build and the answers are tokens drawn by llama.cpp's sampler
+    chain (top-k, top-p, min-p, temperature), each the first token of an independent
+    completion: token ids one a line, or with --text the vocabulary's token strings.
 
     \b
     Examples:
       bht sample A.npy --query x.npy --count 50
       bht sample A.npy --query x.npy --count 50 | bht decide A.npy B.npy --query x.npy -
+      bht sample A.gguf --prompt "Beautiful is better than" --count 40 --temperature 0.8
     """
     from bhtcli.cli.render import write_lines
     from bhtcli.api import sample as sample_fn
+    if prompt is not None:
+        write_lines(sample_fn(a, count=count, seed=seed, prompt=prompt, text=as_text,
+                              temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p))
+        return
+    if query is None:
+        raise click.UsageError("Missing option '--query' / '-x' (or --prompt for a GGUF build).",
+                               ctx=click.get_current_context())
     write_lines(sample_fn(a, query, count, seed=seed, model=model, link_a=link, bias_a=bias))
 
 
@@ -263,14 +282,19 @@ def sample(a, model, query, count, seed, link, bias, quiet):
 @click.argument("b", metavar="B", type=PATH)
 @click.argument("rest", nargs=-1, required=True, metavar="[M3 ...] ANSWERS", type=PATH)
 @model_option
-@query_option(required=True, what="The query the answers respond to (K models: one per row for a schedule)")
+@query_option(required=False, what="The query the answers respond to (K models: one per row for a schedule)")
+@click.option("--prompt", default=None, metavar="TEXT",
+              help="A and B are GGUF builds and ANSWERS the tokens (ids, or token strings as "
+                   "sample --text prints them) their API gave after TEXT.")
+@sampler_options
 @error_option
 @readout_options
 @click.option("--prior", default=None, metavar="P1,P2,...",
               help="Three or more models: prior probabilities, one per model [default: equal].")
 @json_option
 @quiet_option
-def decide(a, b, rest, model, query, alpha, link_a, link_b, bias_a, bias_b, prior, as_json, quiet):
+def decide(a, b, rest, model, query, prompt, temperature, top_k, top_p, min_p, alpha, link_a,
+           link_b, bias_a, bias_b, prior, as_json, quiet):
     """Decide from observed answers (a file or -, one index per line or a JSON list) which model answered.
 
     The SPRT uses the thresholds +-ln((1-ALPHA)/ALPHA). Whatever it decides (A, B or
@@ -288,6 +312,13 @@ def decide(a, b, rest, model, query, alpha, link_a, link_b, bias_a, bias_b, prio
     more, answers = rest[:-1], rest[-1]
     if a == "-" or b == "-" or "-" in more:
         raise InputError("the models must be files for decide (standard input carries the answers)")
+    if prompt is not None:
+        _emit(decide_fn([a, b, *more], answers=answers, error=alpha, prompt=prompt,
+                        temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p), as_json)
+        return
+    if query is None:
+        raise click.UsageError("Missing option '--query' / '-x' (or --prompt for GGUF builds).",
+                               ctx=click.get_current_context())
     if more or prior is not None:
         priors = None
         if prior is not None:
