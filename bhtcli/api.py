@@ -30,10 +30,12 @@ _LAZY = {
     "list_tensors": "bhtcli.commands.tensors",
     "compare_tensors": "bhtcli.commands.tensors",
     "quantize": "bhtcli.commands.quantize",
+    **dict.fromkeys(["EngineSettings", "Sampler"], "bhtcli.engine.settings"),
     **dict.fromkeys(["DesignResult", "BudgetCurveResult", "BoundResult", "LeverageBoundResult",
                      "DecideResult", "SimulateResult", "ShiftResult", "RankResult",
                      "SweepResult", "TensorsResult", "QuantizeResult", "KwayDesignResult",
-                     "KwayBoundResult", "KwayDecideResult", "KwaySimulateResult"], "bhtcli.results"),
+                     "KwayBoundResult", "KwayDecideResult", "KwaySimulateResult",
+                     "PromptsResult"], "bhtcli.results"),
     # for front ends: formats, output checks and writers, budget parsing, defaults
     **dict.fromkeys(["check_output_path", "save_array", "atomic_file"], "bhtcli.io.load"),
     "input_session": "bhtcli.io.reads",
@@ -317,8 +319,16 @@ def bound(A, B=None, energy=None, *, model="softmax", floor=None, error: float =
     return bound_softmax(A, B, spec, error, certificate, progress)
 
 
-def sample(A, query, count: int, *, seed: int = 0, model="softmax", link_a=None, bias_a=None,
-           schedule=None):
+def _engine_args(temperature, top_k, top_p, min_p, threads, batch, kv_type, flash_attn):
+    from bhtcli.engine.settings import EngineSettings, Sampler
+    return (Sampler(temperature, top_k, top_p, min_p),
+            EngineSettings(threads, batch, kv_type, flash_attn))
+
+
+def sample(A, query=None, count: int = 1, *, seed: int = 0, model="softmax", link_a=None,
+           bias_a=None, schedule=None, prompt=None, text: bool = False, temperature: float = 1.0,
+           top_k: int = 0, top_p: float = 1.0, min_p: float = 0.0, threads: int = 2,
+           batch: int = 512, kv_type: str = "f16", flash_attn: bool = False):
     """`count` answers of model A to `query`, as 0-based indices (seeded).
 
     Parameters
@@ -342,7 +352,16 @@ def sample(A, query, count: int, *, seed: int = 0, model="softmax", link_a=None,
     numpy.ndarray
         The answers (int64), what ``bht sample`` prints one per line; with `schedule`, a
         count x 2 array of (query index, answer), a line "q a" each.
+
+    With `prompt` (text, or a list of token ids), A is a GGUF build and the answers are the
+    tokens the engine's sampler (temperature, top_k, top_p, min_p) draws after the prompt:
+    token ids, or with `text` the vocabulary's token strings.
     """
+    if prompt is not None:
+        from bhtcli.commands.prompt_answers import sample_prompt
+        sampler, settings = _engine_args(temperature, top_k, top_p, min_p, threads, batch,
+                                         kv_type, flash_attn)
+        return sample_prompt(A, prompt, count, sampler, settings, seed=seed, text=text)
     from bhtcli.models.answers import sample as sample_answers
     spec = model_spec(model, link_a=link_a, bias_a=bias_a, need_energy=False, inputs=(A,))
     if (schedule is None) == (query is None):
@@ -359,7 +378,10 @@ def sample(A, query, count: int, *, seed: int = 0, model="softmax", link_a=None,
 
 
 def decide(A, B=None, query=None, answers=None, *, model="softmax", error: float = 0.05,
-           link_a=None, link_b=None, bias_a=None, bias_b=None, stdin=None, prior=None):
+           link_a=None, link_b=None, bias_a=None, bias_b=None, stdin=None, prior=None,
+           prompt=None, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0,
+           min_p: float = 0.0, threads: int = 2, batch: int = 512, kv_type: str = "f16",
+           flash_attn: bool = False):
     """Which model produced `answers` (Wald's SPRT in the order observed, docs/maths.md §3.6).
 
     Parameters
@@ -379,10 +401,22 @@ def decide(A, B=None, query=None, answers=None, *, model="softmax", error: float
     `query` may then hold a schedule's queries (one per row) and the answers say which query
     each came from (docs/kway.md).
 
+    With `prompt` (text or token ids), A and B are GGUF builds, `query` is unused and the
+    answers are tokens (ids, or the vocabulary's strings) drawn by the engine's sampler
+    (temperature, top_k, top_p, min_p) after the prompt.
+
     Returns
     -------
     bhtcli.commands.decide.DecideResult
     """
+    if prompt is not None:
+        from bhtcli.commands.prompt_answers import decide_prompt
+        from bhtcli.io.validation import check_error
+        sampler, settings = _engine_args(temperature, top_k, top_p, min_p, threads, batch,
+                                         kv_type, flash_attn)
+        builds = list(A) if isinstance(A, (list, tuple)) else [A, B]
+        return decide_prompt(builds, prompt, answers, sampler, settings, check_error(error),
+                             stdin=stdin)
     if isinstance(A, (list, tuple)) and A and all(
             isinstance(m, (str, os.PathLike)) or getattr(m, "ndim", None) == 2 for m in A):
         if answers is None:                   # decide([M1, M2, M3], x, answers)
@@ -525,3 +559,57 @@ def sweep(manifest, out, scheduler: str | None = None, workers: int | None = Non
     return run_sweep(manifest, out, scheduler, workers, export=export, retry_failed=retry_failed,
                      progress=progress, notice=notice, design=design, force=force,
                      **({} if engine is None else {"engine": engine}))
+
+
+def prompts(builds, prompts=None, *, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0,
+            min_p: float = 0.0, threads: int = 2, batch: int = 512, kv_type: str = "f16",
+            flash_attn: bool = False, sequences: int = 16, context: int = 0,
+            error: float = 0.05, top: int = 10, min_margin: float | None = None,
+            corpus: int = 1000, progress=None):
+    """Which prompts best tell K GGUF builds of one model apart, through the engine (llama.cpp).
+
+    Parameters
+    ----------
+    builds : sequence of path
+        2 to 8 GGUF files of one vocabulary and tokenizer (A first: the floor is A's).
+    prompts : path or sequence, optional
+        A file (one prompt a line, or JSON Lines with `text` or `token_ids`), or a list of
+        strings or of token-id lists; default: `corpus` natural prompts from text Python ships.
+    temperature, top_k, top_p, min_p
+        The sampler whose law is compared (llama.cpp's chain; default the raw softmax).
+    threads, batch, kv_type, flash_attn, sequences, context
+        The engine settings (:class:`bhtcli.engine.EngineSettings`).
+    error : float
+        alpha of the counts.
+    top : int
+        Prompts reported.
+    min_margin : float, optional
+        Leave out prompts whose H^2 is below this times their engine floor.
+
+    Returns
+    -------
+    bhtcli.results.PromptsResult
+    """
+    from bhtcli.commands.prompts import prompts as run
+    from bhtcli.engine.settings import EngineSettings, Sampler
+    from bhtcli.io.validation import check_error
+    sampler = Sampler(temperature, top_k, top_p, min_p)
+    settings = EngineSettings(threads, batch, kv_type, flash_attn, context, sequences)
+    error = check_error(error)
+    if not (isinstance(top, int) and top >= 1):
+        raise InputError(f"{parameter_name('top')} must be an integer >= 1")
+    if min_margin is not None and not (min_margin >= 0):
+        raise InputError(f"{parameter_name('min_margin')} must be a number >= 0")
+    if prompts is None:
+        from bhtcli.io.corpus import natural_prompts
+        if not (isinstance(corpus, int) and corpus >= 1):
+            raise InputError(f"{parameter_name('corpus')} must be an integer >= 1")
+        items, source = [(t, None) for t in natural_prompts(corpus)], "corpus"
+    elif isinstance(prompts, (str, os.PathLike)):
+        from bhtcli.io.prompt_file import read_prompts
+        items, source = read_prompts(prompts), os.fspath(prompts)
+    else:
+        items = [(p, None) if isinstance(p, str) else (None, list(p)) for p in prompts]
+        source = "list"
+    return run(list(builds), items, source=source, sampler=sampler, settings=settings,
+               error=error, top=top, min_margin=min_margin, progress=progress)

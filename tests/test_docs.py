@@ -51,6 +51,16 @@ def _sweep(capsys, tmp_path):
 
 
 
+def _tiny_builds(tmp_path):
+    """Two tiny llama GGUF builds and a prompt file for `bht prompts`."""
+    from tiny_llama import write_tiny
+    a, b, f = tmp_path / "tA.gguf", tmp_path / "tB.gguf", tmp_path / "prompts.txt"
+    write_tiny(a, seed=0)
+    write_tiny(b, seed=1)
+    f.write_text("Beautiful is better than\nErrors should never pass\nSparse is better than\n")
+    return str(a), str(b), str(f)
+
+
 def _softcapped_gguf(tmp_path):
     import gguf
     path = str(tmp_path / "g.gguf")
@@ -76,6 +86,7 @@ def test_schema_matches_real_outputs(capsys, tmp_path):
     g = _softcapped_gguf(tmp_path)
     g8 = str(tmp_path / "g8.gguf")
     run_json(capsys, "quantize", g, "--to", "q8_0", "--out", g8)
+    tiny = _tiny_builds(tmp_path)
     runs = {
         "design": [["design", A, B, "-E", "1"], ["design", LA, LB, *lev],
                    ["design", A, A, "--link-b", "taylor:4", "-E", "0.5"],
@@ -99,6 +110,9 @@ def test_schema_matches_real_outputs(capsys, tmp_path):
         "tensors": [["tensors", g], ["tensors", os.path.join(EX, "shift_data.npz")], ["tensors", g, g8]],
         "quantize": [["quantize", A, "--to", "bf16", "--out", str(tmp_path / "A_bf16.npy")],
                      ["quantize", g, "--to", "q4_0", "--out", str(tmp_path / "g4.gguf")]],
+        "prompts": [["prompts", *tiny[:2], "--prompts", tiny[2]],
+                    ["prompts", *tiny[:2], "--prompts", tiny[2], "--temperature", "0",
+                     "--min-margin", "1"]],
     }
     seen = {command: {} for command in SCHEMA}
     for command, invocations in runs.items():

@@ -132,6 +132,7 @@ FILE_PARAMETERS = {    # command -> every argument and option that names a file
     "shift": ["A", "--data", "--out"],
     "tensors": ["FILE|DIR", "[OTHER]"],
     "quantize": ["SRC", "--out"],
+    "prompts": ["A.gguf B.gguf [C.gguf ...]", "--prompts"],
 }
 
 

@@ -16,7 +16,7 @@ import click
 from bhtcli.cli.options import (CONTEXT, INPUTS_HELP, LINK_DEFAULT, LINK_HELP, PATH, OneBudget, design_pair_options, dtype_option, error_option,
                                 force_option, json_option, model_option, model_pair_options,
                                 out_option, query_option, quiet_option, rank_pair_options,
-                                readout_options,
+                                readout_options, sampler_options, engine_options,
                                 seed_option, starts_option)
 import bhtcli.api as api
 from bhtcli.api import (BhtError, InputError, OutputError, QUANTIZE_TYPES, __version__, notes_to,
@@ -276,23 +276,42 @@ def bound(a, b, more, model, energy, floor, alpha, link_a, link_b, bias_a, bias_
               help="A schedule file (design --schedule --out S.json): answers to its queries, "
                    "interleaved by weight, a line 'QUERY ANSWER' each (decide's format with "
                    "--query S.json).")
+@click.option("--prompt", default=None, metavar="TEXT",
+              help="A is a GGUF build: draw the tokens the engine's sampler gives after TEXT "
+                   "(the sampler options apply).")
+@click.option("--text", "as_text", is_flag=True,
+              help="With --prompt: print the vocabulary's token strings instead of ids.")
+@sampler_options
 @click.option("--count", "-n", type=int, required=True, help="Number of answers to draw.")
 @seed_option
 @click.option("--link-a", "link", default=None, metavar="LINK",
               help="Link of model A: " + LINK_HELP + LINK_DEFAULT)
 @click.option("--bias-a", "bias", type=PATH, default=None, metavar="FILE", help="Bias of model A, one entry per row.")
 @quiet_option
-def sample(a, model, query, schedule, count, seed, link, bias, quiet):
+def sample(a, model, query, schedule, prompt, as_text, temperature, top_k, top_p, min_p, count,
+           seed, link, bias, quiet):
     """Draw answers of model A to query x: 0-based indices, one per line (a stand-in black box).
+
+    With --prompt, A is a GGUF build and the answers are tokens drawn by llama.cpp's sampler
+    chain (top-k, top-p, min-p, temperature), each the first token of an independent
+    completion: token ids one a line, or with --text the vocabulary's token strings.
 
     \b
     Examples:
       bht sample A.npy --query x.npy --count 50
       bht sample A.npy --query x.npy --count 50 | bht decide A.npy B.npy --query x.npy -
       bht sample A.npy --schedule s.json --count 50 | bht decide A.npy B.npy C.npy --query s.json -
+      bht sample A.gguf --prompt "Beautiful is better than" --count 40 --temperature 0.8
     """
     from bhtcli.cli.render import write_lines
     from bhtcli.api import sample as sample_fn
+    if prompt is not None:
+        write_lines(sample_fn(a, count=count, seed=seed, prompt=prompt, text=as_text,
+                              temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p))
+        return
+    if query is None and schedule is None:
+        raise click.UsageError("Missing option '--query' / '-x' (or --schedule, or --prompt for a "
+                               "GGUF build).", ctx=click.get_current_context())
     answers = sample_fn(a, query, count, seed=seed, model=model, link_a=link, bias_a=bias,
                         schedule=schedule)
     if answers.ndim == 2:
@@ -306,14 +325,19 @@ def sample(a, model, query, schedule, count, seed, link, bias, quiet):
 @click.argument("b", metavar="B", type=PATH)
 @click.argument("rest", nargs=-1, required=True, metavar="[M3 ...] ANSWERS", type=PATH)
 @model_option
-@query_option(required=True, what="The query the answers respond to (K models: one per row for a schedule)")
+@query_option(required=False, what="The query the answers respond to (K models: one per row for a schedule)")
+@click.option("--prompt", default=None, metavar="TEXT",
+              help="A and B are GGUF builds and ANSWERS the tokens (ids, or token strings as "
+                   "sample --text prints them) their API gave after TEXT.")
+@sampler_options
 @error_option
 @readout_options
 @click.option("--prior", default=None, metavar="P1,P2,...",
               help="Three or more models: prior probabilities, one per model [default: equal].")
 @json_option
 @quiet_option
-def decide(a, b, rest, model, query, alpha, link_a, link_b, bias_a, bias_b, prior, as_json, quiet):
+def decide(a, b, rest, model, query, prompt, temperature, top_k, top_p, min_p, alpha, link_a,
+           link_b, bias_a, bias_b, prior, as_json, quiet):
     """Decide from observed answers (a file or -, one index per line or a JSON list) which model answered.
 
     The SPRT uses the thresholds +-ln((1-ALPHA)/ALPHA). Whatever it decides (A, B or
@@ -331,6 +355,13 @@ def decide(a, b, rest, model, query, alpha, link_a, link_b, bias_a, bias_b, prio
     more, answers = rest[:-1], rest[-1]
     if a == "-" or b == "-" or "-" in more:
         raise InputError("the models must be files for decide (standard input carries the answers)")
+    if prompt is not None:
+        _emit(decide_fn([a, b, *more], answers=answers, error=alpha, prompt=prompt,
+                        temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p), as_json)
+        return
+    if query is None:
+        raise click.UsageError("Missing option '--query' / '-x' (or --prompt for GGUF builds).",
+                               ctx=click.get_current_context())
     if more or prior is not None:
         priors = None
         if prior is not None:
@@ -527,6 +558,47 @@ def shift(a, data, lr, steps, out, force, energy, alpha, seed, as_json, quiet):
     with _reporter(quiet) as progress:
         result = shift_fn(a, data, lr, steps, out=out, energy=energy, error=alpha, seed=seed,
                           progress=progress, force=force)
+    _emit(result, as_json)
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("builds", metavar="A.gguf B.gguf [C.gguf ...]", nargs=-1, required=True, type=PATH)
+@click.option("--prompts", "prompt_file", type=PATH, default=None, metavar="FILE",
+              help="One prompt a line, or JSON Lines with text or token_ids [default: natural "
+                   "prompts from text Python ships].")
+@click.option("--corpus", type=int, default=1000, show_default=True,
+              help="Natural prompts scored when --prompts is not given.")
+@click.option("--top", type=int, default=10, show_default=True, help="Prompts reported.")
+@click.option("--min-margin", type=float, default=None,
+              help="Leave out prompts whose H^2 is below M x their engine floor.")
+@sampler_options
+@engine_options
+@error_option
+@json_option
+@quiet_option
+def prompts(builds, prompt_file, corpus, top, min_margin, temperature, top_k, top_p, min_p,
+            threads, batch, kv_type, flash_attn, sequences, alpha, as_json, quiet):
+    """Which prompts best tell GGUF builds of one model apart, through llama.cpp.
+
+    Every prompt's next-token law is computed by the engine for each build (2 to 8) and passed
+    through the sampler's law (default: the raw softmax; APIs usually sample otherwise);
+    prompts are ranked by H^2 (K builds: the closest pair). The top prompts come with the
+    counts of design and the engine floor: H^2 between A's laws under these engine settings and
+    under an F32/F16 KV cache or flash attention toggled; a prompt below 10x its floor is
+    flagged.
+
+    \b
+    Examples:
+      bht prompts A.gguf B.gguf
+      bht prompts A.gguf B.gguf C.gguf --prompts prompts.txt --top 5 --min-margin 10
+      bht prompts A.gguf B.gguf --temperature 0.8 --top-k 40 --top-p 0.95 --min-p 0.05 --json
+    """
+    with _reporter(quiet, bar=True) as progress:
+        result = api.prompts(list(builds), prompt_file, temperature=temperature, top_k=top_k,
+                             top_p=top_p, min_p=min_p, threads=threads, batch=batch,
+                             kv_type=kv_type, flash_attn=flash_attn, sequences=sequences,
+                             error=alpha, top=top, min_margin=min_margin, corpus=corpus,
+                             progress=progress)
     _emit(result, as_json)
 
 

@@ -41,9 +41,18 @@ def decide(A, B, query, answers, spec: ModelSpec = ModelSpec(), error: float = 0
     else:
         obs = read_answers_array(answers, A.shape[0])
     from bhtcli.models.leverage import tilt_of
-    tilt = tilt_of(law.log_pa, law.log_pb)
+    return decide_laws(law.log_pa, law.log_pb, obs, error, tilt_of(law.log_pa, law.log_pb),
+                       spec.family, A.shape[0], A.shape[1], t0)
+
+
+def decide_laws(log_pa, log_pb, obs, error: float, tilt, family: str, n: int, d, t0: float):
+    """The SPRT and the fixed-n test on answers `obs` (indices) to one query whose laws are
+    log_pa and log_pb; `tilt` is the pair's tilt the fixed-n test and the divergences use. An
+    answer impossible under one model (log-likelihood ratio +-inf) decides at once."""
     div = divergences_from_tilt(tilt)
-    path = np.cumsum(law.llr[obs])
+    with np.errstate(invalid="ignore"):
+        llr = log_pa - log_pb
+    path = np.cumsum(llr[obs])
     a = math.log((1 - error) / error)
     crossed = np.flatnonzero(np.abs(path) >= a)
     total = float(path[-1])
@@ -61,7 +70,7 @@ def decide(A, B, query, answers, spec: ModelSpec = ModelSpec(), error: float = 0
     fixed = fixed_test(tilt, max(div.bhattacharyya_distance, 0.0), error, obs)
     return DecideResult(decision, used, len(obs), a, total, at, float(expit(total)), fixed.verdict,
                         math.exp(-len(obs) * div.bhattacharyya_distance), favoured, expected,
-                        error, div.kl_ab, div.kl_ba, spec.family, A.shape[0], A.shape[1],
+                        error, div.kl_ab, div.kl_ba, family, n, d,
                         fixed_error=fixed.error, seconds=time.perf_counter() - t0)
 
 

@@ -1,0 +1,88 @@
+"""Tokens in and out of the engine: `sample --prompt` draws a build's answers to a prompt with
+the engine's sampler; `decide --prompt` decides from answers (token ids, or token strings
+mapped through the vocabulary) which build answered, with decide's SPRT and fixed-n test."""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from bhtcli.commands.decide import decide_laws
+from bhtcli.commands.prompts import laws, open_builds
+from bhtcli.engine import EngineSettings, Sampler, open_engine
+from bhtcli.errors import InputError, parameter_name
+from bhtcli.maths.laws import floored_tilt
+from bhtcli.models.answers import answer_entries, as_index
+
+
+def prompt_ids(engine, prompt) -> list[int]:
+    """The prompt's token ids (text is tokenized; a list of ids is taken as it is)."""
+    if isinstance(prompt, str):
+        if not prompt.strip():
+            raise InputError(f"{parameter_name('prompt')} is empty; give the prompt's text")
+        ids = engine.tokenize(prompt)
+    else:
+        ids = [int(t) for t in prompt]
+    engine.check_prompt(ids, parameter_name("prompt"))
+    return ids
+
+
+def sample_prompt(path, prompt, count: int, sampler: Sampler = Sampler(),
+                  settings: EngineSettings = EngineSettings(), seed: int = 0,
+                  text: bool = False) -> list:
+    """`count` tokens the engine's sampler draws after `prompt` (each the first token of an
+    independent completion): ids (int64), or with `text` the vocabulary's token strings."""
+    if not (isinstance(count, int) and count >= 1):
+        raise InputError(f"{parameter_name('count')} must be an integer >= 1")
+    engine = open_engine(path, settings)
+    drawn = engine.draw(prompt_ids(engine, prompt), sampler, count, seed)
+    if text:
+        vocab = engine.vocabulary()
+        return np.array([vocab[t] for t in drawn], dtype=object)
+    return np.array(drawn, dtype=np.int64)
+
+
+def read_token_answers(spec, vocab: list[str], stdin=None) -> np.ndarray:
+    """Answers as token ids: every entry an integer id, or else every entry a token string of
+    the vocabulary (as `sample --text` prints them)."""
+    label, entries = answer_entries(spec, "the observed tokens, one per line (ids, or the "
+                                    "vocabulary's token strings)", stdin)
+    if not entries:
+        raise InputError(f"{label} holds no answers")
+    ids = [as_index(v) for _, v in entries]
+    if all(i is not None for i in ids):
+        for (where, _), i in zip(entries, ids):
+            if not 0 <= i < len(vocab):
+                raise InputError(f"{label}, {where}: token id {i} is outside the vocabulary "
+                                 f"(0 to {len(vocab) - 1})")
+        return np.array(ids, dtype=np.int64)
+    index = {s: k for k, s in reversed(list(enumerate(vocab)))}
+    out = []
+    for where, v in entries:
+        if str(v) not in index:
+            raise InputError(f"{label}, {where}: {str(v)!r} is not a token of the vocabulary; "
+                             "give token ids or the vocabulary's token strings")
+        out.append(index[str(v)])
+    return np.array(out, dtype=np.int64)
+
+
+def decide_prompt(builds, prompt, answers, sampler: Sampler = Sampler(),
+                  settings: EngineSettings = EngineSettings(), error: float = 0.05, stdin=None):
+    """Which of two builds answered `prompt` with `answers` (decide's SPRT and fixed-n test on
+    the engine's laws under the sampler)."""
+    t0 = time.perf_counter()
+    if len(builds) != 2:
+        raise InputError(f"with {parameter_name('prompt')} give two builds (K builds through "
+                         "the engine are not supported yet)")
+    paths, engines = open_builds(builds, settings)
+    ids = prompt_ids(engines[0], prompt)
+    if isinstance(prompt, str) and engines[1].tokenize(prompt) != ids:
+        raise InputError(f"{parameter_name('prompt')}: the builds tokenize it differently")
+    obs = read_token_answers(answers, engines[0].vocabulary(), stdin)
+    la, lb = (laws(e, [ids], sampler)[0] for e in engines)
+    impossible = [int(t) for t in obs if not (np.isfinite(la[t]) or np.isfinite(lb[t]))]
+    if impossible:
+        raise InputError(f"token {impossible[0]} has probability 0 under both builds with this "
+                         "sampler: give the sampler settings the API runs")
+    return decide_laws(la, lb, obs, error, floored_tilt(la, lb), "causal-lm",
+                       engines[0].n_vocab, None, t0)
