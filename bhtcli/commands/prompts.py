@@ -32,9 +32,12 @@ SUPPORT_NOTE = ("the sampler truncates: an answer outside one build's support ha
 
 
 def floor_variants(settings: EngineSettings) -> list[EngineSettings]:
-    """Other settings a provider might run: the other KV type, flash attention toggled."""
+    """Other settings a provider might run, each scoring one prompt per call: the other KV
+    type, flash attention toggled. (Batching is the third: the batched scores against the
+    one-per-call ones, in `prompts`.)"""
+    single = replace(settings, sequences=1)
     other_kv = "f32" if settings.kv_type == "f16" else "f16"
-    return [replace(settings, kv_type=other_kv), replace(settings, flash_attn=not settings.flash_attn)]
+    return [replace(single, kv_type=other_kv), replace(single, flash_attn=not single.flash_attn)]
 
 
 def open_builds(builds, settings: EngineSettings):
@@ -122,21 +125,30 @@ def prompts(builds, prompt_list, *, source: str, sampler: Sampler = Sampler(),
     score = h2[bottleneck, np.arange(m)]
     order = np.argsort(-score, kind="stable")
     entries, excluded, walked = [], 0, 0
+    # The reported numbers come from one prompt per engine call: a prompt's logits depend on
+    # the prompts decoded beside it (the kernels' summation order), so the batched scores only
+    # choose which prompts to report. How far batching moves A's law joins the floor.
     variants = floor_variants(settings)
     floor_engines = [open_engine(paths[0], v) for v in variants]
+    singles = engines if settings.sequences == 1 else \
+        [open_engine(p, replace(settings, sequences=1)) for p in paths]
     for s in range(0, m, CHUNK):
         if len(entries) >= top:
             break
         idx = order[s:s + CHUNK]
         say("the engine floor", min(s, m), m)
         chunk = [ids[i] for i in idx]
-        L = [laws(e, chunk, sampler) for e in engines]
+        L = [laws(e, chunk, sampler) for e in singles]
         base = L[0]
-        floors = np.max([hellinger_squared(base, laws(f, chunk, sampler)) for f in floor_engines],
-                        axis=0)
+        others = [laws(f, chunk, sampler) for f in floor_engines]
+        if singles is not engines:
+            others.append(laws(engines[0], chunk, sampler))       # batched, as ranked
+        floors = np.max([hellinger_squared(base, o) for o in others], axis=0)
+        single_h2 = pair_h2(L)                                    # (pairs, len(chunk))
         for r, i in enumerate(idx):
             walked += 1
-            value, floor = float(score[i]), float(floors[r])
+            bottleneck[i] = int(np.argmin(single_h2[:, r]))
+            value, floor = float(single_h2[bottleneck[i], r]), float(floors[r])
             margin = None if floor == 0 else value / floor
             ok = floor == 0 or value >= FLAG_MARGIN * floor
             if min_margin is not None and not (floor == 0 or value >= min_margin * floor):
@@ -154,9 +166,12 @@ def prompts(builds, prompt_list, *, source: str, sampler: Sampler = Sampler(),
                             "upper": counts.upper, "method": counts.method},
                 "bottleneck": {"i": bi, "j": bj},
                 "floor_hellinger_squared": floor, "margin": margin, "flagged": not ok,
-                "top_tokens": [{"id": int(tops[k, i]), "piece": engines[0].piece(int(tops[k, i])),
-                                "probability": float(np.exp(L[k][r][tops[k, i]]))}
-                               for k in range(K)]})
+                "top_tokens": [{"id": t, "piece": engines[0].piece(t),
+                                "probability": float(np.exp(L[k][r][t]))}
+                               for k, t in ((k, int(np.argmax(L[k][r]))) for k in range(K))]})
+    entries.sort(key=lambda e: -e["hellinger_squared"])           # by the one-per-call H^2
+    for k, e in enumerate(entries, start=1):
+        e["rank"] = k
     notes = []
     if sampler.raw:
         notes.append(SAMPLER_NOTE)
