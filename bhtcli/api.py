@@ -30,10 +30,12 @@ _LAZY = {
     "list_tensors": "bhtcli.commands.tensors",
     "compare_tensors": "bhtcli.commands.tensors",
     "quantize": "bhtcli.commands.quantize",
+    **dict.fromkeys(["EngineSettings", "Sampler"], "bhtcli.engine.settings"),
     **dict.fromkeys(["DesignResult", "BudgetCurveResult", "BoundResult", "LeverageBoundResult",
                      "DecideResult", "SimulateResult", "ShiftResult", "RankResult",
                      "SweepResult", "TensorsResult", "QuantizeResult", "KwayDesignResult",
-                     "KwayBoundResult", "KwayDecideResult", "KwaySimulateResult"], "bhtcli.results"),
+                     "KwayBoundResult", "KwayDecideResult", "KwaySimulateResult",
+                     "PromptsResult"], "bhtcli.results"),
     # for front ends: formats, output checks and writers, budget parsing, defaults
     **dict.fromkeys(["check_output_path", "save_array", "atomic_file"], "bhtcli.io.load"),
     **dict.fromkeys(["SCHEDULE_SUFFIXES", "check_schedule_path", "save_schedule"],
@@ -524,3 +526,57 @@ def sweep(manifest, out, scheduler: str | None = None, workers: int | None = Non
     return run_sweep(manifest, out, scheduler, workers, export=export, retry_failed=retry_failed,
                      progress=progress, notice=notice, design=design, force=force,
                      **({} if engine is None else {"engine": engine}))
+
+
+def prompts(builds, prompts=None, *, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0,
+            min_p: float = 0.0, threads: int = 2, batch: int = 512, kv_type: str = "f16",
+            flash_attn: bool = False, sequences: int = 16, context: int = 0,
+            error: float = 0.05, top: int = 10, min_margin: float | None = None,
+            corpus: int = 1000, progress=None):
+    """Which prompts best tell K GGUF builds of one model apart, through the engine (llama.cpp).
+
+    Parameters
+    ----------
+    builds : sequence of path
+        2 to 8 GGUF files of one vocabulary and tokenizer (A first: the floor is A's).
+    prompts : path or sequence, optional
+        A file (one prompt a line, or JSON Lines with `text` or `token_ids`), or a list of
+        strings or of token-id lists; default: `corpus` natural prompts from text Python ships.
+    temperature, top_k, top_p, min_p
+        The sampler whose law is compared (llama.cpp's chain; default the raw softmax).
+    threads, batch, kv_type, flash_attn, sequences, context
+        The engine settings (:class:`bhtcli.engine.EngineSettings`).
+    error : float
+        alpha of the counts.
+    top : int
+        Prompts reported.
+    min_margin : float, optional
+        Leave out prompts whose H^2 is below this times their engine floor.
+
+    Returns
+    -------
+    bhtcli.results.PromptsResult
+    """
+    from bhtcli.commands.prompts import prompts as run
+    from bhtcli.engine.settings import EngineSettings, Sampler
+    from bhtcli.io.validation import check_error
+    sampler = Sampler(temperature, top_k, top_p, min_p)
+    settings = EngineSettings(threads, batch, kv_type, flash_attn, context, sequences)
+    error = check_error(error)
+    if not (isinstance(top, int) and top >= 1):
+        raise InputError(f"{parameter_name('top')} must be an integer >= 1")
+    if min_margin is not None and not (min_margin >= 0):
+        raise InputError(f"{parameter_name('min_margin')} must be a number >= 0")
+    if prompts is None:
+        from bhtcli.io.corpus import natural_prompts
+        if not (isinstance(corpus, int) and corpus >= 1):
+            raise InputError(f"{parameter_name('corpus')} must be an integer >= 1")
+        items, source = [(t, None) for t in natural_prompts(corpus)], "corpus"
+    elif isinstance(prompts, (str, os.PathLike)):
+        from bhtcli.io.prompt_file import read_prompts
+        items, source = read_prompts(prompts), os.fspath(prompts)
+    else:
+        items = [(p, None) if isinstance(p, str) else (None, list(p)) for p in prompts]
+        source = "list"
+    return run(list(builds), items, source=source, sampler=sampler, settings=settings,
+               error=error, top=top, min_margin=min_margin, progress=progress)

@@ -427,3 +427,31 @@ class KwaySimulateResult(Result):
     sequential: dict | None
     seconds: float
     adaptive: dict | None = None    # Chernoff's rule: each leader's mix over candidate queries
+
+
+@dataclass(frozen=True)
+class PromptsResult(Result):
+    """`bht prompts A.gguf B.gguf ...`: prompts ranked by how well the engine's next-token laws
+    tell the builds apart (docs/maths.md §13)."""
+
+    model: str                    # "causal-lm"
+    n: int                        # the vocabulary's size
+    d: None
+    energy: None
+    target_error: float
+    builds: list
+    source: str                   # the prompt file, or "corpus" (the bundled natural prompts)
+    prompts_scored: int
+    sampler: dict                 # temperature, top_k, top_p, min_p
+    engine: dict                  # what computed the laws (engine/llama.py: record)
+    floor_settings: list          # the other engine settings of the floor
+    min_margin: float | None
+    excluded: int                 # prompts left out by min_margin while filling the top
+    border_prompts: int | None    # temperature 0: prompts whose top token differs
+    median_hellinger_squared: float
+    top: list
+    scoring_seconds: float
+    prompts_per_second: float | None
+    seconds: float
+    search: dict | None = None
+    notes: list = field(default_factory=list)

@@ -13,6 +13,7 @@ LAYERS = [
     {"bhtcli.errors", "bhtcli.settings"},
     {"bhtcli.maths"},
     {"bhtcli.results", "bhtcli.schema", "bhtcli.io"},
+    {"bhtcli.engine"},
     {"bhtcli.models"},
     {"bhtcli.search"},
     {"bhtcli.analysis"},

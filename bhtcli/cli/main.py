@@ -15,7 +15,7 @@ import click
 from bhtcli.cli.options import (CONTEXT, INPUTS_HELP, LINK_DEFAULT, LINK_HELP, PATH, OneBudget, design_pair_options, dtype_option, error_option,
                                 force_option, json_option, model_option, model_pair_options,
                                 out_option, query_option, quiet_option, rank_pair_options,
-                                readout_options,
+                                readout_options, sampler_options, engine_options,
                                 seed_option, starts_option)
 import bhtcli.api as api
 from bhtcli.api import (BhtError, InputError, OutputError, QUANTIZE_TYPES, __version__, notes_to,
@@ -505,6 +505,47 @@ def shift(a, data, lr, steps, out, force, energy, alpha, seed, as_json, quiet):
     with _reporter(quiet) as progress:
         result = shift_fn(a, data, lr, steps, out=out, energy=energy, error=alpha, seed=seed,
                           progress=progress, force=force)
+    _emit(result, as_json)
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("builds", metavar="A.gguf B.gguf [C.gguf ...]", nargs=-1, required=True, type=PATH)
+@click.option("--prompts", "prompt_file", type=PATH, default=None, metavar="FILE",
+              help="One prompt a line, or JSON Lines with text or token_ids [default: natural "
+                   "prompts from text Python ships].")
+@click.option("--corpus", type=int, default=1000, show_default=True,
+              help="Natural prompts scored when --prompts is not given.")
+@click.option("--top", type=int, default=10, show_default=True, help="Prompts reported.")
+@click.option("--min-margin", type=float, default=None,
+              help="Leave out prompts whose H^2 is below M x their engine floor.")
+@sampler_options
+@engine_options
+@error_option
+@json_option
+@quiet_option
+def prompts(builds, prompt_file, corpus, top, min_margin, temperature, top_k, top_p, min_p,
+            threads, batch, kv_type, flash_attn, sequences, alpha, as_json, quiet):
+    """Which prompts best tell GGUF builds of one model apart, through llama.cpp.
+
+    Every prompt's next-token law is computed by the engine for each build (2 to 8) and passed
+    through the sampler's law (default: the raw softmax; APIs usually sample otherwise);
+    prompts are ranked by H^2 (K builds: the closest pair). The top prompts come with the
+    counts of design and the engine floor: H^2 between A's laws under these engine settings and
+    under an F32/F16 KV cache or flash attention toggled; a prompt below 10x its floor is
+    flagged.
+
+    \b
+    Examples:
+      bht prompts A.gguf B.gguf
+      bht prompts A.gguf B.gguf C.gguf --prompts prompts.txt --top 5 --min-margin 10
+      bht prompts A.gguf B.gguf --temperature 0.8 --top-k 40 --top-p 0.95 --min-p 0.05 --json
+    """
+    with _reporter(quiet, bar=True) as progress:
+        result = api.prompts(list(builds), prompt_file, temperature=temperature, top_k=top_k,
+                             top_p=top_p, min_p=min_p, threads=threads, batch=batch,
+                             kv_type=kv_type, flash_attn=flash_attn, sequences=sequences,
+                             error=alpha, top=top, min_margin=min_margin, corpus=corpus,
+                             progress=progress)
     _emit(result, as_json)
 
 

@@ -128,3 +128,24 @@ starts_option = click.option(
     "--starts", type=int, default=None,
     help=f"Exactly this many starting points [design's default: adaptive rounds of {DEFAULT_STARTS} and more "
          "(see --max-starts); simulate's: 32; leverage: 6, or 3 when n*d^2 > 1e7].")
+
+
+# The sampler an API runs (llama.cpp's chain: top-k, top-p, min-p, temperature) and the engine.
+sampler_options = _stack(
+    click.option("--temperature", type=float, default=1.0, show_default=True,
+                 help="Sampler temperature (0: greedy), applied after the truncations."),
+    click.option("--top-k", type=int, default=0, show_default=True, help="Keep the K most probable tokens (0: off)."),
+    click.option("--top-p", type=float, default=1.0, show_default=True,
+                 help="Keep the most probable tokens up to cumulative probability P (1: off)."),
+    click.option("--min-p", type=float, default=0.0, show_default=True,
+                 help="Keep tokens with probability >= M x the largest (0: off)."))
+engine_options = _stack(
+    click.option("--threads", type=int, default=2, show_default=True, help="Engine threads."),
+    click.option("--batch", type=int, default=512, show_default=True,
+                 help="Engine physical batch (ubatch) in tokens."),
+    click.option("--kv-type", type=click.Choice(["f16", "f32"]), default="f16", show_default=True,
+                 help="Type of the engine's KV cache."),
+    click.option("--flash-attn/--no-flash-attn", default=False, show_default=True,
+                 help="Flash attention in the engine."),
+    click.option("--sequences", type=int, default=16, show_default=True,
+                 help="Prompts per engine call."))

@@ -21,7 +21,7 @@ from rich.table import Table
 from bhtcli.api import (BoundResult, BudgetCurveResult, DecideResult, DesignResult,
                         KwayBoundResult, KwayDecideResult, KwayDesignResult, KwaySimulateResult,
                         LeverageBoundResult, QuantizeResult, RankResult, ShiftResult, SimulateResult,
-                        SweepResult, TensorsResult)
+                        SweepResult, TensorsResult, PromptsResult)
 
 from bhtcli.cli.cells import num as _num, query_text as _query_text, two_columns as _table  # noqa: E402
 from bhtcli.cli.output import ClosedPipe, OutputState  # noqa: E402
@@ -672,7 +672,51 @@ def render_quantize_table(result, console: Console) -> None:
     console.print(t)
 
 
+def render_prompts_table(result, console: Console) -> None:
+    r = result.to_dict()
+    e, smp = r["engine"], r["sampler"]
+    head = _table(f"bht prompts  {len(r['builds'])} builds  {r['prompts_scored']:,} prompts  "
+                  f"vocabulary {r['n']:,}")
+    for k, b in enumerate(r["builds"]):
+        head.add_row(f"build {chr(65 + k) if k < 26 else k}", b)
+    head.add_row("prompts", r["source"])
+    head.add_row("sampler", f"temperature {_num(smp['temperature'])}  top-k {smp['top_k']}  "
+                            f"top-p {_num(smp['top_p'])}  min-p {_num(smp['min_p'])}")
+    head.add_row("engine", f"{e['engine']} ({e['binding']} {e['binding_version']})  "
+                           f"{e['threads']} threads  batch {e['batch']}  KV {e['kv_type']}  "
+                           f"flash-attn {'on' if e['flash_attn'] else 'off'}  "
+                           f"{e['sequences']} prompts/call")
+    head.add_row("cpu", " ".join(e["cpu_features"]))
+    head.add_row("median H^2", _num(r["median_hellinger_squared"]))
+    if r["border_prompts"] is not None:
+        head.add_row("border prompts", f"{r['border_prompts']:,} (top token differs)")
+    if r["min_margin"] is not None:
+        head.add_row("left out", f"{r['excluded']:,} prompts below {_num(r['min_margin'])}x their floor")
+    pps = r["prompts_per_second"]
+    head.add_row("time", f"{r['seconds']:.1f} s" + (f"  ({pps:.1f} prompts/s scored)" if pps else ""))
+    console.print(head)
+    t = Table(box=None, pad_edge=False, show_edge=False)
+    for name, justify in (("#", "right"), ("H^2", "right"), ("D", "right"), ("lower", "right"),
+                          ("predicted", "right"), ("upper", "right"), ("floor", "right"),
+                          ("margin", "right"), ("top tokens", "left"), ("prompt", "left")):
+        t.add_column(name, justify=justify, no_wrap=name != "prompt")
+    for row in r["top"]:
+        c = row["samples"]
+        margin = "-" if row["margin"] is None else f"{row['margin']:.3g}" + (" !" if row["flagged"] else "")
+        tokens = " | ".join(repr(x["piece"]) for x in row["top_tokens"])
+        t.add_row(str(row["rank"]), _num(row["hellinger_squared"]), _num(row["bhattacharyya_distance"]),
+                  _count(c["lower"]), _count(c["predicted"]), _count(c["upper"]),
+                  _num(row["floor_hellinger_squared"]), margin, tokens, row["text"])
+    console.print()
+    console.print(t)
+
+
+def _count(v) -> str:
+    return "-" if v is None else f"{v:,}"
+
+
 RENDERERS = {
+    PromptsResult: render_prompts_table,
     TensorsResult: render_tensors_table,
     QuantizeResult: render_quantize_table,
     DesignResult: render_design_table,

@@ -1,0 +1,186 @@
+"""`prompts`: which prompts best tell K GGUF builds of one model apart, through the engine.
+
+Every prompt's next-token law is computed by the serving engine (`bhtcli.engine`) for each
+build and passed through the sampler's law (`maths/sampler.py`); prompts are ranked by H^2
+(K builds: the closest pair, the bottleneck). For the top prompts the report gives the counts
+of `design` (maths/counts.py through maths/laws.py) and the engine floor: H^2 between build
+A's laws under the engine settings used and under other settings a provider might run (an
+F32 KV cache, flash attention); a prompt whose H^2 is not `min_margin` times its floor is
+flagged, or left out of the ranking when `min_margin` is given (docs/maths.md §13).
+"""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import replace
+
+import numpy as np
+
+from bhtcli.engine import EngineSettings, Sampler, open_engine
+from bhtcli.errors import InputError, note, parameter_name
+from bhtcli.maths.laws import bhattacharyya, hellinger_squared, law_counts
+from bhtcli.maths.sampler import sampler_log_probs
+from bhtcli.results import PromptsResult
+
+MAX_BUILDS = 8
+CHUNK = 64                  # prompts whose logits are held at once (K x CHUNK x n_vocab float32)
+FLAG_MARGIN = 10.0          # a prompt's H^2 should be >= 10x its engine floor
+SAMPLER_NOTE = ("laws are the engine's raw softmax (temperature 1, no truncation); APIs usually "
+                "sample otherwise: give --temperature/--top-k/--top-p/--min-p as the API runs")
+SUPPORT_NOTE = ("the sampler truncates: an answer outside one build's support has probability 0 "
+                "under it and decides at once")
+
+
+def floor_variants(settings: EngineSettings) -> list[EngineSettings]:
+    """Other settings a provider might run: the other KV type, flash attention toggled."""
+    other_kv = "f32" if settings.kv_type == "f16" else "f16"
+    return [replace(settings, kv_type=other_kv), replace(settings, flash_attn=not settings.flash_attn)]
+
+
+def open_builds(builds, settings: EngineSettings):
+    """The engines of K builds, checked to share one vocabulary and tokenizer."""
+    paths = [os.fspath(b) for b in builds]
+    if not 2 <= len(paths) <= MAX_BUILDS:
+        raise InputError(f"give 2 to {MAX_BUILDS} GGUF builds (got {len(paths)})")
+    engines = [open_engine(p, settings) for p in paths]
+    a = engines[0]
+    vocab_a, model_a = a.vocabulary(), a.meta("tokenizer.ggml.model")
+    for p, e in zip(paths[1:], engines[1:]):
+        if e.n_vocab != a.n_vocab:
+            raise InputError(f"{p} has {e.n_vocab} tokens, {paths[0]} {a.n_vocab}: the builds "
+                             "must share one vocabulary (builds of one model)")
+        if e.meta("tokenizer.ggml.model") != model_a or e.vocabulary() != vocab_a:
+            raise InputError(f"{p} has another tokenizer than {paths[0]} (its tokens or "
+                             "tokenizer model differ): give builds of one model")
+    return paths, engines
+
+
+def token_prompts(engines, prompts) -> tuple[list[str], list[list[int]]]:
+    """(text, ids) per prompt; text prompts tokenized by every build (they must agree)."""
+    texts, ids = [], []
+    for k, (text, tokens) in enumerate(prompts):
+        where = f"prompt {k + 1}"
+        if tokens is None:
+            if not text.strip():
+                raise InputError(f"{parameter_name('prompts')}: {where} is empty")
+            tokens = engines[0].tokenize(text)
+            for e in engines[1:]:
+                if e.tokenize(text) != tokens:
+                    raise InputError(f"{where}: the builds tokenize it differently; give builds "
+                                     "of one model (or token_ids)")
+        else:
+            text = engines[0].detokenize(tokens)
+        engines[0].check_prompt(tokens, f"{parameter_name('prompts')}: {where}")
+        texts.append(text)
+        ids.append(list(tokens))
+    return texts, ids
+
+
+def laws(engine, ids, sampler: Sampler, progress=None) -> np.ndarray:
+    """log P(next token) under the sampler, float64 (m, n_vocab)."""
+    z = engine.next_logits(ids, progress)
+    return sampler_log_probs(z, sampler.temperature, sampler.top_k, sampler.top_p, sampler.min_p)
+
+
+def pair_h2(L: list) -> np.ndarray:
+    """H^2 of every pair (i < j) per prompt: (pairs, m), pairs in itertools.combinations order."""
+    K = len(L)
+    return np.stack([hellinger_squared(L[i], L[j]) for i in range(K) for j in range(i + 1, K)])
+
+
+def pair_list(K: int) -> list[tuple[int, int]]:
+    return [(i, j) for i in range(K) for j in range(i + 1, K)]
+
+
+def prompts(builds, prompt_list, *, source: str, sampler: Sampler = Sampler(),
+            settings: EngineSettings = EngineSettings(), error: float = 0.05, top: int = 10,
+            min_margin: float | None = None, progress=None) -> PromptsResult:
+    """Rank `prompt_list` ((text, ids) pairs, one of them None) by how well each tells the
+    builds apart under the engine and the sampler; see the module docstring."""
+    t0 = time.perf_counter()
+    say = progress or (lambda *a, **k: None)
+    say("loading the builds")
+    paths, engines = open_builds(builds, settings)
+    texts, ids = token_prompts(engines, prompt_list)
+    m, K = len(ids), len(engines)
+    pairs = pair_list(K)
+    h2 = np.empty((len(pairs), m))
+    tops = np.empty((K, m), dtype=np.int64)
+    done = 0
+    for s in range(0, m, CHUNK):
+        chunk = ids[s:s + CHUNK]
+        L = []
+        for k, e in enumerate(engines):
+            L.append(laws(e, chunk, sampler))
+            done += len(chunk)
+            say(f"scoring {len(chunk) * K} laws per chunk", done, m * K)
+        h2[:, s:s + len(chunk)] = pair_h2(L)
+        for k in range(K):
+            tops[k, s:s + len(chunk)] = np.argmax(L[k], axis=1)
+    scored_seconds = time.perf_counter() - t0
+    bottleneck = np.argmin(h2, axis=0)
+    score = h2[bottleneck, np.arange(m)]
+    order = np.argsort(-score, kind="stable")
+    entries, excluded, walked = [], 0, 0
+    variants = floor_variants(settings)
+    floor_engines = [open_engine(paths[0], v) for v in variants]
+    for s in range(0, m, CHUNK):
+        if len(entries) >= top:
+            break
+        idx = order[s:s + CHUNK]
+        say("the engine floor", min(s, m), m)
+        chunk = [ids[i] for i in idx]
+        L = [laws(e, chunk, sampler) for e in engines]
+        base = L[0]
+        floors = np.max([hellinger_squared(base, laws(f, chunk, sampler)) for f in floor_engines],
+                        axis=0)
+        for r, i in enumerate(idx):
+            walked += 1
+            value, floor = float(score[i]), float(floors[r])
+            margin = None if floor == 0 else value / floor
+            ok = floor == 0 or value >= FLAG_MARGIN * floor
+            if min_margin is not None and not (floor == 0 or value >= min_margin * floor):
+                excluded += 1
+                continue
+            if len(entries) >= top:
+                break
+            bi, bj = pairs[int(bottleneck[i])]
+            counts = law_counts(L[bi][r], L[bj][r], error)
+            entries.append({
+                "rank": len(entries) + 1, "index": int(i), "text": texts[i],
+                "token_ids": ids[i], "hellinger_squared": value,
+                "bhattacharyya_distance": bhattacharyya(value),
+                "samples": {"lower": counts.lower, "predicted": counts.predicted,
+                            "upper": counts.upper, "method": counts.method},
+                "bottleneck": {"i": bi, "j": bj},
+                "floor_hellinger_squared": floor, "margin": margin, "flagged": not ok,
+                "top_tokens": [{"id": int(tops[k, i]), "piece": engines[0].piece(int(tops[k, i])),
+                                "probability": float(np.exp(L[k][r][tops[k, i]]))}
+                               for k in range(K)]})
+    notes = []
+    if sampler.raw:
+        notes.append(SAMPLER_NOTE)
+    elif not sampler.greedy and (sampler.top_k or sampler.top_p < 1 or sampler.min_p > 0):
+        notes.append(SUPPORT_NOTE)
+    border = None
+    if sampler.greedy:
+        border = int(np.sum(np.any(tops != tops[:1], axis=0)))
+        notes.append(f"temperature 0 (greedy): {border} border prompts, whose top token differs "
+                     "between builds; one answer decides there, up to the engine's own "
+                     "nondeterminism (the floor)")
+    flagged = sum(e["flagged"] for e in entries)
+    if flagged:
+        notes.append(f"{flagged} of the top prompts have H^2 below {FLAG_MARGIN:g}x their engine "
+                     "floor: the engine's own settings move their laws nearly as much as the "
+                     "builds do (--min-margin leaves such prompts out)")
+    for message in notes:
+        note(message)
+    seconds = time.perf_counter() - t0
+    return PromptsResult(
+        model="causal-lm", n=engines[0].n_vocab, d=None, energy=None, target_error=error,
+        builds=paths, source=source, prompts_scored=m, sampler=sampler.to_dict(),
+        engine=engines[0].record(), floor_settings=[v.to_dict() for v in variants],
+        min_margin=min_margin, excluded=excluded, border_prompts=border,
+        median_hellinger_squared=float(np.median(score)), top=entries,
+        scoring_seconds=scored_seconds, prompts_per_second=m / scored_seconds if scored_seconds else None,
+        seconds=seconds, notes=notes)
