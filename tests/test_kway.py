@@ -351,3 +351,26 @@ def test_identical_builds_are_merged_before_the_search(capsys, tmp_path):
         main(["bound", paths[1], paths[2], paths[1], "-E", "1"])
     err = capsys.readouterr().err
     assert exc.value.code == 2 and "all 3 models are identical" in err
+
+
+def test_ml_errors_drawn_answers_match_exact_enumeration():
+    """bht's K-way Monte Carlo draws few answers among many categories one by one (inverse
+    CDF), many with a multinomial table: both against the exact error of the maximum-likelihood
+    test by enumerating every answer sequence."""
+    import itertools
+    from bhtcli.commands.kway_loop import DRAW_FRACTION, ml_errors_mc
+    rng = np.random.default_rng(7)
+    for n, c in ((64, 2), (40, 3)):
+        lp = rng.standard_normal((3, n)) * np.array([[1.0], [1.3], [0.8]])
+        lp -= np.log(np.exp(lp).sum(axis=1, keepdims=True))
+        assert (c * DRAW_FRACTION < n) == (n == 64)               # one case per path
+        exact = np.zeros(3)
+        for seq in itertools.product(range(n), repeat=c):
+            s = lp[:, seq].sum(axis=1)
+            ties = s >= s.max() - 1e-9 * max(1.0, abs(s.max()))
+            for k in range(3):
+                exact[k] += math.exp(s[k]) * (1 - ties[k] / ties.sum())
+        trials = 20000
+        mc = ml_errors_mc([lp], [c], trials, np.random.default_rng(8))
+        se = np.sqrt(exact * (1 - exact) / trials)
+        assert np.all(np.abs(mc - exact) <= 4 * se + 1e-12), (n, c, mc, exact)
