@@ -43,7 +43,6 @@ SAMPLERS = {"T=1": Sampler(),
             "truncated": Sampler(temperature=0.8, top_k=40, top_p=0.95, min_p=0.05)}
 ALPHA = 0.05
 THREADS = [1]               # llama.cpp threads (--threads)
-MIN_MARGIN = 10.0           # H^2 >= 10x the engine floor (bht prompts' flag level)
 
 
 def sampler_args(s: Sampler) -> dict:
@@ -154,22 +153,28 @@ def ranking_check(paths, texts, sampler: Sampler, folder: Path, tag: str) -> dic
 
 
 # ------------------------------------------------------------------ one pair
-def best_prompt(paths, sampler: Sampler, corpus: int, top: int = 5) -> dict:
-    r = api.prompts([str(p) for p in paths], corpus=corpus, top=top, min_margin=MIN_MARGIN,
-                    threads=THREADS[0], **sampler_args(sampler))
+def best_prompt(paths, sampler: Sampler, corpus: int, min_margin: float) -> dict:
+    """`bht prompts` over the corpus; the best prompt whose H^2 is >= min_margin times its
+    engine floor (the --min-margin rule, applied to the top 64, whose floors one engine chunk
+    computes), else the top prompt of largest margin (and `margin_met` false)."""
+    r = api.prompts([str(p) for p in paths], corpus=corpus, top=64, threads=THREADS[0],
+                    **sampler_args(sampler))
     d = r.to_dict()
-    if not d["top"]:
-        raise SystemExit(f"no prompt of {d['prompts_scored']} has H^2 >= {MIN_MARGIN:g}x its "
-                         "engine floor; rank more (--corpus)")
-    best = d["top"][0]
-    return {"best": {k: best[k] for k in ("text", "token_ids", "hellinger_squared",
-                                             "bhattacharyya_distance", "samples", "bottleneck",
-                                             "floor_hellinger_squared", "margin", "top_tokens")},
-            "runner_up": [{"text": e["text"], "hellinger_squared": e["hellinger_squared"],
-                           "predicted": e["samples"]["predicted"]} for e in d["top"][1:]],
-            "prompts_scored": d["prompts_scored"], "excluded": d["excluded"],
+    top = d["top"]
+    ok = [e for e in top if e["margin"] is None or e["margin"] >= min_margin]
+    best = ok[0] if ok else max(top, key=lambda e: e["margin"])
+    keys = ("rank", "text", "token_ids", "hellinger_squared", "bhattacharyya_distance", "samples",
+            "bottleneck", "floor_hellinger_squared", "margin", "top_tokens")
+    return {"best": {k: best[k] for k in keys}, "margin_met": bool(ok),
+            "best_by_h2": {k: top[0][k] for k in keys},
+            "top": [{"text": e["text"], "hellinger_squared": e["hellinger_squared"],
+                     "floor": e["floor_hellinger_squared"], "margin": e["margin"],
+                     "predicted": e["samples"]["predicted"]} for e in top[:10]],
+            "margins_of_top64": {"median": float(np.median([e["margin"] or np.inf for e in top])),
+                                 f">={min_margin:g}": len(ok)},
+            "prompts_scored": d["prompts_scored"],
             "median_hellinger_squared": d["median_hellinger_squared"],
-            "seconds": d["seconds"]}
+            "engine_seconds": d["scoring_seconds"], "seconds": d["seconds"]}
 
 
 def main(argv=None) -> int:
@@ -180,7 +185,13 @@ def main(argv=None) -> int:
     ap.add_argument("--trials", type=int, default=None, help="Monte Carlo trials per build (400)")
     ap.add_argument("--check", type=int, default=None, help="prompts of the ranking check (24)")
     ap.add_argument("--no-kway", action="store_true", help="skip K = 3")
+    ap.add_argument("--pairs", default="smol,gemma", help="the pairs audited (smol,gemma)")
+    ap.add_argument("--samplers", default="T=1,truncated", help="the samplers (T=1,truncated)")
+    ap.add_argument("--max-answers", type=int, default=200_000,
+                    help="skip a Monte Carlo needing more engine draws per build (n x trials)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--min-margin", type=float, default=3.0,
+                    help="the best prompt's H^2 must be this times its engine floor (3)")
     ap.add_argument("--threads", type=int, default=1,
                     help="llama.cpp threads (1: on a loaded machine 2 threads spin-wait)")
     ap.add_argument("--out", type=Path, default=HERE / "out")
@@ -202,22 +213,30 @@ def main(argv=None) -> int:
     gemma_q8 = build(gemma, "q8_0", "gemma-3-270m.q8_0.gguf")
     pairs = {"SmolLM2 Q4_1 vs Q8_0": (smol, smol_q8),
              "gemma-3 Q4_K_M vs Q8_0": (gemma, gemma_q8)}
-    report = {"corpus": corpus, "trials": trials, "alpha": ALPHA, "min_margin": MIN_MARGIN,
+    samplers = {k: v for k, v in SAMPLERS.items() if k in args.samplers.split(",")}
+    chosen = args.pairs.split(",")
+    pairs = {k: v for k, v in pairs.items() if k.split()[0].lower()[:4] in
+             [c.strip().lower()[:4] for c in chosen]}
+    report = {"corpus": corpus, "trials": trials, "alpha": ALPHA, "min_margin": args.min_margin,
               "samplers": {k: s.to_dict() for k, s in SAMPLERS.items()}, "pairs": {}}
     from bhtcli.io.corpus import natural_prompts
     check_texts = natural_prompts(check, seed=1)
     for label, paths in pairs.items():
         entry = report["pairs"][label] = {"builds": [p.name for p in paths]}
-        for sname, sampler in SAMPLERS.items():
+        for sname, sampler in samplers.items():
             say(f"{label}, {sname}: bht prompts over {corpus} natural prompts")
             t0 = time.perf_counter()
-            res = best_prompt(paths, sampler, corpus)
+            res = best_prompt(paths, sampler, corpus, args.min_margin)
             b = res["best"]
             n = b["samples"]["predicted"]
-            say(f"  best H^2 {b['hellinger_squared']:.3g}, predicted n {n}: {trials} trials per "
-                "build, answers drawn by the engine")
-            res["monte_carlo"] = monte_carlo(paths, b["token_ids"], sampler, n, trials,
-                                             args.seed)
+            if n * trials <= args.max_answers:
+                say(f"  best H^2 {b['hellinger_squared']:.3g}, predicted n {n}: {trials} trials "
+                    "per build, answers drawn by the engine")
+                res["monte_carlo"] = monte_carlo(paths, b["token_ids"], sampler, n, trials,
+                                                 args.seed)
+            else:
+                say(f"  predicted n {n}: Monte Carlo skipped ({n} x {trials} answers per build "
+                    f"> --max-answers {args.max_answers})")
             say(f"  ranking check on {check} prompts (Llama.eval, llama.cpp's sampler chain)")
             res["ranking_check"] = ranking_check(paths, check_texts, sampler, args.out,
                                                  f"{label.split()[0]}_{sname}")
@@ -226,9 +245,10 @@ def main(argv=None) -> int:
             json.dump(report, open(args.out / "audit.json", "w"), indent=1)
     if not args.no_kway:
         report["kway"] = {}
-        for sname, sampler in SAMPLERS.items():
+        for sname, sampler in samplers.items():
             say(f"K = 3 (Q4_1, Q8_0, Q5_0), {sname}: bht prompts A B C")
-            report["kway"][sname] = best_prompt((smol, smol_q8, smol_q5), sampler, corpus)
+            report["kway"][sname] = best_prompt((smol, smol_q8, smol_q5), sampler, corpus,
+                                                    args.min_margin)
     report["seconds"] = time.perf_counter() - t_start
     report["engine"] = open_engine(smol, EngineSettings(threads=THREADS[0])).record()
     with open(args.out / "audit.json", "w") as f:
@@ -242,6 +262,8 @@ def summary(report: dict) -> str:
              "error A ± se | error B ± se | holds |", "|" + "---|" * 11]
     for label, entry in report["pairs"].items():
         for sname in SAMPLERS:
+            if sname not in entry:
+                continue
             r = entry[sname]
             b, c = r["best"], r["best"]["samples"]
             mc = r.get("monte_carlo")
@@ -254,7 +276,7 @@ def summary(report: dict) -> str:
               "|" + "---|" * 6]
     for label, entry in report["pairs"].items():
         for sname in SAMPLERS:
-            rc = entry[sname].get("ranking_check")
+            rc = entry.get(sname, {}).get("ranking_check")
             if rc:
                 lines.append(f"| {label} | {sname} | {rc['prompts']} | {rc['same_order']} | "
                              f"{rc['swapped_pairs']} | {rc['max_rel_diff_h2']:.2g} |")
