@@ -46,7 +46,9 @@ reach: $(STAMP)
 
 # Which GGUF build is behind an API: SmolLM2-135M (Q4_1 vs Q8_0 and Q5_0) and gemma-3-270m
 # (Q4_K_M vs Q8_0) through bht quantize and bht prompts, counts checked on engine-drawn
-# answers (examples/llm_audit, docs/llm_audit.md; not part of `make test`). TIMING
+# answers (examples/llm_audit, docs/llm_audit.md; not part of `make test`). The default run was
+# not timed in one piece: its parts took 5-27 min each side by side at a load of 12-16 on 2
+# cores (docs/llm_audit.md, What is not done); within 15 min on a quiet machine is not shown.
 # A smaller run: make llm-audit LLM_AUDIT_ARGS=--quick
 LLM_AUDIT_ARGS ?=
 llm-audit: $(STAMP)
