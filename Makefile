@@ -50,9 +50,12 @@ reach: $(STAMP)
 	examples/reachable_audit/setup.sh
 	$(BIN)/python examples/reachable_audit/audit.py
 
-# Which prompt makes a re-encoded SmolLM2-135M detectable, and which of three builds answers
-# (examples/llm_audit; 18-19 min measured at a load average of 10 on 2 cores, about 11
-# estimated at 4; not part of `make test`). A smaller run: make llm-audit LLM_AUDIT_ARGS=--quick
+# Which GGUF build is behind an API: SmolLM2-135M (Q4_1 vs Q8_0 and Q5_0) and gemma-3-270m
+# (Q4_K_M vs Q8_0) through bht quantize and bht prompts, counts checked on engine-drawn
+# answers (examples/llm_audit, docs/llm_audit.md; not part of `make test`). The default run was
+# not timed in one piece: its parts took 5-27 min each side by side at a load of 12-16 on 2
+# cores (docs/llm_audit.md, What is not done); within 15 min on a quiet machine is not shown.
+# A smaller run: make llm-audit LLM_AUDIT_ARGS=--quick
 LLM_AUDIT_ARGS ?=
 llm-audit: $(STAMP)
 	examples/llm_audit/setup.sh

@@ -417,3 +417,26 @@ def test_hull_residual_is_zero_on_a_kink_and_not_off_it():
     on = np.array([0.6, 0.8])                      # ||x|| = E = 1: gradients along x are absorbed
     assert hull_residual(on, np.stack([on, 2 * on], axis=1), 0.1, 1.0) == pytest.approx(0.0, abs=1e-15)
     assert hull_residual(x, np.ones((2, 7)), 0.1, 1.0) is None
+
+
+def test_ml_errors_drawn_answers_match_exact_enumeration():
+    """bht's K-way Monte Carlo draws few answers among many categories one by one (inverse
+    CDF), many with a multinomial table: both against the exact error of the maximum-likelihood
+    test by enumerating every answer sequence."""
+    import itertools
+    from bhtcli.commands.kway_loop import DRAW_FRACTION, ml_errors_mc
+    rng = np.random.default_rng(7)
+    for n, c in ((64, 2), (40, 3)):
+        lp = rng.standard_normal((3, n)) * np.array([[1.0], [1.3], [0.8]])
+        lp -= np.log(np.exp(lp).sum(axis=1, keepdims=True))
+        assert (c * DRAW_FRACTION < n) == (n == 64)               # one case per path
+        exact = np.zeros(3)
+        for seq in itertools.product(range(n), repeat=c):
+            s = lp[:, seq].sum(axis=1)
+            ties = s >= s.max() - 1e-9 * max(1.0, abs(s.max()))
+            for k in range(3):
+                exact[k] += math.exp(s[k]) * (1 - ties[k] / ties.sum())
+        trials = 20000
+        mc = ml_errors_mc([lp], [c], trials, np.random.default_rng(8))
+        se = np.sqrt(exact * (1 - exact) / trials)
+        assert np.all(np.abs(mc - exact) <= 4 * se + 1e-12), (n, c, mc, exact)

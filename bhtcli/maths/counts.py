@@ -284,21 +284,30 @@ def fixed_test(tilt: Tilt, D: float, alpha: float, answers: np.ndarray) -> Fixed
     The test, and the way its error is computed (lattice or saddlepoint), are those of
     :func:`query_counts` at the same alpha, so on N = predicted answers the error is <= alpha.
     """
+    decide_b, error, method = fixed_tests(tilt, D, alpha, np.asarray(answers)[None, :])
+    b = float(decide_b[0])
+    verdict = "A" if b < 1e-9 else ("B" if b > 1 - 1e-9 else "tie")
+    return FixedTest(error, verdict, method)
+
+
+def fixed_tests(tilt: Tilt, D: float, alpha: float, answers: np.ndarray):
+    """The test of :func:`fixed_test` on each row of `answers` (trials x N answer indices),
+    built once: (the probability that it decides B on each row -- 0, 1, or its randomisation
+    at the threshold --, its error, its method)."""
+    answers = np.atleast_2d(np.asarray(answers, dtype=np.int64))
     la, lb = tilt.log_probs()
     llr = la - lb
-    N = int(len(answers))
-    total = float(np.sum(llr[answers]))
+    N = int(answers.shape[1])
     up = upper_count(D, alpha)
     if up is None or N == 0:
-        return FixedTest(0.5, "tie", "none")
+        return np.full(len(answers), 0.5), 0.5, "none"
     if up <= LATTICE_MAX_N and alpha >= LATTICE_MIN_ALPHA and N <= LATTICE_MAX_N:
         error, cell, tau, gamma = LatticeTest(llr, np.exp(la), np.exp(lb)).minimax_test(N)
-        T = int(cell(llr[answers]).sum())
-        if T == tau:        # the test randomises here: B with probability gamma
-            verdict = "A" if gamma < 1e-9 else ("B" if gamma > 1 - 1e-9 else "tie")
-        else:
-            verdict = "A" if T > tau else "B"
-        return FixedTest(error, verdict, "lattice")
+        T = cell(llr[answers]).sum(axis=1)
+        # the test randomises at T == tau: B with probability gamma
+        decide_b = np.where(T > tau, 0.0, np.where(T < tau, 1.0, gamma))
+        return decide_b, error, "lattice"
     log_error, threshold = Saddlepoint(tilt).minimax_log_test(N)
-    verdict = "A" if total > threshold else ("B" if total < threshold else "tie")
-    return FixedTest(min(math.exp(log_error), 0.5), verdict, "saddlepoint")
+    total = llr[answers].sum(axis=1)
+    decide_b = np.where(total > threshold, 0.0, np.where(total < threshold, 1.0, 0.5))
+    return decide_b, min(math.exp(log_error), 0.5), "saddlepoint"

@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from bhtcli.maths.counts import QueryCounts, query_counts
+from bhtcli.maths.counts import QueryCounts, fixed_tests, query_counts
 from bhtcli.maths.divergences import Tilt, logsumexp
 
 SUPPORT_FLOOR = 1e-30
@@ -50,3 +50,23 @@ def law_counts(la: np.ndarray, lb: np.ndarray, alpha: float) -> QueryCounts:
     if h2 >= 1.0 - 1e-15:
         return QueryCounts(1, 1, 1, "support")
     return query_counts(floored_tilt(la, lb), bhattacharyya(h2), alpha)
+
+
+def law_decisions(la: np.ndarray, lb: np.ndarray, alpha: float, answers: np.ndarray):
+    """The fixed-n test whose count :func:`law_counts` predicts, on each row of `answers`
+    (trials x N answers, indices into the laws' last axis): (the probability that it decides B
+    on each row -- 0, 1, or its randomisation at the threshold --, its error, its method).
+    An answer outside one law's support rules that law out at once."""
+    la, lb = np.asarray(la, dtype=np.float64), np.asarray(lb, dtype=np.float64)
+    answers = np.atleast_2d(np.asarray(answers, dtype=np.int64))
+    keep = np.isfinite(la) | np.isfinite(lb)
+    if not keep[answers].all():
+        raise ValueError("an answer has probability 0 under both laws")
+    index = np.cumsum(keep) - 1                 # token -> position among the kept answers
+    la, lb = la[keep], lb[keep]
+    h2 = float(hellinger_squared(la, lb))
+    if h2 >= 1.0 - 1e-15:                       # disjoint supports: one answer decides
+        only_b = ~np.isfinite(la[index[answers]])
+        return only_b[:, 0].astype(np.float64), 0.0, "support"
+    tilt = floored_tilt(la, lb)
+    return fixed_tests(tilt, bhattacharyya(h2), alpha, index[answers])
