@@ -28,8 +28,11 @@ test: $(STAMP)
 	$(BIN)/python -m pytest
 
 # docs/cli.md (every --help) and docs/json.md (every --json key); tests/test_docs.py fails when stale.
+# Then every `$ bht ...` block of README.md and docs/ rerun with its real output (solver
+# bookkeeping such as iterations differs by BLAS; tests/test_readme.py masks only that).
 docs: $(STAMP)
 	$(BIN)/python -m bhtcli.cli.docs
+	$(BIN)/python examples/refresh_readme.py
 
 # The hostile-file campaign (tests/fuzz/): 10,000 seeded cases through every reader, ~1 in 20
 # through the real `bht`; fails on any traceback, hang or out-of-memory exit (docs/testing.md).
