@@ -91,3 +91,19 @@ def test_bad_schedule_files_are_one_error_line(capsys, tmp_path, content, messag
     f.write_text(content)
     code, out, err = run(capsys, "sample", EX[0], "--schedule", str(f), "--count", "5")
     assert code == 2 and out == "" and message in err and len(err.strip().splitlines()) == 1
+
+
+
+@pytest.mark.parametrize("name,content,message", [
+    ("bad.npz", b"PK\x03\x04garbage", "not a valid .npz file"),
+    ("deep.json", b"{\"queries\": " + b"[" * 100_000 + b"]" * 100_000 + b", \"weights\": [1]}",
+     "nested too deeply"),
+    ("ragged.json", b'{"queries": [[1, 2], [3]], "weights": [0.5, 0.5]}', "must be numbers"),
+])
+def test_damaged_schedule_files_are_one_error_line(capsys, tmp_path, name, content, message):
+    """A damaged schedule goes through the project's hardened readers: one Error line, no
+    traceback (a corrupt .npz used to raise zipfile.BadZipFile)."""
+    f = tmp_path / name
+    f.write_bytes(content)
+    code, out, err = run(capsys, "sample", EX[0], "--schedule", str(f), "--count", "5")
+    assert code == 2 and out == "" and message in err and len(err.strip().splitlines()) == 1

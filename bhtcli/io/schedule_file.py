@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -48,7 +49,7 @@ def save_schedule(path: str, queries, weights, option: str | None = None) -> Non
 
 def is_schedule_file(path) -> bool:
     """`path` names a schedule file (.json holding an object, or .npz with `queries`): read as
-    a schedule wherever queries are read."""
+    a schedule wherever queries are read. A damaged file is left to the readers to name."""
     if not isinstance(path, (str, os.PathLike)):
         return False
     p = os.fspath(path)
@@ -57,39 +58,45 @@ def is_schedule_file(path) -> bool:
         return False
     if suffix == ".npz":
         try:
-            with np.load(p, allow_pickle=False) as z:
-                return "queries" in z.files
-        except Exception:
-            return False        # not readable as a schedule: the array readers say why
+            with zipfile.ZipFile(p) as archive:
+                return "queries.npy" in archive.namelist()
+        except (OSError, zipfile.BadZipFile, ValueError):
+            return False
     with open(p, "rb") as fh:
         head = fh.read(64).lstrip()
     return head.startswith(b"{")
 
 
 def read_schedule(path, d: int, label: str | None = None):
-    """(queries m x d, weights m) from a schedule file; every problem is one InputError."""
+    """(queries m x d, weights m) from a schedule file, through the project's readers of .npz
+    and JSON (io/npy_file.open_npz, io/text.parse_json); every problem is one InputError."""
+    from bhtcli.io.npy_file import open_npz
+    from bhtcli.io.text import parse_json
     p = os.fspath(path)
     label = label or p
-    reads.record(p)
-    try:
-        if Path(p).suffix.lower() == ".npz":
-            with np.load(p, allow_pickle=False) as z:
-                if "queries" not in z.files or "weights" not in z.files:
-                    raise InputError(f"{label}: a schedule .npz holds the arrays 'queries' and "
-                                     f"'weights'; it has {', '.join(z.files) or 'none'}")
-                Q, w = np.asarray(z["queries"]), np.asarray(z["weights"])
-        else:
-            doc = json.loads(Path(p).read_text(encoding="utf-8"))
-            if not isinstance(doc, dict) or "queries" not in doc or "weights" not in doc:
-                raise InputError(f"{label}: a schedule is a JSON object with 'queries' (a list of "
-                                 "queries) and 'weights' (one share per query)")
-            Q, w = np.asarray(doc["queries"]), np.asarray(doc["weights"])
-    except (OSError, ValueError, RecursionError) as exc:     # JSON, npz and decoding faults
-        raise InputError(f"{label}: cannot read the schedule ({exc})") from None
+    if Path(p).suffix.lower() == ".npz":
+        with open_npz(p, label) as z:
+            if "queries" not in z.files or "weights" not in z.files:
+                raise InputError(f"{label}: a schedule .npz holds the arrays 'queries' and "
+                                 f"'weights'; it has {', '.join(z.files) or 'none'}")
+            Q, w = np.asarray(z["queries"]), np.asarray(z["weights"])
+    else:
+        reads.record(p)
+        try:
+            data = Path(p).read_bytes()
+        except OSError as exc:
+            raise InputError(f"{label}: cannot read the schedule ({exc.strerror or exc})") from None
+        doc = parse_json(data, label, "a schedule: an object with 'queries' and 'weights'",
+                         parse_int=float)
+        if not isinstance(doc, dict) or "queries" not in doc or "weights" not in doc:
+            raise InputError(f"{label}: a schedule is a JSON object with 'queries' (a list of "
+                             "queries) and 'weights' (one share per query)")
+        Q, w = np.asarray(doc["queries"], dtype=object), np.asarray(doc["weights"], dtype=object)
     try:
         Q, w = Q.astype(np.float64), w.astype(np.float64)
     except (TypeError, ValueError):
-        raise InputError(f"{label}: the schedule's queries and weights must be numbers") from None
+        raise InputError(f"{label}: the schedule's queries and weights must be numbers "
+                         "(m queries of equal length, m weights)") from None
     if Q.ndim == 1:
         Q = Q.reshape(1, -1)
     if Q.ndim != 2 or Q.shape[1] != d or w.shape != (Q.shape[0],):
