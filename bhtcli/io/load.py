@@ -31,13 +31,13 @@ from bhtcli.io import reads
 from bhtcli.io.npy_file import load_npy, npy_from_bytes, open_npz
 from bhtcli.io.pickles import PICKLE_MAGICS, refuse_pickles
 from bhtcli.io.checkpoint import checkpoint_softcap, read_checkpoint, split_checkpoint
-from bhtcli.io.safetensors_file import read_safetensors, split_tensor_name
+from bhtcli.io.safetensors_file import read_safetensors
+from bhtcli.io.shapes import TEXT_SUFFIXES, check_same_shape, shape_mismatch, split_key
 from bhtcli.io.text import parse_json
 from bhtcli.io.validation import MAX_ENTRY, check_matrix, check_pair
 
 NPY_MAGIC = b"\x93NUMPY"
 ZIP_MAGIC = b"PK\x03\x04"
-TEXT_SUFFIXES = {".csv", ".txt", ".tsv", ".dat"}
 SLOW_TEXT_CELLS = 4_000_000   # a text matrix this large takes seconds to parse: say so
 from bhtcli.settings import FORMATS, OUT_FORMATS, OUT_SUFFIXES  # noqa: E402,F401
 
@@ -118,7 +118,7 @@ def read_array(spec, name: str | None = None, stdin=None, dtype=None) -> np.ndar
     checkpoint = split_checkpoint(spec)
     if checkpoint is not None:
         return read_checkpoint(*checkpoint, dtype=dtype)
-    path, key = _split_key(spec)
+    path, key = split_key(spec)
     suffix = Path(path).suffix.lower()
     if not os.path.exists(path):
         raise InputError(f"{path}: no such file; check the path")
@@ -195,21 +195,6 @@ def _looks_like_safetensors(data: bytes) -> bool:
         return False
     size = int.from_bytes(data[:8], "little")
     return 2 <= size <= len(data) - 8 and data[8:9] == b"{"
-
-
-def _split_key(spec: str):
-    # 'file.npz:key' -> ('file.npz', 'key'); 'f.safetensors:lm_head.weight' likewise;
-    # a Windows drive letter or a plain path -> (spec, None)
-    path, tensor = split_tensor_name(spec)
-    if tensor is not None:
-        return path, tensor
-    checkpoint = split_checkpoint(spec)
-    if checkpoint is not None:
-        return checkpoint[1], checkpoint[2]
-    head, sep, tail = spec.rpartition(":")
-    if sep and head.lower().endswith(".npz") and tail:
-        return head, tail
-    return spec, None
 
 
 def _load_npz(source, key: str | None, label: str | None = None) -> np.ndarray:
@@ -411,7 +396,7 @@ def _open_headers(spec) -> None:
     if spec is None or not isinstance(spec, (str, os.PathLike)) or os.fspath(spec) == "-":
         return
     spec = os.fspath(spec)
-    reads.record(_split_key(spec)[0])
+    reads.record(split_key(spec)[0])
     checkpoint_softcap(spec)
 
 
@@ -511,12 +496,37 @@ def load_pair(A, B, name_a: str | None = None, name_b: str | None = None, dtype=
     """Load and check both models (as `dtype`, see load_matrix); they must have the same shape."""
     if isinstance(A, str) and isinstance(B, str) and A == "-" and B == "-":
         raise InputError("A and B cannot both be read from standard input; give one as a file")
+    check_same_shape([A, B], [_label(A, name_a, "A"), _label(B, name_b, "B")])   # before reading
     A_ = load_matrix(A, name_a or (A if isinstance(A, (str, os.PathLike)) else "A"), dtype=dtype,
                      max_entry=MAX_ENTRY)
     B_ = load_matrix(B, name_b or (B if isinstance(B, (str, os.PathLike)) else "B"), dtype=dtype,
                      max_entry=MAX_ENTRY)
     check_pair(A_, B_, _label(A, name_a, "A"), _label(B, name_b, "B"))
     return A_, B_
+
+
+def load_models(models, names, dtype=None) -> list:
+    """Load and check K models (as `dtype`, see load_matrix), all of the same shape.
+
+    Shapes the headers give are compared first (:func:`bhtcli.io.shapes.check_same_shape`),
+    so models of different shapes are refused before any is read or dequantized; the loaded
+    matrices are compared again (text, standard input and pipes have no header).
+
+    Raises
+    ------
+    InputError
+        Two models of different shapes ("model k (NAME) has shape ..."), more than one model
+        read from standard input, or any input load_matrix refuses.
+    """
+    models, names = list(models), list(names)
+    if sum(1 for m in models if isinstance(m, str) and m == "-") > 1:
+        raise InputError("at most one model can be read from standard input; give the others as files")
+    check_same_shape(models, names, numbered=True)
+    mats = [load_matrix(m, name, dtype=dtype) for m, name in zip(models, names)]
+    for k in range(1, len(mats)):
+        if mats[k].shape != mats[0].shape:
+            raise shape_mismatch(names, 0, mats[0].shape, k, mats[k].shape, numbered=True)
+    return mats
 
 
 def _label(spec, name, default):

@@ -142,12 +142,18 @@ def _view(data, header: NpyHeader, label: str, offset: int = 0) -> np.ndarray:
         raise InputError(f"{label} is not a valid .npy file ({exc}); {NPY_FIX}") from None
 
 
-def load_npy(path: str) -> np.ndarray:
-    """A .npy file as a read-only memory map (an in-memory array when it holds no data)."""
+def npy_header(path: str) -> NpyHeader:
+    """The checked header of a .npy file whose data is all present (InputError otherwise)."""
     size = os.path.getsize(path)
     with open(path, "rb") as fh:
         header = read_header(fh, path)
     _check_present(header, size - header.offset, path)
+    return header
+
+
+def load_npy(path: str) -> np.ndarray:
+    """A .npy file as a read-only memory map (an in-memory array when it holds no data)."""
+    header = npy_header(path)
     if header.nbytes == 0:
         return _view(b"", header, path)
     try:
@@ -188,12 +194,22 @@ class NpzArchive:
         return key in self._members
 
     def __getitem__(self, key: str) -> np.ndarray:
+        with self._zip.open(self._member(key)) as fh:
+            return npy_from_stream(fh, self._members[key].file_size, self.label, NPZ_FIX)
+
+    def header(self, key: str) -> NpyHeader:
+        """The checked .npy header of member `key` (its data present), the data left unread."""
+        with self._zip.open(self._member(key)) as fh:
+            header = read_header(fh, self.label, NPZ_FIX)
+        _check_present(header, self._members[key].file_size - header.offset, self.label, NPZ_FIX)
+        return header
+
+    def _member(self, key: str):
         info = self._members[key]
         if not info.filename.endswith(".npy"):
             raise InputError(f"{self.label}:{key} is not an array (a .npz member must be a .npy "
                              f"file); {NPZ_FIX}")
-        with self._zip.open(info) as fh:
-            return npy_from_stream(fh, info.file_size, self.label, NPZ_FIX)
+        return info
 
 
 @contextlib.contextmanager

@@ -146,6 +146,14 @@ def _validated_infos(path: str) -> dict:
     return header
 
 
+def chosen_tensor(path: str, tensor: str | None = None) -> tuple:
+    """(name, header entry) of the tensor :func:`read_safetensors` would read, from the
+    header alone (nothing is mapped)."""
+    infos = _validated_infos(path)
+    name = _choose(path, infos, tensor)
+    return name, infos[name]
+
+
 LISTED = 10  # a real checkpoint has hundreds of 2-D tensors: name the largest few
 
 
