@@ -70,6 +70,22 @@ def test_tied_heads_are_the_input_embedding(tmp_path, model, capsys, embedding):
     assert f"the head is {embedding}, 40 x 6 F32 (tied to the input embedding; no lm_head.weight)" in err
 
 
+def test_a_folder_without_config_reads_a_stored_head_or_a_named_embedding(tmp_path, model, capsys):
+    """Without config.json nothing says the embedding is the head (an untied model missing its
+    head shard would be audited on its embedding): a stored head is read, a tied one must be
+    named; a config.json that does not mention tying means tied (transformers' default)."""
+    stored = hf_folder(tmp_path / "stored", model)
+    np.testing.assert_array_equal(load_matrix(stored), model["lm_head.weight"].astype(np.float64))
+    tied = {k: v for k, v in model.items() if k != "lm_head.weight"}
+    bare = hf_folder(tmp_path / "bare", tied)
+    with pytest.raises(InputError, match=f"name the head: {bare}:model.embed_tokens.weight "):
+        load_matrix(bare)
+    np.testing.assert_array_equal(load_matrix(f"{bare}:model.embed_tokens.weight"),
+                                  tied["model.embed_tokens.weight"].astype(np.float64))
+    silent = hf_folder(tmp_path / "silent", tied, {"model_type": "llama"})
+    np.testing.assert_array_equal(load_matrix(silent), tied["model.embed_tokens.weight"].astype(np.float64))
+
+
 def test_softcapping_in_config_selects_softcap(tmp_path, model, capsys):
     config = {"model_type": "gemma2", "final_logit_softcapping": 30.0}
     tied = {k: v for k, v in model.items() if k != "lm_head.weight"}
@@ -90,6 +106,9 @@ def test_softcapping_in_config_selects_softcap(tmp_path, model, capsys):
     ("unknown", "has no tensor 'lm_head.weigth'; close names: lm_head.weight"),
     ("one_d", "has shape (6,), expected a 2-D matrix"),
     ("untied_no_head", "config.json says the head is not tied to the input embedding"),
+    ("tied_without_config", "has no config.json to say whether the head is tied to the input "
+                            "embedding, and holds no lm_head.weight or embed_out.weight; if the "
+                            "model ties them, name the head: "),
     ("pickle_only", "is a folder without model.safetensors or model.safetensors.index.json "
                     "(pytorch_model.bin is a PyTorch pickle"),
     ("bad_index", "could not be read as JSON"),
@@ -105,6 +124,8 @@ def test_bad_folders(tmp_path, model, capsys, case, message):
     elif case == "untied_no_head":
         spec = hf_folder(tmp_path / "m", {k: v for k, v in model.items() if k != "lm_head.weight"},
                          {"tie_word_embeddings": False})
+    elif case == "tied_without_config":
+        spec = hf_folder(tmp_path / "m", {k: v for k, v in model.items() if k != "lm_head.weight"})
     elif case == "pickle_only":
         (tmp_path / "m").mkdir()
         (tmp_path / "m" / "pytorch_model.bin").write_bytes(b"PK\x03\x04")

@@ -47,6 +47,7 @@ class Folder:
     path: str
     weight_map: dict           # tensor name -> shard path
     config: dict
+    has_config: bool = True    # False: the folder has no config.json (config is {})
 
     @property
     def softcap(self) -> float | None:
@@ -89,7 +90,8 @@ def open_folder(path: str) -> Folder:
         No safetensors weights (PyTorch .bin files are refused), an unreadable index or
         config, an index naming a shard that is missing.
     """
-    config = read_json(os.path.join(path, CONFIG), path) if os.path.isfile(os.path.join(path, CONFIG)) else {}
+    has_config = os.path.isfile(os.path.join(path, CONFIG))
+    config = read_json(os.path.join(path, CONFIG), path) if has_config else {}
     index = os.path.join(path, INDEX)
     if os.path.isfile(index):
         data = read_json(index, path)
@@ -104,7 +106,7 @@ def open_folder(path: str) -> Folder:
                              "download every shard of the checkpoint")
         for file in shards.values():
             reads.record(file)              # every shard is an input, read or not
-        return Folder(path, {k: shards[v] for k, v in wmap.items()}, config)
+        return Folder(path, {k: shards[v] for k, v in wmap.items()}, config, has_config)
     files = sorted(f for f in os.listdir(path) if f.endswith(".safetensors"))
     if SINGLE in files:
         files = [SINGLE]
@@ -119,7 +121,7 @@ def open_folder(path: str) -> Folder:
     for f in files:
         for name in tensor_infos(os.path.join(path, f)):
             wmap.setdefault(name, os.path.join(path, f))
-    return Folder(path, wmap, config)
+    return Folder(path, wmap, config, has_config)
 
 
 def _shard(path: str, name: str, index: str) -> str:
@@ -185,6 +187,13 @@ def choose_tensor(folder: Folder, tensor: str | None, quiet: bool = False) -> st
         raise InputError(f"{folder.path}: config.json says the head is not tied to the input "
                          f"embedding, but the folder holds no {' or '.join(HEADS[:2])}; name the "
                          f"head with {folder.path}:TENSOR")
+    if tied and not folder.has_config:
+        # without config.json nothing says the embedding is the head: an untied model whose
+        # head shard is missing would be audited on its input embedding, silently
+        raise InputError(f"{folder.path} has no config.json to say whether the head is tied to the "
+                         f"input embedding, and holds no {' or '.join(HEADS[:2])}; if the model "
+                         f"ties them, name the head: {folder.path}:{name} (else download its "
+                         "config.json and every shard)")
     if not quiet:
         from bhtcli.io.safetensors_file import tensor_infos
         info = shard_info(folder, name)
