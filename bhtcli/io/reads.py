@@ -11,7 +11,8 @@ write, against every file the command read so far.
 The record lives for one command invocation (:func:`input_session`; the CLI opens one per
 command), across its threads: one command at a time per process. Outside a session nothing is
 kept, so a long-lived Python process does not accumulate reads; check_output_path then still
-refuses the files its inputs' headers open.
+refuses the files its inputs' headers open. The same record lists, for the run record
+(:mod:`bhtcli.io.run_record`), the files a command read (:func:`files`).
 """
 from __future__ import annotations
 
@@ -23,19 +24,37 @@ import threading
 from bhtcli.errors import InputError, parameter_name
 
 _lock = threading.Lock()
-_scopes: list = []              # the open sessions and captures, outermost first: sets of keys
+_scopes: list = []              # the open sessions and captures, outermost first: _Reads
 _forced: dict = {}              # output key -> force as check_output_path was given it
+
+
+class _Reads(set):
+    """The keys of the files read in one scope (a set), and `paths`: each file's real path ->
+    the path it was first read by, in the order read."""
+
+    def __init__(self):
+        super().__init__()
+        self.paths: dict = {}
 
 
 def record(path) -> None:
     """Note that the current command reads `path` (a regular file; anything else is ignored)."""
     if not _scopes or not isinstance(path, (str, os.PathLike)):
         return
-    keys = _keys(os.fspath(path))
+    path = os.fspath(path)
+    keys = _keys(path)
     if keys:
         with _lock:
             for scope in _scopes:
                 scope.update(keys)
+                scope.paths.setdefault(_key_of(path), path)
+
+
+def files() -> list:
+    """The regular files the current command has read, each once (by the path it was first
+    read by), in the order read; [] outside a session."""
+    with _lock:
+        return list(_scopes[0].paths.values()) if _scopes else []
 
 
 @contextlib.contextmanager
@@ -44,7 +63,7 @@ def input_session():
     if _scopes:
         yield
         return
-    with _scope(set()):
+    with _scope(_Reads()):
         try:
             yield
         finally:
@@ -53,21 +72,22 @@ def input_session():
 
 @contextlib.contextmanager
 def capture():
-    """The set of files read inside the block (also recorded in the enclosing session)."""
-    files: set = set()
-    with _scope(files):
-        yield files
+    """The set of files read inside the block (also recorded in the enclosing session); its
+    `paths` lists them by the path each was read by, in order."""
+    read = _Reads()
+    with _scope(read):
+        yield read
 
 
 @contextlib.contextmanager
-def _scope(files: set):
+def _scope(read: _Reads):
     with _lock:
-        _scopes.append(files)
+        _scopes.append(read)
     try:
         yield
     finally:
         with _lock:
-            _scopes.remove(files)
+            _scopes.remove(read)
 
 
 def refuse(path: str, option: str | None, read=None, force: bool | None = False) -> None:
