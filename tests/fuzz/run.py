@@ -65,8 +65,12 @@ def _call(case) -> None:
         from bhtcli.io.load import load_query
         load_query(case.spec, 3)
     else:
+        from bhtcli.io.shapes import header_shape
+        shape = header_shape(case.spec)      # never raises; a shape it gives is the load's
         arr = bhtcli.load_matrix(case.spec, dtype=np.float32 if len(case.spec) % 2 else np.float64)
         float(np.asarray(arr).sum())         # touch every value of a memory map
+        if shape is not None and shape != arr.shape:
+            raise AssertionError(f"headers say {shape}, the load gives {arr.shape}")
 
 
 def _child(case, folder: str, memory: int, wfd: int) -> None:
