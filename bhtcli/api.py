@@ -147,30 +147,31 @@ def design(A, B=None, energy=None, *, model="softmax", floor=None, error: float 
     models = _models_of(A, B)
     if models is not None:
         energy = B if energy is None and B is not None else energy
-        if len(models) != 2 or schedule:
-            if certificate != "fast":
-                raise InputError(f"{parameter_name('certificate')} exact is for a pair of models")
-            from bhtcli.commands.kway import check_kway_options, design_kway
-            check_kway_options(model=getattr(model, "family", model), readout_plain=_plain(link_a, link_b, bias_a, bias_b),
-                               floor=floor, subspace=subspace, queries=queries,
-                               max_starts=max_starts, method=None if method == "lbfgs" else method)
-            if candidates is not None:
-                from bhtcli.commands.kway_candidates import design_kway_candidates
-                return design_kway_candidates(models, candidates, energy, error=error,
-                                              names=names, top=10 if top is None else top,
-                                              starts=starts, seed=seed, dtype=dtype,
-                                              search_space=search_space, schedule=schedule,
-                                              progress=progress)
-            if names is not None or top is not None:
-                raise InputError(f"{parameter_name('names' if names is not None else 'top')} "
-                                 f"goes with {parameter_name('candidates')}")
-            return design_kway(models, energy, error=error, starts=starts, seed=seed,
-                               schedule=schedule, dtype=dtype, progress=progress,
-                               search_space=search_space)
+        if len(models) != 2:
+            return _design_models(models, energy, model=model, floor=floor, link_a=link_a,
+                                  link_b=link_b, bias_a=bias_a, bias_b=bias_b, dtype=dtype,
+                                  error=error, starts=starts, seed=seed, method=method,
+                                  candidates=candidates, names=names, top=top, subspace=subspace,
+                                  queries=queries, max_starts=max_starts,
+                                  search_space=search_space, schedule=schedule,
+                                  certificate=certificate, progress=progress)
         A, B = models
-    elif schedule:
-        raise InputError(f"{parameter_name('schedule')} mixes queries to tell three or more "
-                         "models apart; two models are best told apart by one query")
+    result = _design_pair(A, B, energy, model=model, floor=floor, link_a=link_a, link_b=link_b,
+                          bias_a=bias_a, bias_b=bias_b, dtype=dtype, error=error, starts=starts,
+                          seed=seed, method=method, candidates=candidates, names=names, top=top,
+                          subspace=subspace, queries=queries, max_starts=max_starts,
+                          search_space=search_space, schedule=schedule, certificate=certificate,
+                          progress=progress)
+    if schedule:
+        from bhtcli.commands.kway import pair_schedule
+        return pair_schedule(result)
+    return result
+
+
+def _design_pair(A, B, energy, *, model, floor, link_a, link_b, bias_a, bias_b, dtype, error,
+                 starts, seed, method, candidates, names, top, subspace, queries, max_starts,
+                 search_space, schedule, certificate, progress):
+    """design() of two models: the ModelSpec and DesignOptions, then one branch per path."""
     spec = model_spec(model, energy, floor, link_a=link_a, link_b=link_b, bias_a=bias_a,
                       bias_b=bias_b, dtype=dtype, need_energy=candidates is None, inputs=(A, B),
                       budget_list=True)
@@ -178,6 +179,11 @@ def design(A, B=None, energy=None, *, model="softmax", floor=None, error: float 
     _check_design_paths(spec, energies=energies, queries=queries, candidates=candidates,
                         subspace=subspace, names=names, top=top, method=method,
                         search_space=search_space)
+    if schedule and (spec.leverage or energies is not None or queries is not None):
+        raise InputError(f"{parameter_name('schedule')} mixes softmax queries at one budget: "
+                         f"drop it, or give one {parameter_name('energy')} without "
+                         f"{parameter_name('queries')}" + (" (leverage models: one weight vector)"
+                                                           if spec.leverage else ""))
     if certificate != "fast" and spec.leverage:
         raise InputError(f"{parameter_name('certificate')} exact is for softmax models")
     if certificate != "fast":
@@ -241,8 +247,68 @@ def _models_of(A, B):
 
 def _plain(*readout) -> bool:
     link_a, link_b, bias_a, bias_b = readout
-    return str(link_a or "exp") == "exp" and str(link_b or "exp") == "exp" and bias_a is None \
-        and bias_b is None
+    name = lambda link: str(getattr(link, "name", link) or "exp")     # a Link, a string or None
+    return name(link_a) == "exp" and name(link_b) == "exp" and bias_a is None and bias_b is None
+
+
+def _model_set(models, model="softmax", energy=None, *, link_a=None, link_b=None, bias_a=None,
+               bias_b=None, dtype="float64", need_energy: bool = True, budget_list: bool = False,
+               **refused):
+    """The ModelSpec of K >= 3 models (their shared budget and dtype), checked once: the one
+    place the K-model rules live. Each option in `refused` that is given (not None, not False)
+    is named in one InputError: what pairs have that K models have not yet."""
+    p = parameter_name
+    if getattr(model, "family", model) != "softmax":
+        raise InputError(f"{p('model')} leverage compares two models at a time: K-way designs are "
+                         "for softmax models (a leverage query weights rows, and the K-way search "
+                         "climbs softmax scores)")
+    spec_links = (getattr(model, k, None) for k in ("link_a", "link_b", "bias_a", "bias_b"))
+    if not (_plain(link_a, link_b, bias_a, bias_b) and _plain(*spec_links)):
+        raise InputError("links, biases and softcaps are not supported with three or more models "
+                         "yet: every model is a plain softmax model; compare two at a time with "
+                         f"{p('link_a')}, {p('bias_a')} ...")
+    given = [p(k) for k, v in refused.items() if v not in (None, False)]
+    if given:
+        raise InputError(f"{', '.join(given)} is not supported with three or more models "
+                         "(docs/kway.md lists what is)")
+    if hasattr(model, "family"):          # a ready ModelSpec: its energy and dtype
+        return model_spec(model)
+    return model_spec("softmax", energy, dtype=dtype, need_energy=need_energy,
+                      budget_list=budget_list)
+
+
+def _design_models(models, energy, *, model, floor, link_a, link_b, bias_a, bias_b, dtype, error,
+                   starts, seed, method, candidates, names, top, subspace, queries, max_starts,
+                   search_space, schedule, certificate, progress):
+    """design() of K >= 3 models: the bottleneck (docs/kway.md), one budget or a list."""
+    spec = _model_set(models, model, energy, link_a=link_a, link_b=link_b, bias_a=bias_a,
+                      bias_b=bias_b, dtype=dtype, need_energy=candidates is None,
+                      budget_list=True, floor=floor, subspace=subspace, queries=queries,
+                      max_starts=max_starts, method=None if method == "lbfgs" else method,
+                      certificate=None if certificate == "fast" else certificate)
+    energies = None if spec.energies is None else list(spec.energies)
+    _check_design_paths(spec, energies=energies, queries=None, candidates=candidates,
+                        subspace=None, names=names, top=top, method="lbfgs",
+                        search_space=search_space)
+    if schedule and energies is not None:
+        raise InputError(f"{parameter_name('schedule')} mixes queries at one budget: give one "
+                         f"{parameter_name('energy')}")
+    from bhtcli.models.spec import DesignOptions
+    options = DesignOptions.build(error, starts, seed, search_space=search_space)
+    if candidates is not None:
+        from bhtcli.commands.candidates import DEFAULT_TOP
+        from bhtcli.commands.kway_candidates import design_kway_candidates
+        from bhtcli.io.validation import check_top
+        return design_kway_candidates(models, candidates, spec.energy, options, names=names,
+                                      top=DEFAULT_TOP if top is None else check_top(top),
+                                      dtype=spec.dtype, schedule=schedule, progress=progress)
+    from bhtcli.commands.kway import design_kway
+    if energies is None:
+        return design_kway(models, spec.energy, options, dtype=spec.dtype, schedule=schedule,
+                           progress=progress)
+    from bhtcli.results import BudgetCurveResult
+    return BudgetCurveResult([design_kway(models, e, options, dtype=spec.dtype,
+                                          progress=progress) for e in energies])
 
 
 def _check_design_paths(spec, *, energies, queries, candidates, subspace, names, top, method,
@@ -299,13 +365,13 @@ def bound(A, B=None, energy=None, *, model="softmax", floor=None, error: float =
     _check_certificate(certificate)
     models = _models_of(A, B)
     if models is not None:
-        if certificate != "fast":
-            raise InputError(f"{parameter_name('certificate')} exact is for a pair of models")
         energy = B if energy is None and B is not None else energy
-        from bhtcli.commands.kway import bound_kway, check_kway_options
-        check_kway_options(model=getattr(model, "family", model),
-                           readout_plain=_plain(link_a, link_b, bias_a, bias_b), floor=floor)
-        return bound_kway(models, energy, error=error)
+        spec = _model_set(models, model, energy, link_a=link_a, link_b=link_b, bias_a=bias_a,
+                          bias_b=bias_b, floor=floor,
+                          certificate=None if certificate == "fast" else certificate)
+        from bhtcli.commands.kway import bound_kway
+        from bhtcli.io.validation import check_error
+        return bound_kway(models, spec.energy, check_error(error))
     from bhtcli.io.validation import check_error
     spec = model_spec(model, energy, floor, link_a=link_a, link_b=link_b, bias_a=bias_a,
                       bias_b=bias_b, inputs=(A, B))
@@ -422,11 +488,12 @@ def decide(A, B=None, query=None, answers=None, *, model="softmax", error: float
         if answers is None:                   # decide([M1, M2, M3], x, answers)
             query, answers = B, query
         if len(A) != 2 or prior is not None:
-            from bhtcli.commands.kway import check_kway_options
-            from bhtcli.commands.kway_loop import decide_kway
-            check_kway_options(model=getattr(model, "family", model),
-                               readout_plain=_plain(link_a, link_b, bias_a, bias_b))
-            return decide_kway(A, query, answers, error=error, prior=prior, stdin=stdin)
+            from bhtcli.commands.kway_loop import check_prior, decide_kway
+            from bhtcli.io.validation import check_error
+            _model_set(A, model, link_a=link_a, link_b=link_b, bias_a=bias_a, bias_b=bias_b,
+                       need_energy=False)
+            return decide_kway(A, query, answers, check_error(error), check_prior(prior, len(A)),
+                               stdin=stdin)
         A, B = A
     from bhtcli.commands.decide import decide as decide_answers
     from bhtcli.io.validation import check_error
@@ -473,15 +540,16 @@ def simulate(A, B=None, energy=None, *, model="softmax", floor=None, query=None,
     if models is not None:
         energy = B if energy is None and B is not None else energy
         if len(models) != 2 or schedule or weights is not None:
-            from bhtcli.commands.kway import check_kway_options
             from bhtcli.commands.kway_loop import simulate_kway
-            check_kway_options(model=getattr(model, "family", model),
-                               readout_plain=_plain(link_a, link_b, bias_a, bias_b), floor=floor,
-                               predicted_points=predicted_points or None,
-                               dtype=None if str(dtype) == "float64" else dtype)
-            return simulate_kway(models, energy, error=error, trials=trials, seed=seed,
-                                 schedule=schedule, query=query, weights=weights, policy=policy,
-                                 starts=starts, progress=progress)
+            from bhtcli.commands.simulate import check_policy, check_trials
+            from bhtcli.models.spec import DesignOptions
+            spec = _model_set(models, model, energy, link_a=link_a, link_b=link_b,
+                              bias_a=bias_a, bias_b=bias_b, dtype=dtype, floor=floor,
+                              predicted_points=predicted_points or None)
+            return simulate_kway(models, spec.energy, DesignOptions.build(error, starts, seed),
+                                 trials=check_trials(trials), policy=check_policy(policy),
+                                 schedule=schedule, query=query, weights=weights,
+                                 dtype=spec.dtype, progress=progress)
         A, B = models
     from bhtcli.commands.simulate import simulate as simulate_strategies
     from bhtcli.models.spec import DesignOptions
@@ -529,17 +597,18 @@ def rank(A, B, H=None, energy=None, *, model="softmax", floor=None, error: float
     from bhtcli.commands.candidates import rank as rank_candidates
     from bhtcli.io.validation import check_error, check_top
     if isinstance(A, (list, tuple)):
-        from bhtcli.commands.kway import check_kway_options
         from bhtcli.commands.kway_candidates import rank_kway
         if H is not None and energy is None and isinstance(H, (int, float)):
             H, energy = None, H                 # rank([M1, M2, M3], H, E)
         if H is not None:
             raise InputError("with K models give the candidates as the second argument: "
                              "rank([M1, M2, M3], H, energy=...)")
-        check_kway_options(model=getattr(model, "family", model),
-                           readout_plain=_plain(link_a, link_b, bias_a, bias_b), floor=floor)
-        return rank_kway(A, B, energy, error=error, names=names, top=top, out=out, dtype=dtype,
-                         progress=progress, force=force)
+        spec = _model_set(A, model, energy, link_a=link_a, link_b=link_b, bias_a=bias_a,
+                          bias_b=bias_b, dtype=dtype, need_energy=False, floor=floor,
+                          block_rows=block_rows)
+        return rank_kway(A, B, spec.energy, error=check_error(error), names=names,
+                         top=check_top(top), out=out, dtype=spec.dtype, progress=progress,
+                         force=force)
     spec = model_spec(model, energy, floor, link_a=link_a, link_b=link_b, bias_a=bias_a,
                       bias_b=bias_b, dtype=dtype, need_energy=False, inputs=(A, B))
     return rank_candidates(A, B, H, spec, error=check_error(error), names=names,

@@ -97,10 +97,34 @@ class DesignResult(Result):
     subspace_rank: int | None = None     # design --subspace: queries x = V z, V of this rank
     energy_search: dict | None = None    # design --queries: how the budget was found
     seconds: float | None = None         # wall time of the command (default: solver.seconds)
+    # K models (docs/kway.md), as OptimizeResult carries method-specific keys (to_dict);
+    # `schedule` at any K (K = 2: the single query, weight 1)
+    models: list | None = None           # the names as given (paths; M1, M2, ... for arrays)
+    bottleneck: dict | None = None       # {i, j}: the closest pair at the query (0-based)
+    pairs: list | None = None            # [{i, j, hellinger_squared, bhattacharyya_distance, predicted}]
+    schedule: dict | None = None         # schedule=True: queries, weights, exponent, samples, gain
 
     def __post_init__(self):
         if self.seconds is None and self.solver.get("seconds") is not None:
             object.__setattr__(self, "seconds", self.solver["seconds"])
+
+    def to_dict(self) -> dict:
+        """The pair's keys (and `schedule` when there is one); with K >= 3 models the keys of
+        the bottleneck (`models`, `pairs`, `bottleneck`, `schedule`, null when not asked for) in
+        place of those that describe one pair (PAIR_ONLY)."""
+        out = super().to_dict()
+        for key in K_KEYS if self.models is None else PAIR_ONLY:
+            if self.models is not None or out[key] is None:
+                del out[key]
+        return out
+
+
+K_KEYS = ("models", "bottleneck", "pairs", "schedule")
+# what a design of K >= 3 models leaves out: the divergences of one pair in both directions,
+# the paper's quantities, the leverage box, the readout and the one-budget paths of pairs
+PAIR_ONLY = ("hellinger", "total_variation", "kl_ab", "kl_ba", "chernoff_information", "note",
+             "row_norm_2inf", "paper_lower_order", "floor", "readout", "subspace_rank",
+             "energy_search", "seconds")
 
 
 @dataclass(frozen=True)
@@ -334,34 +358,6 @@ class QuantizeResult(Result):
 
 
 # --- K models (docs/kway.md): which of M_1 .. M_K answers ---------------------------------
-@dataclass(frozen=True)
-class KwayDesignResult(Result):
-    """`bht design M1 M2 M3 ...`: the query (and with --schedule the schedule) that best names
-    the true one of K models; the bottleneck is the closest pair at the query."""
-
-    model: str
-    n: int
-    d: int
-    energy: float
-    target_error: float
-    models: list                    # the names as given (paths; M1, M2, ... for arrays)
-    query: list
-    query_norm: float
-    on_boundary: bool
-    hellinger_squared: float        # of the bottleneck pair at the query
-    bhattacharyya_distance: float   # of the bottleneck pair: min over pairs of D_ij(x)
-    bottleneck: dict                # {i, j}: the closest pair at the query (0-based)
-    pairs: list                     # [{i, j, hellinger_squared, bhattacharyya_distance, predicted}]
-    samples: dict                   # {lower, predicted, upper, method}: naming the true model
-    certificate: dict
-    solver: dict
-    schedule: dict | None = None    # --schedule: queries, weights, exponent, samples, gain
-    distinguishable: bool = True
-    warnings: list = field(default_factory=list)
-    dtype: str = "float64"
-    candidates: dict | None = None  # --candidates: the ranking (commands/kway_candidates.py)
-
-
 @dataclass(frozen=True)
 class KwayBoundResult(Result):
     """`bht bound M1 M2 M3 ...`: each pair's closed-form ceiling and the bottleneck's."""

@@ -129,8 +129,8 @@ certificate_option = click.option(
 @design_pair_options
 @click.argument("more", nargs=-1, metavar="[M3 ...]", type=PATH)
 @click.option("--schedule", is_flag=True,
-              help="Three or more models: also the best schedule, a few queries used in fixed "
-                   "proportions (with --candidates: a mix of the given rows; docs/kway.md).")
+              help="Also the best schedule, a few queries used in fixed proportions (with "
+                   "--candidates: a mix of the given rows; two models: the query alone; docs/kway.md).")
 @starts_option
 @click.option("--max-starts", type=int, default=None, metavar="N",
               help="Budget of the adaptive rounds: at most N starts per budget [default: 128]; "
@@ -203,35 +203,20 @@ def design(a, b, more, schedule, model, energy, floor, alpha, link_a, link_b, bi
             check_schedule_path(out)
         check_output_path(out, inputs=inputs, force=force,
                           suffixes=SCHEDULE_SUFFIXES if schedule else OUT_SUFFIXES)
-    if more or schedule:
-        if curve or plot:
-            raise InputError("a budget curve is for two models; give one --energy with three or more")
-        with _reporter(quiet) as progress:
-            result = design_fn([a, b, *more], energy=energies[0] if energies else None, model=model, floor=floor,
-                               link_a=link_a, link_b=link_b, bias_a=bias_a, bias_b=bias_b,
-                               dtype=dtype, error=alpha, seed=seed, starts=starts, method=method,
-                               progress=progress, candidates=candidates, names=names, top=top,
-                               subspace=subspace, queries=queries, max_starts=max_starts,
-                               search_space=search_space, schedule=schedule,
-                               certificate=certificate)
-        if out and schedule and result.schedule is not None:
-            save_schedule(out, result.schedule["queries"], result.schedule["weights"])
-        elif out:
-            save_array(out, result.query)
-        _emit(result, as_json)
-        return
     with _reporter(quiet) as progress:
-        result = design_fn(a, b, energies if curve else (energies[0] if energies else None),
+        result = design_fn([a, b, *more], energy=energies if curve else (energies[0] if energies else None),
                            model=model, floor=floor, link_a=link_a, link_b=link_b, bias_a=bias_a,
                            bias_b=bias_b, dtype=dtype, error=alpha, seed=seed, starts=starts,
                            method=method, progress=progress, candidates=candidates, names=names,
                            top=top, subspace=subspace, queries=queries, max_starts=max_starts,
-                           search_space=search_space, certificate=certificate)
+                           search_space=search_space, schedule=schedule, certificate=certificate)
         if plot and isinstance(result, BudgetCurveResult):
             progress("plotting")
             from bhtcli.cli.plot import plot_budget_curve
             plot_budget_curve(result, plot)
-    if out:
+    if out and schedule and result.schedule is not None:
+        save_schedule(out, result.schedule["queries"], result.schedule["weights"])
+    elif out:
         save_array(out, result.query)
     _emit(result, as_json)
 

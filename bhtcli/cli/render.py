@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.table import Table
 
 from bhtcli.api import (BoundResult, BudgetCurveResult, DecideResult, DesignResult,
-                        KwayBoundResult, KwayDecideResult, KwayDesignResult, KwaySimulateResult,
+                        KwayBoundResult, KwayDecideResult, KwaySimulateResult,
                         LeverageBoundResult, QuantizeResult, RankResult, ShiftResult, SimulateResult,
                         SweepResult, TensorsResult, PromptsResult)
 
@@ -175,10 +175,16 @@ def _binds(c) -> str:
 
 
 def render_design_table(result, console: Console) -> None:
+    """design's tables for any K: K >= 3 models add the pairs matrix and the bottleneck
+    (cli/render_kway.py); a schedule (any K) its own section."""
     r = result.to_dict()
+    if "models" in r:
+        _kway().render_bottleneck(r, console)
+        return
     _render_design(r, console)
     if r.get("candidates"):
         render_candidates(r, console)
+    _kway().render_schedule(r, console)
 
 
 def _render_design(r: dict, console: Console) -> None:
@@ -728,7 +734,6 @@ RENDERERS = {
     ShiftResult: render_shift_table,
     RankResult: render_rank_table,
     BudgetCurveResult: render_curve_table,
-    KwayDesignResult: lambda result, console: _kway().render_kway_design(result, console),
     KwayBoundResult: lambda result, console: _kway().render_kway_bound(result, console),
     KwayDecideResult: lambda result, console: _kway().render_kway_decide(result, console),
     KwaySimulateResult: lambda result, console: _kway().render_kway_simulate(result, console),

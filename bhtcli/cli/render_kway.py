@@ -49,8 +49,9 @@ def _preferred_text(sch: dict, single: dict) -> str:
     return f"the single query: {_num(p1)} answers (predicted) against {_num(ps)} with the schedule"
 
 
-def render_kway_design(result, console: Console) -> None:
-    r = result.to_dict()
+def render_bottleneck(r: dict, console: Console) -> None:
+    """design's tables for K >= 3 models (`r`: the result's dict): the query, the pairs matrix,
+    the counts for naming the true model, the schedule, the certificate, the solver."""
     names = r["models"]
     K = len(names)
     head = _table(f"bht design  softmax  {K} models  n={r['n']:,}  d={r['d']:,}  E={_num(r['energy'])}  "
@@ -73,27 +74,7 @@ def render_kway_design(result, console: Console) -> None:
     sam = _table("\nAnswers to name the true model (x repeated, every error <= alpha)")
     _samples_rows(sam, r["samples"])
     console.print(sam)
-    sch = r.get("schedule")
-    if sch:
-        st = Table(title=f"\nSchedule ({len(sch['weights'])} queries in fixed proportions)",
-                   title_justify="left", box=None, pad_edge=False, header_style="bold")
-        rows = sch.get("indices")          # a schedule over given rows: their rows in H
-        for name in ("query" if rows is None else "row", "share", "answers", "x"):
-            st.add_column(name, no_wrap=True, justify="left" if name == "x" else "right")
-        counts = sch["counts"] or [None] * len(sch["weights"])
-        for l, (q, w, c) in enumerate(zip(sch["queries"], sch["weights"], counts)):
-            st.add_row(str(l + 1 if rows is None else rows[l]), f"{100 * w:.1f}%", _num(c),
-                       _query_text(q, 4))
-        console.print(st)
-        s2 = _table("")
-        s2.add_row("bottleneck D (sum w D)", _num(sch["bhattacharyya_distance"]))
-        s2.add_row("gain vs the single query", f"{_num(sch['gain_vs_single'], 4)}x the exponent")
-        s2.add_row("no schedule exceeds" if rows is None else "no schedule of these rows exceeds",
-                   _num(sch["dual_bound"]) + ("" if sch["converged"] else
-                   "  (column generation stopped before it converged)"))
-        _samples_rows(s2, sch["samples"])
-        s2.add_row("use", _preferred_text(sch, r["samples"]))
-        console.print(s2)
+    render_schedule(r, console)
     c = r["certificate"]
     cer = _table("\nCertificate (no query, and no schedule, with ||x|| <= E does better)")
     if c["bhattacharyya_max_bound"] is None:
@@ -122,6 +103,32 @@ def render_kway_design(result, console: Console) -> None:
     sol.add_row("KKT residual", _num(v["kkt_residual"], 2))
     sol.add_row("time", f"{v['seconds']:.2f} s")
     console.print(sol)
+
+
+def render_schedule(r: dict, console: Console) -> None:
+    """The schedule section of design (any K; two models: the single query, weight 1)."""
+    sch = r.get("schedule")
+    if not sch:
+        return
+    st = Table(title=f"\nSchedule ({len(sch['weights'])} queries in fixed proportions)",
+               title_justify="left", box=None, pad_edge=False, header_style="bold")
+    rows = sch.get("indices")          # a schedule over given rows: their rows in H
+    for name in ("query" if rows is None else "row", "share", "answers", "x"):
+        st.add_column(name, no_wrap=True, justify="left" if name == "x" else "right")
+    counts = sch["counts"] or [None] * len(sch["weights"])
+    for l, (q, w, c) in enumerate(zip(sch["queries"], sch["weights"], counts)):
+        st.add_row(str(l + 1 if rows is None else rows[l]), f"{100 * w:.1f}%", _num(c),
+                   _query_text(q, 4))
+    console.print(st)
+    s2 = _table("")
+    s2.add_row("bottleneck D (sum w D)", _num(sch["bhattacharyya_distance"]))
+    s2.add_row("gain vs the single query", f"{_num(sch['gain_vs_single'], 4)}x the exponent")
+    s2.add_row("no schedule exceeds" if rows is None else "no schedule of these rows exceeds",
+               _num(sch["dual_bound"]) + ("" if sch["converged"] else
+               "  (column generation stopped before it converged)"))
+    _samples_rows(s2, sch["samples"])
+    s2.add_row("use", _preferred_text(sch, r["samples"]))
+    console.print(s2)
 
 
 def _top_rows(title: str, top: list) -> Table:

@@ -9,18 +9,15 @@ from __future__ import annotations
 import math
 import os
 import time
-from dataclasses import replace
-
 import numpy as np
 
 from bhtcli.commands.candidates import (DEFAULT_TOP, MAX_BLOCK_ROWS, best_rows, block_rows,
                                         blocks, load_names, open_candidates, survey)
-from bhtcli.commands.kway import (at_query, facts_beside, kway_certificate, load_models,
-                                  search_bottleneck)
+from bhtcli.commands.kway import (at_query, bottleneck_result, facts_beside, kway_certificate,
+                                  load_models, search_bottleneck)
 from bhtcli.errors import InputError, parameter_name
-from bhtcli.io.validation import check_dtype, check_energy, check_error
 from bhtcli.models.kway import KModels
-from bhtcli.results import KwayDesignResult, RankResult
+from bhtcli.results import DesignResult, RankResult
 from bhtcli.search.kkt import kkt_residuals
 from bhtcli.search.result import solver_dict
 
@@ -129,10 +126,6 @@ def rank_kway(models, H, energy=None, *, error: float = 0.05, names=None,
     """Every row of H scored by its bottleneck among K models, the best `top` with their
     counts, every row written to `out` (JSONL or CSV); no search."""
     t0 = time.perf_counter()
-    error, dtype = check_error(error), check_dtype(dtype)
-    from bhtcli.io.validation import check_top
-    top = check_top(top)
-    energy = None if energy is None else check_energy(energy)
     if out is not None:
         from bhtcli.io.load import check_output_path
         option = parameter_name("out")
@@ -159,23 +152,18 @@ def rank_kway(models, H, energy=None, *, error: float = 0.05, names=None,
                       models=model_names)
 
 
-def design_kway_candidates(models, H, energy=None, *, error: float = 0.05, names=None,
-                           top: int = DEFAULT_TOP, starts=None, seed: int = 0,
-                           dtype: str = "float64", search_space=None, schedule: bool = False,
-                           progress=None) -> KwayDesignResult:
+def design_kway_candidates(models, H, energy, options, *, names=None, top: int = DEFAULT_TOP,
+                           dtype: str = "float64", schedule: bool = False,
+                           progress=None) -> DesignResult:
     """The best row of H for naming the true one of K models (largest bottleneck exponent),
     its K-way report, the best `top` rows, and the fraction of the designed optimum it reaches;
     with `schedule`, also the best schedule over the eligible rows (candidate_schedule).
+    Values as checked by bhtcli.api (options: a DesignOptions).
 
     `energy` bounds the eligible rows (||h|| <= energy) and is the radius of the optimum;
-    without it the radius is the largest eligible norm."""
+    without it (None) the radius is the largest eligible norm."""
     t0 = time.perf_counter()
-    from bhtcli.io.validation import check_top
-    from bhtcli.models.spec import DesignOptions
-    opts = DesignOptions.build(error, starts, seed, search_space=search_space)
-    error, starts, seed, search_space = opts.error, opts.starts, opts.seed, opts.search_space
-    top, dtype = check_top(top), check_dtype(dtype)
-    energy = None if energy is None else check_energy(energy)
+    error, starts, seed, search_space = options.error, options.starts, options.seed, options.search_space
     (mats, model_names, km, H, label, row_names, norms, eligible, why, D, Dall, top_rows,
      entries) = ranked(models, H, energy, error=error, names=names, top=top, dtype=dtype,
                        progress=progress)
@@ -224,12 +212,9 @@ def design_kway_candidates(models, H, energy=None, *, error: float = 0.05, names
             "best_index": best, "best_name": None if row_names is None else row_names[best],
             "top": entries, "radius": radius, "floor": None, "radius_from": source,
             "reachable_fraction": fraction, "optimum": optimum}
-    i, j = km.pairs[worst]
-    result = KwayDesignResult(
-        "softmax", n, d, radius, error, model_names, x.tolist(), float(norms[best]),
-        bool(norms[best] >= radius * (1 - 1e-9)), pairs[worst]["hellinger_squared"], Dbest,
-        {"i": i, "j": j}, pairs, samples, cert, solver, schedule=sched, dtype=str(km.dtype))
-    return replace(result, candidates=cand)
+    return bottleneck_result(model_names, km, radius, error, x, float(norms[best]),
+                             norms[best] >= radius * (1 - 1e-9), pairs, worst, samples, cert,
+                             solver, schedule=sched, candidates=cand)
 
 
 def candidate_schedule(mats, km: KModels, H, eligible: np.ndarray, Dall: np.ndarray,

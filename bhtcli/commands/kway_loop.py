@@ -12,7 +12,7 @@ from bhtcli.commands.kway import design_kway, load_models
 from bhtcli.commands.kway_adaptive import adaptive_phase, kl_queries, matrix_sprt_runs
 from bhtcli.errors import InputError, note, parameter_name
 from bhtcli.io.load import load_matrix, read_array
-from bhtcli.io.validation import check_count, check_energy, check_error, check_seed
+from bhtcli.io.validation import check_count, check_seed
 from bhtcli.maths.divergences import logsumexp
 from bhtcli.maths.kway import KwayLaw, allocate, kway_counts
 from bhtcli.models.answers import answer_entries, as_index, draw, model_log_probs, read_answers
@@ -100,7 +100,20 @@ def read_answers_list(values, n: int) -> np.ndarray:
     return a.astype(np.int64)
 
 
-def decide_kway(models, query, answers, error: float = 0.05, prior=None,
+def check_prior(prior, K: int):
+    """The priors of K models: K finite numbers >= 0, not all 0, normalised (None: equal)."""
+    if prior is None:
+        return np.full(K, 1.0 / K)
+    try:
+        priors = np.asarray(prior, dtype=np.float64)
+    except (TypeError, ValueError):
+        priors = np.full(0, np.nan)
+    if priors.shape != (K,) or not np.isfinite(priors).all() or (priors < 0).any() or priors.sum() <= 0:
+        raise InputError(f"{parameter_name('prior')} needs {K} non-negative numbers, one per model")
+    return priors / priors.sum()
+
+
+def decide_kway(models, query, answers, error: float, priors,
                 stdin=None) -> KwayDecideResult:
     """Which of K models produced `answers` (to one query, or to a schedule's queries).
 
@@ -112,19 +125,14 @@ def decide_kway(models, query, answers, error: float = 0.05, prior=None,
     answers : path, "-" or sequence
         Observed answers; with a schedule, (query index, answer) pairs.
     error : float
-        alpha: the matrix SPRT's threshold is log((K - 1) / alpha).
-    prior : sequence of float, optional
-        Prior probabilities of the models (default equal).
+        alpha: the matrix SPRT's threshold is log((K - 1) / alpha) (checked by bhtcli.api).
+    priors : numpy.ndarray
+        Prior probabilities of the models (:func:`check_prior`).
     """
     t0 = time.perf_counter()
-    error = check_error(error)
     mats, names = load_models(models)
     K, (n, d) = len(mats), mats[0].shape
     Q = load_queries(query, d)
-    priors = np.full(K, 1.0 / K) if prior is None else np.asarray(prior, dtype=np.float64)
-    if priors.shape != (K,) or not np.isfinite(priors).all() or (priors < 0).any() or priors.sum() <= 0:
-        raise InputError(f"{parameter_name('prior')} needs {K} non-negative numbers, one per model")
-    priors = priors / priors.sum()
     qi, obs = read_scheduled_answers(answers, n, Q.shape[0], stdin=stdin)
     logp = log_probs_at(mats, Q)
     steps = np.stack([logp[q][:, a] for q, a in zip(qi, obs)])      # T x K
@@ -250,28 +258,22 @@ def ml_errors_mc(logp, counts, trials: int, rng, chunk: int = 2000) -> np.ndarra
     return errs
 
 
-def simulate_kway(models, energy: float, error: float = 0.05, trials: int = 10_000,
-                  seed: int = 0, schedule: bool = False, query=None, weights=None,
-                  policy: str = "all", starts: int | None = None,
+def simulate_kway(models, energy: float, options, *, trials: int, policy: tuple,
+                  schedule: bool = False, query=None, weights=None, dtype: str = "float64",
                   progress=None) -> KwaySimulateResult:
     """Monte Carlo of naming the true one of K models: the maximum-likelihood test at fixed n
     (the empirical n for every error <= alpha, against the predicted count), the matrix SPRT
     (mean answers) with the designed query, the designed schedule, or given queries, and
     Chernoff's adaptive rule (kway_adaptive.py) with the same stop."""
     t0 = time.perf_counter()
-    energy, error, seed = check_energy(energy), check_error(error), check_seed(seed)
-    if trials < 100:
-        raise InputError(f"{parameter_name('trials')} must be at least 100, got {trials}")
-    if policy not in ("all", "fixed", "sprt", "adaptive"):
-        raise InputError(f"{parameter_name('policy')} must be one of fixed, sprt, adaptive, all; "
-                         f"got {policy!r}")
+    error, seed, starts = options.error, options.seed, options.starts
     mats, names = load_models(models)
     K, (n, d) = len(mats), mats[0].shape
     if query is None:
         if progress:
             progress("designing the " + ("schedule" if schedule else "query"))
         t_design = time.perf_counter()
-        r = design_kway(mats, energy, error, starts=starts, seed=seed, schedule=schedule)
+        r = design_kway(mats, energy, options, dtype=dtype, schedule=schedule)
         design_seconds = time.perf_counter() - t_design
         if schedule:
             Q, w = np.array(r.schedule["queries"]), np.array(r.schedule["weights"])
@@ -290,7 +292,7 @@ def simulate_kway(models, energy: float, error: float = 0.05, trials: int = 10_0
     logp = log_probs_at(mats, Q)
     rng = np.random.default_rng(seed)
     fixed = sequential = None
-    if policy in ("all", "fixed") and counts["predicted"] is not None:
+    if "fixed" in policy and counts["predicted"] is not None:
         if progress:
             progress("fixed n: Monte Carlo of the maximum-likelihood test")
         cache = {}
@@ -314,11 +316,11 @@ def simulate_kway(models, energy: float, error: float = 0.05, trials: int = 10_0
     adaptive = None
     if counts["upper"] is not None:
         cap = max(20 * counts["upper"], 100)
-        if policy in ("all", "sprt", "adaptive"):
+        if "sprt" in policy or "adaptive" in policy:
             if progress:
                 progress("matrix SPRT")
             sequential = _simulate_sprt(logp, w, sprt_threshold(K, error), trials, rng, cap=cap)
-        if policy in ("all", "adaptive"):
+        if "adaptive" in policy:
             searches = K * (K - 1)
             cost = "" if design_seconds is None else \
                 f"; each costs about what the design's search did ({design_seconds:.1f} s)"
@@ -327,7 +329,7 @@ def simulate_kway(models, energy: float, error: float = 0.05, trials: int = 10_0
             extra = np.array(kl_queries(mats, energy, starts, seed, progress=progress))
             adaptive = adaptive_phase(np.concatenate([Q, extra]), logp + log_probs_at(mats, extra),
                                       sprt_threshold(K, error), trials, rng, cap, sequential)
-            if policy == "adaptive":
+            if "sprt" not in policy:
                 sequential = None
     return KwaySimulateResult("softmax", n, d, energy, error, names, trials, seed, Q.tolist(),
                               w.tolist(), D, fixed, sequential, time.perf_counter() - t0,
