@@ -11,6 +11,7 @@ import warnings
 
 import numpy as np
 
+from bhtcli.analysis.facts import bottleneck_certificate
 from bhtcli.analysis.kway_facts import iter_pair_facts
 from bhtcli.errors import InputError, note, parameter_name
 from bhtcli.io.load import load_matrix
@@ -148,36 +149,6 @@ def facts_beside(mats, names, energy: float, progress=None):
             raise
     for w in caught:
         warnings.showwarning(w.message, w.category, w.filename, w.lineno)
-
-
-def kway_certificate(facts: list, pairs: list, error: float, bottleneck_d: float | None,
-                     printed=()) -> dict:
-    """No query (and no schedule) reaches a bottleneck above min over pairs of each pair's
-    ceiling: min_p D_p(x) <= D_q(x) <= sup D_q for every pair q (docs/maths.md §8.4).
-
-    printed: lists of the per-pair D printed in the same result (at the query, under a
-    schedule), in the order of `pairs`. One guarded rounding as for a pair (docs/maths.md
-    §4.10): each pair's ceiling is raised to the largest D printed for that pair, so every
-    printed ceiling is >= every printed D and design_over_bound <= 1."""
-    bounds = []
-    for p, f in enumerate(facts):
-        v = f.ceiling.variance if f.ceiling else None
-        b = None if v is None or not math.isfinite(v) else v / 8.0
-        if b is not None:
-            b = max([b] + [float(ds[p]) for ds in printed])
-        bounds.append(b)
-    known = [(b, p) for b, p in zip(bounds, range(len(pairs))) if b is not None]
-    if not known:
-        return {"bhattacharyya_max_bound": None, "hellinger_squared_max_bound": None,
-                "binding_pair": None, "samples_lower_any_strategy": None,
-                "design_over_bound": None, "pair_bounds": bounds}
-    b, p = min(known)
-    cert = certificate_from_variance(8.0 * b, error, True)
-    return {"bhattacharyya_max_bound": b, "hellinger_squared_max_bound": -math.expm1(-b),
-            "binding_pair": {"i": pairs[p][0], "j": pairs[p][1]},
-            "samples_lower_any_strategy": cert.samples_lower_any_strategy,
-            "design_over_bound": (None if bottleneck_d is None or b <= 0 else bottleneck_d / b),
-            "pair_bounds": bounds}
 
 
 def _law_at(mats, queries, weights):
@@ -320,7 +291,7 @@ def design_kway(models, energy: float, options, *, dtype: str = "float64", sched
     printed = [[q["bhattacharyya_distance"] for q in pairs]]
     if sched is not None:
         printed.append(sched_D)
-    cert = kway_certificate(facts, km.pairs, error, D, printed)
+    cert = bottleneck_certificate(facts, km.pairs, error, D, printed)
     solver = solver_dict(found.method, found.starts, found.iterations, km.passes,
                          found.local_maxima, [-math.expm1(-v) for v in found.values[:5]],
                          found.kkt_residual, found.seconds, pass_seconds=km.pass_seconds(),
@@ -356,7 +327,7 @@ def bound_kway(models, energy: float, error: float = 0.05) -> KwayBoundResult:
     facts = pair_facts(mats, names, energy)
     K = len(mats)
     pairs = [(i, j) for i in range(K) for j in range(i + 1, K)]
-    cert = kway_certificate(facts, pairs, error, None)
+    cert = bottleneck_certificate(facts, pairs, error, None)
     rows = []
     for (i, j), f, b in zip(pairs, facts, cert["pair_bounds"]):
         c = certificate_from_variance(8.0 * b if b is not None else None, error, True)

@@ -13,8 +13,9 @@ import numpy as np
 
 from bhtcli.commands.candidates import (DEFAULT_TOP, MAX_BLOCK_ROWS, best_rows, block_rows,
                                         blocks, load_names, open_candidates, survey)
-from bhtcli.commands.kway import (at_query, bottleneck_result, facts_beside, kway_certificate,
-                                  load_models, search_bottleneck)
+from bhtcli.analysis.facts import bottleneck_certificate
+from bhtcli.commands.kway import (at_query, bottleneck_result, facts_beside, load_models,
+                                  search_bottleneck)
 from bhtcli.errors import InputError, parameter_name
 from bhtcli.models.kway import KModels
 from bhtcli.results import DesignResult, RankResult
@@ -199,7 +200,7 @@ def design_kway_candidates(models, H, energy, options, *, names=None, top: int =
         sched, sched_D = candidate_schedule(mats, km, H, eligible, Dall, Dbest, error,
                                             samples["predicted"])
         printed.append(sched_D)
-    cert = kway_certificate(facts, km.pairs, error, Dbest, printed)
+    cert = bottleneck_certificate(facts, km.pairs, error, Dbest, printed)
     from bhtcli.models.kway import SoftBottleneck
     from bhtcli.search.kway import SHARPNESS
     f, g = SoftBottleneck(km, SHARPNESS[-1]).value_and_grad(x[:, None])
