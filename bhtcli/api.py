@@ -234,11 +234,13 @@ def _queries(queries) -> int:
 
 
 def _models_of(A, B):
-    """The list of models when A is one (a list or tuple of models, B None or the energy),
-    else None (A and B are the pair)."""
+    """The list of models when A is one (a list or tuple of models, B None or the energy: a
+    number, a list of numbers or a string), else None (A and B are the pair)."""
     if not isinstance(A, (list, tuple)) or not A:
         return None
-    if B is not None and not isinstance(B, (int, float)):
+    budget = lambda v: isinstance(v, (int, float, str)) or (
+        isinstance(v, (list, tuple)) and all(isinstance(e, (int, float)) for e in v))
+    if B is not None and not budget(B):
         return None
     if all(isinstance(m, (str, os.PathLike)) or getattr(m, "ndim", None) == 2 for m in A):
         return list(A)

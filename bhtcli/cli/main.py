@@ -182,15 +182,11 @@ def design(a, b, more, schedule, model, energy, floor, alpha, link_a, link_b, bi
       bht design F16.npy Q8.npy Q4.npy --energy 1.0 --schedule   # which of three models
     """
     from bhtcli.api import (OUT_SUFFIXES, SCHEDULE_SUFFIXES, BudgetCurveResult, check_output_path,
-                            check_queries, check_schedule_path, energies_of, save_array,
-                            save_schedule)
+                            check_schedule_path, save_array, save_schedule)
     from bhtcli.api import design as design_fn
     if energy is None and candidates is None:
         raise click.UsageError("Missing option '--energy' / '-E'.", ctx=click.get_current_context())
-    energies = None if energy is None else energies_of(energy)
-    curve = energies is not None and len(energies) > 1
-    if queries is not None:
-        queries = check_queries(queries)
+    curve = energy is not None and "," in energy       # checked once, by the library
     inputs = (a, b, *more, bias_a, bias_b, candidates, names, subspace)
     if plot:
         check_output_path(plot, "--plot", inputs=inputs, force=force, suffixes=(".png",))
@@ -204,9 +200,8 @@ def design(a, b, more, schedule, model, energy, floor, alpha, link_a, link_b, bi
         check_output_path(out, inputs=inputs, force=force,
                           suffixes=SCHEDULE_SUFFIXES if schedule else OUT_SUFFIXES)
     with _reporter(quiet) as progress:
-        result = design_fn([a, b, *more], energy=energies if curve else (energies[0] if energies else None),
-                           model=model, floor=floor, link_a=link_a, link_b=link_b, bias_a=bias_a,
-                           bias_b=bias_b, dtype=dtype, error=alpha, seed=seed, starts=starts,
+        result = design_fn([a, b, *more], energy=energy, model=model, floor=floor, link_a=link_a,
+                           link_b=link_b, bias_a=bias_a, bias_b=bias_b, dtype=dtype, error=alpha, seed=seed, starts=starts,
                            method=method, progress=progress, candidates=candidates, names=names,
                            top=top, subspace=subspace, queries=queries, max_starts=max_starts,
                            search_space=search_space, schedule=schedule, certificate=certificate)
