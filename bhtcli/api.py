@@ -33,9 +33,8 @@ _LAZY = {
     **dict.fromkeys(["EngineSettings", "Sampler"], "bhtcli.engine.settings"),
     **dict.fromkeys(["DesignResult", "BudgetCurveResult", "BoundResult", "LeverageBoundResult",
                      "DecideResult", "SimulateResult", "ShiftResult", "RankResult",
-                     "SweepResult", "TensorsResult", "QuantizeResult", "KwayDesignResult",
-                     "KwayBoundResult", "KwayDecideResult", "KwaySimulateResult",
-                     "PromptsResult"], "bhtcli.results"),
+                     "SweepResult", "TensorsResult", "QuantizeResult", "PromptsResult"],
+                    "bhtcli.results"),
     # for front ends: formats, output checks and writers, budget parsing, defaults
     **dict.fromkeys(["check_output_path", "save_array", "atomic_file"], "bhtcli.io.load"),
     "input_session": "bhtcli.io.reads",
@@ -86,7 +85,8 @@ def design(A, B=None, energy=None, *, model="softmax", floor=None, error: float 
     A, B : array_like or path
         The two n x d models (paths are read with :func:`bhtcli.load_matrix`). Or A is a
         list of K models (B omitted, or the energy): the K-way design (docs/kway.md), a
-        :class:`bhtcli.results.KwayDesignResult`; K = 2 is the pair design.
+        :class:`bhtcli.results.DesignResult` with `models`, `pairs` and `bottleneck`; K = 2 is the
+        pair design.
     energy : float or list of float
         softmax: the budget E on ||x||_2; leverage: the upper end C of c <= s_i^2 <= C.
         An increasing list (or "0.5,1,2,4") gives the budget curve: one design per budget (each
@@ -133,8 +133,9 @@ def design(A, B=None, energy=None, *, model="softmax", floor=None, error: float 
     progress : callable, optional
         Called with short status strings.
     schedule : bool
-        K models: also the best schedule (queries in fixed proportions, docs/kway.md); with
-        `candidates`, the best schedule over the eligible candidate rows.
+        Also the best schedule (queries in fixed proportions, docs/kway.md); with
+        `candidates`, the best schedule over the eligible candidate rows. Two models: the
+        design's own object plus `schedule`, the single query with weight 1.
     certificate : {"fast", "exact"}
         "exact" adds the bilinear ceiling to the certificate, as :func:`bound` does: one pair
         at one budget, exp links, no biases (an n x n matrix in memory; minutes at n = 30,000).
@@ -147,34 +148,18 @@ def design(A, B=None, energy=None, *, model="softmax", floor=None, error: float 
     models = _models_of(A, B)
     if models is not None:
         energy = B if energy is None and B is not None else energy
-        if len(models) != 2:
-            return _design_models(models, energy, model=model, floor=floor, link_a=link_a,
-                                  link_b=link_b, bias_a=bias_a, bias_b=bias_b, dtype=dtype,
-                                  error=error, starts=starts, seed=seed, method=method,
-                                  candidates=candidates, names=names, top=top, subspace=subspace,
-                                  queries=queries, max_starts=max_starts,
-                                  search_space=search_space, schedule=schedule,
-                                  certificate=certificate, progress=progress)
-        A, B = models
-    result = _design_pair(A, B, energy, model=model, floor=floor, link_a=link_a, link_b=link_b,
-                          bias_a=bias_a, bias_b=bias_b, dtype=dtype, error=error, starts=starts,
-                          seed=seed, method=method, candidates=candidates, names=names, top=top,
-                          subspace=subspace, queries=queries, max_starts=max_starts,
-                          search_space=search_space, schedule=schedule, certificate=certificate,
-                          progress=progress)
-    if schedule:
-        from bhtcli.commands.kway import pair_schedule
-        return pair_schedule(result)
-    return result
-
-
-def _design_pair(A, B, energy, *, model, floor, link_a, link_b, bias_a, bias_b, dtype, error,
-                 starts, seed, method, candidates, names, top, subspace, queries, max_starts,
-                 search_space, schedule, certificate, progress):
-    """design() of two models: the ModelSpec and DesignOptions, then one branch per path."""
-    spec = model_spec(model, energy, floor, link_a=link_a, link_b=link_b, bias_a=bias_a,
-                      bias_b=bias_b, dtype=dtype, need_energy=candidates is None, inputs=(A, B),
-                      budget_list=True)
+        if len(models) == 2:
+            A, B, models = *models, None
+    if models is not None:                  # K >= 3 models: the bottleneck (docs/kway.md)
+        spec = _model_set(models, model, energy, link_a=link_a, link_b=link_b, bias_a=bias_a,
+                          bias_b=bias_b, dtype=dtype, need_energy=candidates is None,
+                          budget_list=True, floor=floor, subspace=subspace, queries=queries,
+                          max_starts=max_starts, method=None if method == "lbfgs" else method,
+                          certificate=None if certificate == "fast" else certificate)
+    else:
+        spec = model_spec(model, energy, floor, link_a=link_a, link_b=link_b, bias_a=bias_a,
+                          bias_b=bias_b, dtype=dtype, need_energy=candidates is None,
+                          inputs=(A, B), budget_list=True)
     energies = None if spec.energies is None else list(spec.energies)
     _check_design_paths(spec, energies=energies, queries=queries, candidates=candidates,
                         subspace=subspace, names=names, top=top, method=method,
@@ -196,6 +181,23 @@ def _design_pair(A, B, energy, *, model, floor, link_a, link_b, bias_a, bias_b, 
                              f"one budget; drop {', '.join(given)} (or run bht bound per budget)")
     from bhtcli.models.spec import DesignOptions
     options = DesignOptions.build(error, starts, seed, max_starts, method, search_space)
+    if candidates is not None:
+        from bhtcli.commands.candidates import DEFAULT_TOP
+        from bhtcli.io.validation import check_top
+        top = DEFAULT_TOP if top is None else check_top(top)
+    if models is not None:
+        from bhtcli.commands import kway
+        if candidates is not None:
+            from bhtcli.commands.kway_candidates import design_kway_candidates
+            return design_kway_candidates(models, candidates, spec.energy, options, names=names,
+                                          top=top, dtype=spec.dtype, schedule=schedule,
+                                          progress=progress)
+        if energies is not None:
+            from bhtcli.results import BudgetCurveResult
+            return BudgetCurveResult([kway.design_kway(models, e, options, dtype=spec.dtype,
+                                                       progress=progress) for e in energies])
+        return kway.design_kway(models, spec.energy, options, dtype=spec.dtype,
+                                schedule=schedule, progress=progress)
     if spec.leverage:
         from bhtcli.commands import leverage_design as lev
         if queries is not None:
@@ -210,16 +212,19 @@ def _design_pair(A, B, energy, *, model, floor, link_a, link_b, bias_a, bias_b, 
             return budgets.design_for_queries(A, B, _queries(queries), spec, options, progress)
         return budgets.design_curve(A, B, energies, spec, options, progress)
     if candidates is not None:
-        from bhtcli.commands.candidates import DEFAULT_TOP, design_candidates
-        from bhtcli.io.validation import check_top
-        return design_candidates(A, B, candidates, spec, options, names=names,
-                                 top=DEFAULT_TOP if top is None else check_top(top),
-                                 progress=progress)
-    if subspace is not None:
+        from bhtcli.commands.candidates import design_candidates
+        result = design_candidates(A, B, candidates, spec, options, names=names, top=top,
+                                   progress=progress)
+    elif subspace is not None:
         from bhtcli.commands.subspace import design_in_subspace
-        return design_in_subspace(A, B, subspace, spec, options, progress)
-    from bhtcli.commands.design import design as design_softmax
-    return design_softmax(A, B, spec, options, progress, certificate=certificate)
+        result = design_in_subspace(A, B, subspace, spec, options, progress)
+    else:
+        from bhtcli.commands.design import design as design_softmax
+        result = design_softmax(A, B, spec, options, progress, certificate=certificate)
+    if schedule:                            # two models: the query alone, weight 1
+        from bhtcli.commands.kway import pair_schedule
+        return pair_schedule(result)
+    return result
 
 
 def _check_certificate(certificate) -> None:
@@ -279,40 +284,6 @@ def _model_set(models, model="softmax", energy=None, *, link_a=None, link_b=None
                       budget_list=budget_list)
 
 
-def _design_models(models, energy, *, model, floor, link_a, link_b, bias_a, bias_b, dtype, error,
-                   starts, seed, method, candidates, names, top, subspace, queries, max_starts,
-                   search_space, schedule, certificate, progress):
-    """design() of K >= 3 models: the bottleneck (docs/kway.md), one budget or a list."""
-    spec = _model_set(models, model, energy, link_a=link_a, link_b=link_b, bias_a=bias_a,
-                      bias_b=bias_b, dtype=dtype, need_energy=candidates is None,
-                      budget_list=True, floor=floor, subspace=subspace, queries=queries,
-                      max_starts=max_starts, method=None if method == "lbfgs" else method,
-                      certificate=None if certificate == "fast" else certificate)
-    energies = None if spec.energies is None else list(spec.energies)
-    _check_design_paths(spec, energies=energies, queries=None, candidates=candidates,
-                        subspace=None, names=names, top=top, method="lbfgs",
-                        search_space=search_space)
-    if schedule and energies is not None:
-        raise InputError(f"{parameter_name('schedule')} mixes queries at one budget: give one "
-                         f"{parameter_name('energy')}")
-    from bhtcli.models.spec import DesignOptions
-    options = DesignOptions.build(error, starts, seed, search_space=search_space)
-    if candidates is not None:
-        from bhtcli.commands.candidates import DEFAULT_TOP
-        from bhtcli.commands.kway_candidates import design_kway_candidates
-        from bhtcli.io.validation import check_top
-        return design_kway_candidates(models, candidates, spec.energy, options, names=names,
-                                      top=DEFAULT_TOP if top is None else check_top(top),
-                                      dtype=spec.dtype, schedule=schedule, progress=progress)
-    from bhtcli.commands.kway import design_kway
-    if energies is None:
-        return design_kway(models, spec.energy, options, dtype=spec.dtype, schedule=schedule,
-                           progress=progress)
-    from bhtcli.results import BudgetCurveResult
-    return BudgetCurveResult([design_kway(models, e, options, dtype=spec.dtype,
-                                          progress=progress) for e in energies])
-
-
 def _check_design_paths(spec, *, energies, queries, candidates, subspace, names, top, method,
                         search_space):
     """Which options of design() go together: the rules of the dispatch, in one place."""
@@ -362,7 +333,7 @@ def bound(A, B=None, energy=None, *, model="softmax", floor=None, error: float =
     40,000 rows); `progress` (a callable taking a message) hears its phases. Returns a
     :class:`bhtcli.results.BoundResult` or, for leverage models, a
     :class:`bhtcli.results.LeverageBoundResult`; a list of K models (A) gives each pair's
-    ceiling and the bottleneck's, a :class:`bhtcli.results.KwayBoundResult`.
+    ceiling and the bottleneck's, a :class:`bhtcli.results.BoundResult` with `models` and `pairs`.
     """
     _check_certificate(certificate)
     models = _models_of(A, B)
@@ -465,7 +436,7 @@ def decide(A, B=None, query=None, answers=None, *, model="softmax", error: float
         K models (A a list): the prior of each model (default equal).
 
     A list of K models (A; then B is the query and query the answers) gives the K-way decision
-    (maximum likelihood and the matrix SPRT), a :class:`bhtcli.results.KwayDecideResult`;
+    (maximum likelihood and the matrix SPRT), a :class:`bhtcli.results.DecideResult` with `models`;
     `query` may then hold a schedule's queries (one per row) and the answers say which query
     each came from (docs/kway.md).
 
@@ -490,11 +461,11 @@ def decide(A, B=None, query=None, answers=None, *, model="softmax", error: float
         if answers is None:                   # decide([M1, M2, M3], x, answers)
             query, answers = B, query
         if len(A) != 2 or prior is not None:
-            from bhtcli.commands.kway_loop import check_prior, decide_kway
+            from bhtcli.commands.decide import check_prior, decide_models
             from bhtcli.io.validation import check_error
             _model_set(A, model, link_a=link_a, link_b=link_b, bias_a=bias_a, bias_b=bias_b,
                        need_energy=False)
-            return decide_kway(A, query, answers, check_error(error), check_prior(prior, len(A)),
+            return decide_models(A, query, answers, check_error(error), check_prior(prior, len(A)),
                                stdin=stdin)
         A, B = A
     from bhtcli.commands.decide import decide as decide_answers
@@ -530,7 +501,7 @@ def simulate(A, B=None, energy=None, *, model="softmax", floor=None, query=None,
         (default equal shares).
 
     A list of K models (A) gives the K-way simulation (maximum likelihood at fixed n, the
-    matrix SPRT, Chernoff's adaptive rule), a :class:`bhtcli.results.KwaySimulateResult`.
+    matrix SPRT, Chernoff's adaptive rule), a :class:`bhtcli.results.SimulateResult` with `models`.
     progress : callable, optional
         progress(message, step, total).
 

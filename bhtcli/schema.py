@@ -561,9 +561,9 @@ SIMULATE.update({
 SCHEMA = {
     "design": (("DesignResult",), DESIGN),
     "design --energy E1,E2,...": (("BudgetCurveResult",), CURVE),
-    "bound": (("BoundResult", "LeverageBoundResult", "KwayBoundResult"), BOUND),
-    "decide": (("DecideResult", "KwayDecideResult"), DECIDE),
-    "simulate": (("SimulateResult", "KwaySimulateResult"), SIMULATE),
+    "bound": (("BoundResult", "LeverageBoundResult"), BOUND),
+    "decide": (("DecideResult",), DECIDE),
+    "simulate": (("SimulateResult",), SIMULATE),
     "shift": (("ShiftResult",), SHIFT),
     "sweep": (("SweepResult",), SWEEP),
     "rank": (("RankResult",), RANK),

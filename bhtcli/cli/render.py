@@ -19,7 +19,6 @@ from rich.console import Console
 from rich.table import Table
 
 from bhtcli.api import (BoundResult, BudgetCurveResult, DecideResult, DesignResult,
-                        KwayBoundResult, KwayDecideResult, KwaySimulateResult,
                         LeverageBoundResult, QuantizeResult, RankResult, ShiftResult, SimulateResult,
                         SweepResult, TensorsResult, PromptsResult)
 
@@ -176,7 +175,8 @@ def _binds(c) -> str:
 
 def render_design_table(result, console: Console) -> None:
     """design's tables for any K: K >= 3 models add the pairs matrix and the bottleneck
-    (cli/render_kway.py); a schedule (any K) its own section."""
+    (cli/render_kway.py); a schedule (any K) its own section. bound, decide and simulate
+    render K models the same way: one renderer per result, the K sections beside it."""
     r = result.to_dict()
     if "models" in r:
         _kway().render_bottleneck(r, console)
@@ -337,6 +337,9 @@ def _solver_table(r: dict) -> Table:
 
 def render_bound_table(result, console: Console) -> None:
     r = result.to_dict()
+    if "models" in r:                   # K models (or a prior): cli/render_kway.py
+        _kway().render_kway_bound(r, console)
+        return
     if r["model"] == "leverage":
         t = _table(f"bht bound  leverage  n={r['n']:,}  d={r['d']:,}  box {_num(r['floor'])} <= s_i^2 <= "
                    f"{_num(r['energy'])}  alpha={_num(r['target_error'])}")
@@ -371,6 +374,9 @@ def render_bound_table(result, console: Console) -> None:
 
 def render_decide_table(result, console: Console) -> None:
     r = result.to_dict()
+    if "models" in r:                   # K models (or a prior): cli/render_kway.py
+        _kway().render_kway_decide(r, console)
+        return
     t = _table(f"bht decide  {_plural(r['samples_total'], 'answer')}  alpha={_num(r['target_error'])}")
     used = f"after {r['samples_used']:,} of {r['samples_total']:,} answers"
     t.add_row("SPRT decision", f"{r['decision']}  ({used}; thresholds +-{_num(r['threshold'], 4)})")
@@ -386,6 +392,9 @@ def render_decide_table(result, console: Console) -> None:
 
 def render_simulate_table(result, console: Console) -> None:
     r = result.to_dict()
+    if "models" in r:                   # K models (or a prior): cli/render_kway.py
+        _kway().render_kway_simulate(r, console)
+        return
     q = "s" if r["model"] == "leverage" else "x"
     box = (f"box {_num(r.get('floor'))} <= s_i^2 <= {_num(r['energy'])}" if q == "s"
            else f"E={_num(r['energy'])}")
@@ -734,9 +743,6 @@ RENDERERS = {
     ShiftResult: render_shift_table,
     RankResult: render_rank_table,
     BudgetCurveResult: render_curve_table,
-    KwayBoundResult: lambda result, console: _kway().render_kway_bound(result, console),
-    KwayDecideResult: lambda result, console: _kway().render_kway_decide(result, console),
-    KwaySimulateResult: lambda result, console: _kway().render_kway_simulate(result, console),
 }
 
 

@@ -1,5 +1,6 @@
-"""Tables of the K-way results (docs/kway.md): the pairwise matrix, the bottleneck, the
-schedule, the decision among K models and its simulation."""
+"""The sections results of K >= 3 models add to their commands' tables (docs/kway.md): the
+pairwise matrix, the bottleneck, the schedule (any K), the decision among K models and its
+simulation. cli/render.py's renderer of each result calls them."""
 from __future__ import annotations
 
 from rich.console import Console
@@ -110,7 +111,9 @@ def render_schedule(r: dict, console: Console) -> None:
     sch = r.get("schedule")
     if not sch:
         return
-    st = Table(title=f"\nSchedule ({len(sch['weights'])} queries in fixed proportions)",
+    m = len(sch["weights"])
+    st = Table(title=f"\nSchedule ({m} queries in fixed proportions)" if m > 1 else
+               "\nSchedule (one query: two models are best told apart by one)",
                title_justify="left", box=None, pad_edge=False, header_style="bold")
     rows = sch.get("indices")          # a schedule over given rows: their rows in H
     for name in ("query" if rows is None else "row", "share", "answers", "x"):
@@ -181,8 +184,7 @@ def _render_candidates(r: dict, console: Console) -> None:
     console.print(_top_rows(f"\nBest {len(c['top'])} rows by the bottleneck", c["top"]))
 
 
-def render_kway_bound(result, console: Console) -> None:
-    r = result.to_dict()
+def render_kway_bound(r: dict, console: Console) -> None:
     names = r["models"]
     t = _table(f"bht bound  softmax  {len(names)} models  n={r['n']:,}  d={r['d']:,}  "
                f"E={_num(r['energy'])}  alpha={_num(r['target_error'])}")
@@ -200,8 +202,7 @@ def render_kway_bound(result, console: Console) -> None:
     console.print(_matrix("", names, r["pairs"], "bhattacharyya_max_bound"))
 
 
-def render_kway_decide(result, console: Console) -> None:
-    r = result.to_dict()
+def render_kway_decide(r: dict, console: Console) -> None:
     names = r["models"]
     name = lambda k: "undecided" if k is None else f"M{k + 1} ({names[k]})"
     t = _table(f"bht decide  {len(names)} models  {r['samples_total']:,} answers  "
@@ -225,8 +226,7 @@ def render_kway_decide(result, console: Console) -> None:
     console.print(m)
 
 
-def render_kway_simulate(result, console: Console) -> None:
-    r = result.to_dict()
+def render_kway_simulate(r: dict, console: Console) -> None:
     names = r["models"]
     t = _table(f"bht simulate  {len(names)} models  n={r['n']:,}  d={r['d']:,}  "
                f"E={_num(r['energy'])}  alpha={_num(r['target_error'])}  {r['trials']:,} trials")

@@ -19,7 +19,7 @@ from bhtcli.maths.certificate import certificate_from_variance
 from bhtcli.maths.kway import KwayLaw, allocate, kway_counts
 from bhtcli.models.kway import KModels, kway_scores_at, pairs_at
 from bhtcli.models.threads import beside, single_threaded
-from bhtcli.results import DesignResult, KwayBoundResult
+from bhtcli.results import BoundResult, DesignResult
 from bhtcli.search.kway import best_schedule, maximize_bottleneck, pair_directions
 from bhtcli.search.kway_sketch import SPECTRAL as SKETCH_SPECTRAL
 from bhtcli.search.kway_sketch import sketch_bottleneck, use_kway_sketch
@@ -320,7 +320,7 @@ def bottleneck_result(names, km: KModels, energy: float, error: float, x, query_
                         pairs=pairs, **extra)
 
 
-def bound_kway(models, energy: float, error: float = 0.05) -> KwayBoundResult:
+def bound_kway(models, energy: float, error: float = 0.05) -> BoundResult:
     """Each pair's closed-form ceiling (docs/maths.md §4.4) and the bottleneck's: no query and
     no schedule separates the closest pair better than the smallest ceiling."""
     mats, names = load_models(models, merge_identical=True)
@@ -339,4 +339,5 @@ def bound_kway(models, energy: float, error: float = 0.05) -> KwayBoundResult:
     n, d = mats[0].shape
     certificate = {k: cert[k] for k in ("bhattacharyya_max_bound", "hellinger_squared_max_bound",
                                         "binding_pair", "samples_lower_any_strategy")}
-    return KwayBoundResult("softmax", n, d, energy, error, names, rows, certificate)
+    return BoundResult("softmax", n, d, energy, error, True, None, None, None, certificate,
+                       models=names, pairs=rows)
