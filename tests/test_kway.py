@@ -484,3 +484,16 @@ def test_ml_errors_drawn_answers_match_exact_enumeration():
         mc = ml_errors_mc([lp], [c], trials, np.random.default_rng(8))
         se = np.sqrt(exact * (1 - exact) / trials)
         assert np.all(np.abs(mc - exact) <= 4 * se + 1e-12), (n, c, mc, exact)
+
+
+@pytest.mark.parametrize("command", ["design", "bound", "decide", "simulate"])
+def test_k_models_refuse_links_in_one_error_line(capsys, command):
+    """Links, biases and softcaps are per-pair options: with three models every command says
+    so in one Error line (status 2), from the one K-model check in bhtcli.api."""
+    A, B, C = (os.path.join(EX, f) for f in ("A.npy", "B.npy", "C.npy"))
+    tail = (["--query", os.path.join(EX, "x.npy"), os.path.join(EX, "answers.txt")]
+            if command == "decide" else ["-E", "1"])
+    code, out, err = run(capsys, command, A, B, C, *tail, "--link-b", "softcap:30")
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert err.startswith("Error: links, biases and softcaps are not supported with three or "
+                          "more models yet")

@@ -349,10 +349,8 @@ def decide(a, b, rest, model, query, prompt, temperature, top_k, top_p, min_p, a
                 priors = [float(v) for v in prior.split(",")]
             except ValueError:
                 raise InputError(f"--prior must be comma-separated numbers, got {prior!r}") from None
-        if model != "softmax" or link_a not in (None, "exp") or link_b not in (None, "exp") or bias_a or bias_b:
-            raise InputError("three or more models are plain softmax models: drop --model, "
-                             "--link-* and --bias-*")
-        _emit(decide_fn([a, b, *more], query, answers, error=alpha, prior=priors), as_json)
+        _emit(decide_fn([a, b, *more], query, answers, model=model, link_a=link_a, link_b=link_b,
+                        bias_a=bias_a, bias_b=bias_b, error=alpha, prior=priors), as_json)
         return
     spec = _spec(model, None, None, link_a, link_b, bias_a, bias_b, need_energy=False, inputs=(a, b))
     _emit(decide_fn(a, b, query, answers, model=spec, error=alpha), as_json)

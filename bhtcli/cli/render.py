@@ -174,13 +174,8 @@ def _binds(c) -> str:
 
 
 def render_design_table(result, console: Console) -> None:
-    """design's tables for any K: K >= 3 models add the pairs matrix and the bottleneck
-    (cli/render_kway.py); a schedule (any K) its own section. bound, decide and simulate
-    render K models the same way: one renderer per result, the K sections beside it."""
+    """design's tables of two models (K models: :func:`_any_k`); a schedule its own section."""
     r = result.to_dict()
-    if "models" in r:
-        _kway().render_bottleneck(r, console)
-        return
     _render_design(r, console)
     if r.get("candidates"):
         render_candidates(r, console)
@@ -337,9 +332,6 @@ def _solver_table(r: dict) -> Table:
 
 def render_bound_table(result, console: Console) -> None:
     r = result.to_dict()
-    if "models" in r:                   # K models (or a prior): cli/render_kway.py
-        _kway().render_kway_bound(r, console)
-        return
     if r["model"] == "leverage":
         t = _table(f"bht bound  leverage  n={r['n']:,}  d={r['d']:,}  box {_num(r['floor'])} <= s_i^2 <= "
                    f"{_num(r['energy'])}  alpha={_num(r['target_error'])}")
@@ -374,9 +366,6 @@ def render_bound_table(result, console: Console) -> None:
 
 def render_decide_table(result, console: Console) -> None:
     r = result.to_dict()
-    if "models" in r:                   # K models (or a prior): cli/render_kway.py
-        _kway().render_kway_decide(r, console)
-        return
     t = _table(f"bht decide  {_plural(r['samples_total'], 'answer')}  alpha={_num(r['target_error'])}")
     used = f"after {r['samples_used']:,} of {r['samples_total']:,} answers"
     t.add_row("SPRT decision", f"{r['decision']}  ({used}; thresholds +-{_num(r['threshold'], 4)})")
@@ -392,9 +381,6 @@ def render_decide_table(result, console: Console) -> None:
 
 def render_simulate_table(result, console: Console) -> None:
     r = result.to_dict()
-    if "models" in r:                   # K models (or a prior): cli/render_kway.py
-        _kway().render_kway_simulate(r, console)
-        return
     q = "s" if r["model"] == "leverage" else "x"
     box = (f"box {_num(r.get('floor'))} <= s_i^2 <= {_num(r['energy'])}" if q == "s"
            else f"E={_num(r['energy'])}")
@@ -726,6 +712,16 @@ def render_prompts_table(result, console: Console) -> None:
     console.print(t)
 
 
+def _any_k(pair, sections: str):
+    """One renderer per result for any K: a result with `models` (K models, or a K-model
+    option such as decide's prior) is drawn by the K sections of cli/render_kway.py."""
+    def render(result, console: Console) -> None:
+        if getattr(result, "models", None) is None:
+            return pair(result, console)
+        return getattr(_kway(), sections)(result.to_dict(), console)
+    return render
+
+
 def _count(v) -> str:
     return "-" if v is None else f"{v:,}"
 
@@ -734,11 +730,11 @@ RENDERERS = {
     PromptsResult: render_prompts_table,
     TensorsResult: render_tensors_table,
     QuantizeResult: render_quantize_table,
-    DesignResult: render_design_table,
-    BoundResult: render_bound_table,
+    DesignResult: _any_k(render_design_table, "render_bottleneck"),
+    BoundResult: _any_k(render_bound_table, "render_kway_bound"),
     LeverageBoundResult: render_bound_table,
-    DecideResult: render_decide_table,
-    SimulateResult: render_simulate_table,
+    DecideResult: _any_k(render_decide_table, "render_kway_decide"),
+    SimulateResult: _any_k(render_simulate_table, "render_kway_simulate"),
     SweepResult: render_sweep_table,
     ShiftResult: render_shift_table,
     RankResult: render_rank_table,
