@@ -13,7 +13,7 @@ import numpy as np
 
 from bhtcli.analysis.facts import bottleneck_certificate
 from bhtcli.analysis.kway_facts import iter_pair_facts
-from bhtcli.errors import InputError, note, parameter_name
+from bhtcli.errors import InputError, note
 from bhtcli.io.load import load_matrix
 from bhtcli.maths.certificate import certificate_from_variance
 from bhtcli.maths.kway import KwayLaw, allocate, kway_counts

@@ -3,7 +3,6 @@
 observed answers is commands/decide.py's, for any K."""
 from __future__ import annotations
 
-import math
 import os
 import time
 
