@@ -261,23 +261,15 @@ def _plain(*readout) -> bool:
 def _model_set(models, model="softmax", energy=None, *, link_a=None, link_b=None, bias_a=None,
                bias_b=None, dtype="float64", need_energy: bool = True, budget_list: bool = False,
                **refused):
-    """The ModelSpec of K >= 3 models (their shared budget and dtype), checked once: the one
-    place the K-model rules live. Each option in `refused` that is given (not None, not False)
-    is named in one InputError: what pairs have that K models have not yet."""
-    p = parameter_name
-    if getattr(model, "family", model) != "softmax":
-        raise InputError(f"{p('model')} leverage compares two models at a time: K-way designs are "
-                         "for softmax models (a leverage query weights rows, and the K-way search "
-                         "climbs softmax scores)")
+    """The ModelSpec of K >= 3 models (their shared budget and dtype), checked once, here, for
+    every command (the rules: commands/kway.py check_kway_options, which sweep manifests use
+    too). Each option in `refused` that is given (not None, not False) is named in one
+    InputError: what pairs have that K models have not yet."""
+    from bhtcli.commands.kway import check_kway_options
     spec_links = (getattr(model, k, None) for k in ("link_a", "link_b", "bias_a", "bias_b"))
-    if not (_plain(link_a, link_b, bias_a, bias_b) and _plain(*spec_links)):
-        raise InputError("links, biases and softcaps are not supported with three or more models "
-                         "yet: every model is a plain softmax model; compare two at a time with "
-                         f"{p('link_a')}, {p('bias_a')} ...")
-    given = [p(k) for k, v in refused.items() if v not in (None, False)]
-    if given:
-        raise InputError(f"{', '.join(given)} is not supported with three or more models "
-                         "(docs/kway.md lists what is)")
+    check_kway_options(model=getattr(model, "family", model),
+                       readout_plain=_plain(link_a, link_b, bias_a, bias_b) and _plain(*spec_links),
+                       **refused)
     if hasattr(model, "family"):          # a ready ModelSpec: its energy and dtype
         return model_spec(model)
     return model_spec("softmax", energy, dtype=dtype, need_energy=need_energy,

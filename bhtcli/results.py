@@ -128,16 +128,16 @@ class DesignResult(Result):
     pairs: list | None = None            # [{i, j, hellinger_squared, bhattacharyya_distance, predicted}]
     schedule: dict | None = None         # schedule=True: queries, weights, exponent, samples, gain
 
-    def __post_init__(self):
-        if self.seconds is None and self.solver.get("seconds") is not None:
-            object.__setattr__(self, "seconds", self.solver["seconds"])
-
     K_KEYS = ("models", "bottleneck", "pairs", "schedule")
     # what a design of K >= 3 models leaves out: the divergences of one pair in both
     # directions, the paper's quantities, the leverage box, the readout, the one-budget paths
     PAIR_ONLY = ("hellinger", "total_variation", "kl_ab", "kl_ba", "chernoff_information", "note",
                  "row_norm_2inf", "paper_lower_order", "floor", "readout", "subspace_rank",
                  "energy_search", "seconds")
+
+    def __post_init__(self):
+        if self.seconds is None and self.solver.get("seconds") is not None:
+            object.__setattr__(self, "seconds", self.solver["seconds"])
 
 
 @dataclass(frozen=True)

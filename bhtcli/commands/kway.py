@@ -13,7 +13,7 @@ import numpy as np
 
 from bhtcli.analysis.facts import bottleneck_certificate
 from bhtcli.analysis.kway_facts import iter_pair_facts
-from bhtcli.errors import InputError, note
+from bhtcli.errors import InputError, note, parameter_name
 from bhtcli.io.load import load_matrix
 from bhtcli.maths.certificate import certificate_from_variance
 from bhtcli.maths.kway import KwayLaw, allocate, kway_counts
@@ -341,3 +341,22 @@ def bound_kway(models, energy: float, error: float = 0.05) -> BoundResult:
                                         "binding_pair", "samples_lower_any_strategy")}
     return BoundResult("softmax", n, d, energy, error, True, None, None, None, certificate,
                        models=names, pairs=rows)
+
+
+def check_kway_options(*, model: str = "softmax", readout_plain: bool = True, **given) -> None:
+    """The rules of K >= 3 models, one message each: softmax models, plain readouts, and none
+    of the options in `given` that pairs have and K models have not yet (called by
+    bhtcli.api and by sweep manifests)."""
+    p = parameter_name
+    if model != "softmax":
+        raise InputError(f"{p('model')} leverage compares two models at a time: K-way designs are "
+                         "for softmax models (a leverage query weights rows, and the K-way search "
+                         "climbs softmax scores)")
+    if not readout_plain:
+        raise InputError("links, biases and softcaps are not supported with three or more models "
+                         "yet: every model is a plain softmax model; compare two at a time with "
+                         f"{p('link_a')}, {p('bias_a')} ...")
+    extra = [p(k) for k, v in given.items() if v not in (None, False)]
+    if extra:
+        raise InputError(f"{', '.join(extra)} is not supported with three or more models "
+                         "(docs/kway.md lists what is)")
