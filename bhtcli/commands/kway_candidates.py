@@ -12,7 +12,8 @@ import time
 import numpy as np
 
 from bhtcli.commands.candidates import (DEFAULT_TOP, MAX_BLOCK_ROWS, best_rows, block_rows,
-                                        blocks, load_names, open_candidates, survey)
+                                        blocks, check_out, load_names, open_candidates, survey,
+                                        write_rows)
 from bhtcli.analysis.facts import bottleneck_certificate
 from bhtcli.commands.kway import (at_query, bottleneck_result, facts_beside, load_models,
                                   search_bottleneck)
@@ -85,40 +86,24 @@ def write_kway_scores(out, km: KModels, D, Dall, norms, eligible, names, top: di
     """Every candidate in order, JSONL or CSV by the extension: its bottleneck (pair, H^2, D),
     the closest pair's lower count and the union-of-Chernoff upper count (`predicted` for the
     top rows)."""
-    import csv
-    import json
-    from bhtcli.io.load import atomic_file
     from bhtcli.maths.counts import lower_count
     from bhtcli.maths.kway import union_upper
-    from bhtcli.results import json_safe
-    jsonl = os.fspath(out).lower().endswith(".jsonl")
-    with atomic_file(os.fspath(out), "w", option=parameter_name("out"), encoding="utf-8",
-                     newline="") as fh:
-        writer = None if jsonl else csv.writer(fh)
-        if writer:
-            writer.writerow(OUT_COLUMNS)
-        K = km.K
-        for i in range(D.shape[0]):
-            ok = bool(eligible[i])
-            row = dict.fromkeys(OUT_COLUMNS)
-            row.update(index=i, name=None if names is None else names[i], eligible=ok,
-                       query_norm=float(norms[i]))
-            if ok:
-                p = int(np.argmin(Dall[:, i]))
-                Dm = np.zeros((K, K))
-                for q, (a, b) in enumerate(km.pairs):
-                    Dm[a, b] = Dm[b, a] = Dall[q, i]
-                row.update(hellinger_squared=-math.expm1(-D[i]), bhattacharyya_distance=float(D[i]),
-                           bottleneck_i=km.pairs[p][0], bottleneck_j=km.pairs[p][1],
-                           lower=lower_count(float(D[i]), error), upper=union_upper(Dm, error),
-                           predicted=top[i]["predicted"] if i in top else None)
-            if jsonl:
-                fh.write(json.dumps(json_safe(row), allow_nan=False) + "\n")
-            else:
-                writer.writerow(["" if row[k] is None else
-                                 ("true" if row[k] is True else "false" if row[k] is False
-                                  else repr(row[k]) if isinstance(row[k], float) else row[k])
-                                 for k in OUT_COLUMNS])
+
+    def row(i: int) -> dict:
+        out = dict.fromkeys(OUT_COLUMNS)
+        out.update(index=i, name=None if names is None else names[i], eligible=bool(eligible[i]),
+                   query_norm=float(norms[i]))
+        if eligible[i]:
+            p = int(np.argmin(Dall[:, i]))
+            Dm = np.zeros((km.K, km.K))
+            for q, (a, b) in enumerate(km.pairs):
+                Dm[a, b] = Dm[b, a] = Dall[q, i]
+            out.update(hellinger_squared=-math.expm1(-D[i]), bhattacharyya_distance=float(D[i]),
+                       bottleneck_i=km.pairs[p][0], bottleneck_j=km.pairs[p][1],
+                       lower=lower_count(float(D[i]), error), upper=union_upper(Dm, error),
+                       predicted=top[i]["predicted"] if i in top else None)
+        return out
+    write_rows(out, OUT_COLUMNS, map(row, range(D.shape[0])), parameter_name("out"))
 
 
 def rank_kway(models, H, energy=None, *, error: float = 0.05, names=None,
@@ -128,13 +113,7 @@ def rank_kway(models, H, energy=None, *, error: float = 0.05, names=None,
     counts, every row written to `out` (JSONL or CSV); no search."""
     t0 = time.perf_counter()
     if out is not None:
-        from bhtcli.io.load import check_output_path
-        option = parameter_name("out")
-        if os.path.splitext(os.fspath(out))[1].lower() not in (".jsonl", ".csv"):
-            raise InputError(f"{option} {out}: name the file *.jsonl (one JSON object per "
-                             "candidate) or *.csv")
-        inputs = tuple(m for m in list(models) + [H, names] if isinstance(m, (str, os.PathLike)))
-        check_output_path(os.fspath(out), option, inputs=inputs, force=force)
+        check_out(out, (*models, H, names), force)
     (mats, model_names, km, H, _, row_names, norms, eligible, _, D, Dall, top_rows,
      entries) = ranked(models, H, energy, error=error, names=names, top=top, dtype=dtype,
                        progress=progress)
