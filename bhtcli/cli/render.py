@@ -532,9 +532,6 @@ def render_candidates(r: dict, console: Console) -> None:
 
 
 def render_rank_table(result, console: Console) -> None:
-    if getattr(result, "models", None):
-        from bhtcli.cli.render_kway import render_kway_rank
-        return render_kway_rank(result, console)
     r = result.to_dict()
     box = ""
     if r["energy"] is not None:
@@ -737,7 +734,7 @@ RENDERERS = {
     SimulateResult: _any_k(render_simulate_table, "render_kway_simulate"),
     SweepResult: render_sweep_table,
     ShiftResult: render_shift_table,
-    RankResult: render_rank_table,
+    RankResult: _any_k(render_rank_table, "render_kway_rank"),
     BudgetCurveResult: render_curve_table,
 }
 

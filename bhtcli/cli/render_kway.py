@@ -146,9 +146,8 @@ def _top_rows(title: str, top: list) -> Table:
     return t
 
 
-def render_kway_rank(result, console: Console) -> None:
+def render_kway_rank(r: dict, console: Console) -> None:
     """`bht rank M1 M2 M3 ... H`: the rows ranked by their bottleneck."""
-    r = result.to_dict()
     names = r["models"]
     box = f"  E={_num(r['energy'])}" if r["energy"] is not None else ""
     t = _table(f"bht rank  softmax  {len(names)} models  n={r['n']:,}  d={r['d']:,}{box}  "
