@@ -467,7 +467,7 @@ KWAY_SAMPLES = {
     "lower": ("integer or null", "Answers any test needs to tell the closest pair apart (the pair bound at the bottleneck)."),
     "predicted": ("integer or null", "Answers the maximum-likelihood test needs for every error <= alpha (saddlepoint marginals, Gaussian copula; docs/maths.md §7.2)."),
     "upper": ("integer or null", "Answers for which the union of Chernoff bounds sum_j exp(-n D_kj) <= alpha for every model k."),
-    "method": ("string", "How `predicted` was computed: saddlepoint-copula, or none."),
+    "method": ("string", "How `predicted` was computed: saddlepoint-copula, or none (a schedule of two models: as `samples.method`)."),
 }
 DESIGN.update({
     "models": ("array", "[K models] The models' names as given (paths; M1, M2, ... for arrays)."),
