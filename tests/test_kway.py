@@ -497,3 +497,15 @@ def test_k_models_refuse_links_in_one_error_line(capsys, command):
     assert code == 2 and out == "" and err.count("\n") == 1
     assert err.startswith("Error: links, biases and softcaps are not supported with three or "
                           "more models yet")
+
+
+def test_k2_schedule_over_candidates_is_the_best_row():
+    """Two models and given rows: the best schedule over the rows is the best row alone."""
+    A, B, H = (os.path.join(EX, f) for f in ("A.npy", "B.npy", "candidates.npy"))
+    plain = api.design([A, B], energy=1.0, candidates=H, top=3).to_dict()
+    r = api.design([A, B], energy=1.0, candidates=H, top=3, schedule=True).to_dict()
+    s = r.pop("schedule")
+    assert _untimed(r) == _untimed(plain)
+    assert s["indices"] == [plain["candidates"]["best_index"]] and s["weights"] == [1.0]
+    assert s["dual_bound"] == plain["bhattacharyya_distance"]
+    assert s["candidates"] == plain["candidates"]["eligible"]
