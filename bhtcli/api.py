@@ -33,9 +33,8 @@ _LAZY = {
     **dict.fromkeys(["EngineSettings", "Sampler"], "bhtcli.engine.settings"),
     **dict.fromkeys(["DesignResult", "BudgetCurveResult", "BoundResult", "LeverageBoundResult",
                      "DecideResult", "SimulateResult", "ShiftResult", "RankResult",
-                     "SweepResult", "TensorsResult", "QuantizeResult", "KwayDesignResult",
-                     "KwayBoundResult", "KwayDecideResult", "KwaySimulateResult",
-                     "PromptsResult"], "bhtcli.results"),
+                     "SweepResult", "TensorsResult", "QuantizeResult", "PromptsResult"],
+                    "bhtcli.results"),
     # for front ends: formats, output checks and writers, budget parsing, defaults
     **dict.fromkeys(["check_output_path", "save_array", "atomic_file"], "bhtcli.io.load"),
     "input_session": "bhtcli.io.reads",
@@ -86,7 +85,8 @@ def design(A, B=None, energy=None, *, model="softmax", floor=None, error: float 
     A, B : array_like or path
         The two n x d models (paths are read with :func:`bhtcli.load_matrix`). Or A is a
         list of K models (B omitted, or the energy): the K-way design (docs/kway.md), a
-        :class:`bhtcli.results.KwayDesignResult`; K = 2 is the pair design.
+        :class:`bhtcli.results.DesignResult` with `models`, `pairs` and `bottleneck`; K = 2 is the
+        pair design.
     energy : float or list of float
         softmax: the budget E on ||x||_2; leverage: the upper end C of c <= s_i^2 <= C.
         An increasing list (or "0.5,1,2,4") gives the budget curve: one design per budget (each
@@ -133,8 +133,9 @@ def design(A, B=None, energy=None, *, model="softmax", floor=None, error: float 
     progress : callable, optional
         Called with short status strings.
     schedule : bool
-        K models: also the best schedule (queries in fixed proportions, docs/kway.md); with
-        `candidates`, the best schedule over the eligible candidate rows.
+        Also the best schedule (queries in fixed proportions, docs/kway.md); with
+        `candidates`, the best schedule over the eligible candidate rows. Two models: the
+        design's own object plus `schedule`, the single query with weight 1.
     certificate : {"fast", "exact"}
         "exact" adds the bilinear ceiling to the certificate, as :func:`bound` does: one pair
         at one budget, exp links, no biases (an n x n matrix in memory; minutes at n = 30,000).
@@ -147,37 +148,27 @@ def design(A, B=None, energy=None, *, model="softmax", floor=None, error: float 
     models = _models_of(A, B)
     if models is not None:
         energy = B if energy is None and B is not None else energy
-        if len(models) != 2 or schedule:
-            if certificate != "fast":
-                raise InputError(f"{parameter_name('certificate')} exact is for a pair of models")
-            from bhtcli.commands.kway import check_kway_options, design_kway
-            check_kway_options(model=getattr(model, "family", model), readout_plain=_plain(link_a, link_b, bias_a, bias_b),
-                               floor=floor, subspace=subspace, queries=queries,
-                               max_starts=max_starts, method=None if method == "lbfgs" else method)
-            if candidates is not None:
-                from bhtcli.commands.kway_candidates import design_kway_candidates
-                return design_kway_candidates(models, candidates, energy, error=error,
-                                              names=names, top=10 if top is None else top,
-                                              starts=starts, seed=seed, dtype=dtype,
-                                              search_space=search_space, schedule=schedule,
-                                              progress=progress)
-            if names is not None or top is not None:
-                raise InputError(f"{parameter_name('names' if names is not None else 'top')} "
-                                 f"goes with {parameter_name('candidates')}")
-            return design_kway(models, energy, error=error, starts=starts, seed=seed,
-                               schedule=schedule, dtype=dtype, progress=progress,
-                               search_space=search_space)
-        A, B = models
-    elif schedule:
-        raise InputError(f"{parameter_name('schedule')} mixes queries to tell three or more "
-                         "models apart; two models are best told apart by one query")
-    spec = model_spec(model, energy, floor, link_a=link_a, link_b=link_b, bias_a=bias_a,
-                      bias_b=bias_b, dtype=dtype, need_energy=candidates is None, inputs=(A, B),
-                      budget_list=True)
+        if len(models) == 2:
+            A, B, models = *models, None
+    if models is not None:                  # K >= 3 models: the bottleneck (docs/kway.md)
+        spec = _model_set(models, model, energy, link_a=link_a, link_b=link_b, bias_a=bias_a,
+                          bias_b=bias_b, dtype=dtype, need_energy=candidates is None,
+                          budget_list=True, floor=floor, subspace=subspace, queries=queries,
+                          max_starts=max_starts, method=None if method == "lbfgs" else method,
+                          certificate=None if certificate == "fast" else certificate)
+    else:
+        spec = model_spec(model, energy, floor, link_a=link_a, link_b=link_b, bias_a=bias_a,
+                          bias_b=bias_b, dtype=dtype, need_energy=candidates is None,
+                          inputs=(A, B), budget_list=True)
     energies = None if spec.energies is None else list(spec.energies)
     _check_design_paths(spec, energies=energies, queries=queries, candidates=candidates,
                         subspace=subspace, names=names, top=top, method=method,
                         search_space=search_space)
+    if schedule and (spec.leverage or energies is not None or queries is not None):
+        raise InputError(f"{parameter_name('schedule')} mixes softmax queries at one budget: "
+                         f"drop it, or give one {parameter_name('energy')} without "
+                         f"{parameter_name('queries')}" + (" (leverage models: one weight vector)"
+                                                           if spec.leverage else ""))
     if certificate != "fast" and spec.leverage:
         raise InputError(f"{parameter_name('certificate')} exact is for softmax models")
     if certificate != "fast":
@@ -190,6 +181,23 @@ def design(A, B=None, energy=None, *, model="softmax", floor=None, error: float 
                              f"one budget; drop {', '.join(given)} (or run bht bound per budget)")
     from bhtcli.models.spec import DesignOptions
     options = DesignOptions.build(error, starts, seed, max_starts, method, search_space)
+    if candidates is not None:
+        from bhtcli.commands.candidates import DEFAULT_TOP
+        from bhtcli.io.validation import check_top
+        top = DEFAULT_TOP if top is None else check_top(top)
+    if models is not None:
+        from bhtcli.commands import kway
+        if candidates is not None:
+            from bhtcli.commands.kway_candidates import design_kway_candidates
+            return design_kway_candidates(models, candidates, spec.energy, options, names=names,
+                                          top=top, dtype=spec.dtype, schedule=schedule,
+                                          progress=progress)
+        if energies is not None:
+            from bhtcli.results import BudgetCurveResult
+            return BudgetCurveResult([kway.design_kway(models, e, options, dtype=spec.dtype,
+                                                       progress=progress) for e in energies])
+        return kway.design_kway(models, spec.energy, options, dtype=spec.dtype,
+                                schedule=schedule, progress=progress)
     if spec.leverage:
         from bhtcli.commands import leverage_design as lev
         if queries is not None:
@@ -204,16 +212,19 @@ def design(A, B=None, energy=None, *, model="softmax", floor=None, error: float 
             return budgets.design_for_queries(A, B, _queries(queries), spec, options, progress)
         return budgets.design_curve(A, B, energies, spec, options, progress)
     if candidates is not None:
-        from bhtcli.commands.candidates import DEFAULT_TOP, design_candidates
-        from bhtcli.io.validation import check_top
-        return design_candidates(A, B, candidates, spec, options, names=names,
-                                 top=DEFAULT_TOP if top is None else check_top(top),
-                                 progress=progress)
-    if subspace is not None:
+        from bhtcli.commands.candidates import design_candidates
+        result = design_candidates(A, B, candidates, spec, options, names=names, top=top,
+                                   progress=progress)
+    elif subspace is not None:
         from bhtcli.commands.subspace import design_in_subspace
-        return design_in_subspace(A, B, subspace, spec, options, progress)
-    from bhtcli.commands.design import design as design_softmax
-    return design_softmax(A, B, spec, options, progress, certificate=certificate)
+        result = design_in_subspace(A, B, subspace, spec, options, progress)
+    else:
+        from bhtcli.commands.design import design as design_softmax
+        result = design_softmax(A, B, spec, options, progress, certificate=certificate)
+    if schedule:                            # two models: the query alone, weight 1
+        from bhtcli.commands.kway import pair_schedule
+        return pair_schedule(result)
+    return result
 
 
 def _check_certificate(certificate) -> None:
@@ -228,11 +239,13 @@ def _queries(queries) -> int:
 
 
 def _models_of(A, B):
-    """The list of models when A is one (a list or tuple of models, B None or the energy),
-    else None (A and B are the pair)."""
+    """The list of models when A is one (a list or tuple of models, B None or the energy: a
+    number, a list of numbers or a string), else None (A and B are the pair)."""
     if not isinstance(A, (list, tuple)) or not A:
         return None
-    if B is not None and not isinstance(B, (int, float)):
+    budget = lambda v: isinstance(v, (int, float, str)) or (
+        isinstance(v, (list, tuple)) and all(isinstance(e, (int, float)) for e in v))
+    if B is not None and not budget(B):
         return None
     if all(isinstance(m, (str, os.PathLike)) or getattr(m, "ndim", None) == 2 for m in A):
         return list(A)
@@ -241,8 +254,26 @@ def _models_of(A, B):
 
 def _plain(*readout) -> bool:
     link_a, link_b, bias_a, bias_b = readout
-    return str(link_a or "exp") == "exp" and str(link_b or "exp") == "exp" and bias_a is None \
-        and bias_b is None
+    name = lambda link: str(getattr(link, "name", link) or "exp")     # a Link, a string or None
+    return name(link_a) == "exp" and name(link_b) == "exp" and bias_a is None and bias_b is None
+
+
+def _model_set(models, model="softmax", energy=None, *, link_a=None, link_b=None, bias_a=None,
+               bias_b=None, dtype="float64", need_energy: bool = True, budget_list: bool = False,
+               **refused):
+    """The ModelSpec of K >= 3 models (their shared budget and dtype), checked once, here, for
+    every command (the rules: commands/kway.py check_kway_options, which sweep manifests use
+    too). Each option in `refused` that is given (not None, not False) is named in one
+    InputError: what pairs have that K models have not yet."""
+    from bhtcli.commands.kway import check_kway_options
+    spec_links = (getattr(model, k, None) for k in ("link_a", "link_b", "bias_a", "bias_b"))
+    check_kway_options(model=getattr(model, "family", model),
+                       readout_plain=_plain(link_a, link_b, bias_a, bias_b) and _plain(*spec_links),
+                       **refused)
+    if hasattr(model, "family"):          # a ready ModelSpec: its energy and dtype
+        return model_spec(model)
+    return model_spec("softmax", energy, dtype=dtype, need_energy=need_energy,
+                      budget_list=budget_list)
 
 
 def _check_design_paths(spec, *, energies, queries, candidates, subspace, names, top, method,
@@ -294,18 +325,18 @@ def bound(A, B=None, energy=None, *, model="softmax", floor=None, error: float =
     40,000 rows); `progress` (a callable taking a message) hears its phases. Returns a
     :class:`bhtcli.results.BoundResult` or, for leverage models, a
     :class:`bhtcli.results.LeverageBoundResult`; a list of K models (A) gives each pair's
-    ceiling and the bottleneck's, a :class:`bhtcli.results.KwayBoundResult`.
+    ceiling and the bottleneck's, a :class:`bhtcli.results.BoundResult` with `models` and `pairs`.
     """
     _check_certificate(certificate)
     models = _models_of(A, B)
     if models is not None:
-        if certificate != "fast":
-            raise InputError(f"{parameter_name('certificate')} exact is for a pair of models")
         energy = B if energy is None and B is not None else energy
-        from bhtcli.commands.kway import bound_kway, check_kway_options
-        check_kway_options(model=getattr(model, "family", model),
-                           readout_plain=_plain(link_a, link_b, bias_a, bias_b), floor=floor)
-        return bound_kway(models, energy, error=error)
+        spec = _model_set(models, model, energy, link_a=link_a, link_b=link_b, bias_a=bias_a,
+                          bias_b=bias_b, floor=floor,
+                          certificate=None if certificate == "fast" else certificate)
+        from bhtcli.commands.kway import bound_kway
+        from bhtcli.io.validation import check_error
+        return bound_kway(models, spec.energy, check_error(error))
     from bhtcli.io.validation import check_error
     spec = model_spec(model, energy, floor, link_a=link_a, link_b=link_b, bias_a=bias_a,
                       bias_b=bias_b, inputs=(A, B))
@@ -397,7 +428,7 @@ def decide(A, B=None, query=None, answers=None, *, model="softmax", error: float
         K models (A a list): the prior of each model (default equal).
 
     A list of K models (A; then B is the query and query the answers) gives the K-way decision
-    (maximum likelihood and the matrix SPRT), a :class:`bhtcli.results.KwayDecideResult`;
+    (maximum likelihood and the matrix SPRT), a :class:`bhtcli.results.DecideResult` with `models`;
     `query` may then hold a schedule's queries (one per row) and the answers say which query
     each came from (docs/kway.md).
 
@@ -422,11 +453,12 @@ def decide(A, B=None, query=None, answers=None, *, model="softmax", error: float
         if answers is None:                   # decide([M1, M2, M3], x, answers)
             query, answers = B, query
         if len(A) != 2 or prior is not None:
-            from bhtcli.commands.kway import check_kway_options
-            from bhtcli.commands.kway_loop import decide_kway
-            check_kway_options(model=getattr(model, "family", model),
-                               readout_plain=_plain(link_a, link_b, bias_a, bias_b))
-            return decide_kway(A, query, answers, error=error, prior=prior, stdin=stdin)
+            from bhtcli.commands.decide import check_prior, decide_models
+            from bhtcli.io.validation import check_error
+            _model_set(A, model, link_a=link_a, link_b=link_b, bias_a=bias_a, bias_b=bias_b,
+                       need_energy=False)
+            return decide_models(A, query, answers, check_error(error), check_prior(prior, len(A)),
+                               stdin=stdin)
         A, B = A
     from bhtcli.commands.decide import decide as decide_answers
     from bhtcli.io.validation import check_error
@@ -461,7 +493,7 @@ def simulate(A, B=None, energy=None, *, model="softmax", floor=None, query=None,
         (default equal shares).
 
     A list of K models (A) gives the K-way simulation (maximum likelihood at fixed n, the
-    matrix SPRT, Chernoff's adaptive rule), a :class:`bhtcli.results.KwaySimulateResult`.
+    matrix SPRT, Chernoff's adaptive rule), a :class:`bhtcli.results.SimulateResult` with `models`.
     progress : callable, optional
         progress(message, step, total).
 
@@ -473,15 +505,16 @@ def simulate(A, B=None, energy=None, *, model="softmax", floor=None, query=None,
     if models is not None:
         energy = B if energy is None and B is not None else energy
         if len(models) != 2 or schedule or weights is not None:
-            from bhtcli.commands.kway import check_kway_options
             from bhtcli.commands.kway_loop import simulate_kway
-            check_kway_options(model=getattr(model, "family", model),
-                               readout_plain=_plain(link_a, link_b, bias_a, bias_b), floor=floor,
-                               predicted_points=predicted_points or None,
-                               dtype=None if str(dtype) == "float64" else dtype)
-            return simulate_kway(models, energy, error=error, trials=trials, seed=seed,
-                                 schedule=schedule, query=query, weights=weights, policy=policy,
-                                 starts=starts, progress=progress)
+            from bhtcli.commands.simulate import check_policy, check_trials
+            from bhtcli.models.spec import DesignOptions
+            spec = _model_set(models, model, energy, link_a=link_a, link_b=link_b,
+                              bias_a=bias_a, bias_b=bias_b, dtype=dtype, floor=floor,
+                              predicted_points=predicted_points or None)
+            return simulate_kway(models, spec.energy, DesignOptions.build(error, starts, seed),
+                                 trials=check_trials(trials), policy=check_policy(policy),
+                                 schedule=schedule, query=query, weights=weights,
+                                 dtype=spec.dtype, progress=progress)
         A, B = models
     from bhtcli.commands.simulate import simulate as simulate_strategies
     from bhtcli.models.spec import DesignOptions
@@ -529,17 +562,18 @@ def rank(A, B, H=None, energy=None, *, model="softmax", floor=None, error: float
     from bhtcli.commands.candidates import rank as rank_candidates
     from bhtcli.io.validation import check_error, check_top
     if isinstance(A, (list, tuple)):
-        from bhtcli.commands.kway import check_kway_options
         from bhtcli.commands.kway_candidates import rank_kway
         if H is not None and energy is None and isinstance(H, (int, float)):
             H, energy = None, H                 # rank([M1, M2, M3], H, E)
         if H is not None:
             raise InputError("with K models give the candidates as the second argument: "
                              "rank([M1, M2, M3], H, energy=...)")
-        check_kway_options(model=getattr(model, "family", model),
-                           readout_plain=_plain(link_a, link_b, bias_a, bias_b), floor=floor)
-        return rank_kway(A, B, energy, error=error, names=names, top=top, out=out, dtype=dtype,
-                         progress=progress, force=force)
+        spec = _model_set(A, model, energy, link_a=link_a, link_b=link_b, bias_a=bias_a,
+                          bias_b=bias_b, dtype=dtype, need_energy=False, floor=floor,
+                          block_rows=block_rows)
+        return rank_kway(A, B, spec.energy, error=check_error(error), names=names,
+                         top=check_top(top), out=out, dtype=spec.dtype, progress=progress,
+                         force=force)
     spec = model_spec(model, energy, floor, link_a=link_a, link_b=link_b, bias_a=bias_a,
                       bias_b=bias_b, dtype=dtype, need_energy=False, inputs=(A, B))
     return rank_candidates(A, B, H, spec, error=check_error(error), names=names,

@@ -34,14 +34,33 @@ def json_safe(obj):
 
 
 class Result:
-    """Mixin of every command's result dataclass: the one `to_dict()`."""
+    """Mixin of every command's result dataclass: the one `to_dict()`.
+
+    A result of any number of models (as scipy's OptimizeResult carries method-specific keys)
+    names the keys only K >= 3 models have (`K_KEYS`, absent for a pair unless set) and those
+    only a pair has (`PAIR_ONLY`, absent when `models` is set)."""
+
+    K_KEYS: tuple = ()
+    PAIR_ONLY: tuple = ()
 
     def to_dict(self) -> dict:
         """The JSON-safe dict of the fields (header first; JSON-excluded fields left out)."""
         values = {f.name: getattr(self, f.name) for f in fields(self) if f.metadata.get("json", True)}
+        if self.K_KEYS and values.get("models") is not None:
+            values = {k: v for k, v in values.items() if k not in self.PAIR_ONLY}
+        else:
+            values = {k: v for k, v in values.items() if k not in self.K_KEYS or v is not None}
         ordered = {k: values.pop(k) for k in HEADER if k in values}
         ordered.update(values)
         return json_safe(ordered)
+
+
+def model_index(label: str) -> int | None:
+    """The 0-based index of a model named in a decision: A 0, B 1, Mk k - 1; None for
+    "undecided" or "tie"."""
+    if label in ("A", "B"):
+        return "AB".index(label)
+    return int(label[1:]) - 1 if label.startswith("M") else None
 
 
 @dataclass(frozen=True)
@@ -61,6 +80,11 @@ class BoundResult(Result):
     certificate: dict = field(default_factory=dict)
     readout: dict | None = None               # links and biases
     seconds: float | None = None
+    models: list | None = None     # K models: their names as given
+    pairs: list | None = None      # K models: [{i, j, bhattacharyya_max_bound, ...}] each pair's ceiling
+
+    K_KEYS = ("models", "pairs")
+    PAIR_ONLY = ("note", "row_norm_2inf", "paper_lower_order", "readout", "seconds")
 
 
 @dataclass(frozen=True)
@@ -97,6 +121,19 @@ class DesignResult(Result):
     subspace_rank: int | None = None     # design --subspace: queries x = V z, V of this rank
     energy_search: dict | None = None    # design --queries: how the budget was found
     seconds: float | None = None         # wall time of the command (default: solver.seconds)
+    # K models (docs/kway.md), as OptimizeResult carries method-specific keys (to_dict);
+    # `schedule` at any K (K = 2: the single query, weight 1)
+    models: list | None = None           # the names as given (paths; M1, M2, ... for arrays)
+    bottleneck: dict | None = None       # {i, j}: the closest pair at the query (0-based)
+    pairs: list | None = None            # [{i, j, hellinger_squared, bhattacharyya_distance, predicted}]
+    schedule: dict | None = None         # schedule=True: queries, weights, exponent, samples, gain
+
+    K_KEYS = ("models", "bottleneck", "pairs", "schedule")
+    # what a design of K >= 3 models leaves out: the divergences of one pair in both
+    # directions, the paper's quantities, the leverage box, the readout, the one-budget paths
+    PAIR_ONLY = ("hellinger", "total_variation", "kl_ab", "kl_ba", "chernoff_information", "note",
+                 "row_norm_2inf", "paper_lower_order", "floor", "readout", "subspace_rank",
+                 "energy_search", "seconds")
 
     def __post_init__(self):
         if self.seconds is None and self.solver.get("seconds") is not None:
@@ -130,36 +167,48 @@ class BudgetCurveResult:
 
 @dataclass(frozen=True)
 class DecideResult(Result):
-    decision: str                  # "A", "B" or "undecided" (SPRT, answers in order)
+    """`bht decide`: which model answered, sequentially (Wald's SPRT; K models: the matrix SPRT)
+    and by the fixed-n test on every answer."""
+
+    decision: str                  # "A", "B" (K models: "M1" .. "MK") or "undecided"
     samples_used: int              # answers up to the first crossing (all of them if undecided)
     samples_total: int
-    threshold: float               # ln((1 - alpha) / alpha)
-    llr: float                     # log-likelihood ratio log P_A / P_B of all answers
-    llr_at_decision: float
-    posterior_a: float             # P(A | answers) under equal priors
-    fixed_verdict: str             # the best fixed-n test's decision: "A", "B" or "tie"
-    fixed_error_bound: float       # BC^N: both errors of the sign test are at most this
-    favoured: str
+    threshold: float               # ln((1 - alpha) / alpha); K models: ln((K - 1) / alpha)
+    llr: float | None              # log-likelihood ratio log P_A / P_B of all answers
+    llr_at_decision: float | None
+    posterior_a: float | None      # P(A | answers) under equal priors
+    fixed_verdict: str             # the best fixed-n test's decision: "A", "B" ("M1" ..) or "tie"
+    fixed_error_bound: float       # BC^N; K models: max_k sum_j prod_t BC_kj (union bound)
+    favoured: str | None
     expected_more: int | None      # Wald: ceil((threshold - |llr|) / KL under the favoured model)
     target_error: float
-    kl_ab: float
-    kl_ba: float
+    kl_ab: float | None
+    kl_ba: float | None
     model: str = "softmax"
     n: int = 0                     # answers of the models (rows of A and B)
     d: int = 0
     energy: float | None = None    # decide has no budget: the query is given
-    fixed_error: float | None = None   # both errors of the best fixed-n test on these answers
+    fixed_error: float | None = None   # the largest error of the fixed-n test on these answers
                                    # (computed as design's predicted count: <= alpha at predicted)
     seconds: float | None = None   # wall time of the command
+    models: list | None = None     # K models: the names as given
+    log_likelihoods: list | None = None   # one per model: sum of log p_k(answer)
+    posterior: list | None = None  # P(model k | answers) under the priors
+    priors: list | None = None
+    queries_used: int | None = None   # distinct queries the answers came from
+
+    K_KEYS = ("models", "log_likelihoods", "posterior", "priors", "queries_used")
+    PAIR_ONLY = ("llr", "llr_at_decision", "posterior_a", "favoured", "expected_more", "kl_ab",
+                 "kl_ba")
 
     @property
     def decision_index(self) -> int | None:
-        """0 for A, 1 for B, None undecided: the same key as K models' (A is model 0)."""
-        return {"A": 0, "B": 1}.get(self.decision)
+        """The 0-based index of `decision` (A is model 0), None undecided: the same for any K."""
+        return model_index(self.decision)
 
     @property
     def fixed_verdict_index(self) -> int | None:
-        return {"A": 0, "B": 1}.get(self.fixed_verdict)
+        return model_index(self.fixed_verdict)
 
     def to_dict(self) -> dict:
         return {**super().to_dict(), "decision_index": self.decision_index,
@@ -185,6 +234,15 @@ class SimulateResult(Result):
     distinguishable: bool = True
     note: str | None = None       # why nothing was simulated, when A and B cannot be told apart
     floor: float | None = None    # leverage models: the box is floor <= s_i^2 <= energy
+    # K models: the maximum-likelihood test at fixed n and the matrix SPRT
+    models: list | None = None
+    queries: list | None = None   # the queries used (one: a single query)
+    weights: list | None = None
+    bhattacharyya_distance: float | None = None   # the bottleneck exponent per answer
+    sequential: dict | None = None
+
+    K_KEYS = ("models", "queries", "weights", "bhattacharyya_distance", "sequential")
+    PAIR_ONLY = ("query", "hellinger_squared", "sprt", "curve", "distinguishable", "note", "floor")
 
 
 @dataclass(frozen=True)
@@ -331,102 +389,6 @@ class QuantizeResult(Result):
     file_type: int | None = None     # general.file_type written
     tensors: list | None = None      # [{name, shape, from, to, reencoded, max_abs_error}]
     fallbacks: list | None = None    # tensors written as f16: rows not a multiple of the block
-
-
-# --- K models (docs/kway.md): which of M_1 .. M_K answers ---------------------------------
-@dataclass(frozen=True)
-class KwayDesignResult(Result):
-    """`bht design M1 M2 M3 ...`: the query (and with --schedule the schedule) that best names
-    the true one of K models; the bottleneck is the closest pair at the query."""
-
-    model: str
-    n: int
-    d: int
-    energy: float
-    target_error: float
-    models: list                    # the names as given (paths; M1, M2, ... for arrays)
-    query: list
-    query_norm: float
-    on_boundary: bool
-    hellinger_squared: float        # of the bottleneck pair at the query
-    bhattacharyya_distance: float   # of the bottleneck pair: min over pairs of D_ij(x)
-    bottleneck: dict                # {i, j}: the closest pair at the query (0-based)
-    pairs: list                     # [{i, j, hellinger_squared, bhattacharyya_distance, predicted}]
-    samples: dict                   # {lower, predicted, upper, method}: naming the true model
-    certificate: dict
-    solver: dict
-    schedule: dict | None = None    # --schedule: queries, weights, exponent, samples, gain
-    distinguishable: bool = True
-    warnings: list = field(default_factory=list)
-    dtype: str = "float64"
-    candidates: dict | None = None  # --candidates: the ranking (commands/kway_candidates.py)
-
-
-@dataclass(frozen=True)
-class KwayBoundResult(Result):
-    """`bht bound M1 M2 M3 ...`: each pair's closed-form ceiling and the bottleneck's."""
-
-    model: str
-    n: int
-    d: int
-    energy: float
-    target_error: float
-    models: list
-    pairs: list                     # [{i, j, bhattacharyya_max_bound, hellinger_squared_max_bound, ...}]
-    certificate: dict               # {bhattacharyya_max_bound, hellinger_squared_max_bound,
-                                    #  binding_pair {i, j}, samples_lower_any_strategy}
-    distinguishable: bool = True
-
-
-@dataclass(frozen=True)
-class KwayDecideResult(Result):
-    """`bht decide M1 M2 M3 ... ANSWERS`: which model answered, by maximum likelihood and by
-    the matrix sequential probability ratio test."""
-
-    model: str
-    n: int
-    d: int
-    energy: float | None
-    target_error: float
-    models: list
-    log_likelihoods: list           # one per model: sum of log p_k(answer)
-    posterior: list                 # P(model k | answers) under the priors
-    priors: list
-    fixed_verdict: str              # the maximum-likelihood model, "M1" .. "MK", or "tie"
-    fixed_error_bound: float        # max_k sum_{j != k} prod_t BC_kj(x_t): both-ways union bound
-    decision: str                   # sequential: the model named, "M1" .. "MK", or "undecided"
-    samples_used: int               # answers read up to the sequential stop (all: undecided)
-    samples_total: int
-    threshold: float                # log((K - 1) / alpha): the stop on every log-likelihood ratio
-    queries_used: int               # distinct queries the answers came from
-    fixed_error: float | None = None   # max_k P_k(the maximum-likelihood test errs) on this many
-                                    # answers from these queries, computed as design's predicted
-                                    # count is (saddlepoint marginals, Gaussian copula)
-    seconds: float | None = None    # wall time of the command
-    decision_index: int | None = None       # 0-based index of `decision` (None: undecided)
-    fixed_verdict_index: int | None = None  # 0-based index of `fixed_verdict` (None: tie)
-
-
-@dataclass(frozen=True)
-class KwaySimulateResult(Result):
-    """`bht simulate M1 M2 M3 ...`: Monte Carlo of the maximum-likelihood test at fixed n and of
-    the matrix SPRT, with the designed query or schedule."""
-
-    model: str
-    n: int
-    d: int
-    energy: float
-    target_error: float
-    models: list
-    trials: int
-    seed: int
-    queries: list                   # the queries used (one: a single query)
-    weights: list
-    bhattacharyya_distance: float   # the bottleneck exponent per answer
-    fixed: dict | None
-    sequential: dict | None
-    seconds: float
-    adaptive: dict | None = None    # Chernoff's rule: each leader's mix over candidate queries
 
 
 @dataclass(frozen=True)

@@ -467,7 +467,7 @@ KWAY_SAMPLES = {
     "lower": ("integer or null", "Answers any test needs to tell the closest pair apart (the pair bound at the bottleneck)."),
     "predicted": ("integer or null", "Answers the maximum-likelihood test needs for every error <= alpha (saddlepoint marginals, Gaussian copula; docs/maths.md §7.2)."),
     "upper": ("integer or null", "Answers for which the union of Chernoff bounds sum_j exp(-n D_kj) <= alpha for every model k."),
-    "method": ("string", "How `predicted` was computed: saddlepoint-copula, or none."),
+    "method": ("string", "How `predicted` was computed: saddlepoint-copula, or none (a schedule of two models: as `samples.method`)."),
 }
 DESIGN.update({
     "models": ("array", "[K models] The models' names as given (paths; M1, M2, ... for arrays)."),
@@ -488,7 +488,7 @@ DESIGN.update({
     "certificate.binding_pair.i": ("integer", "First model of the pair."),
     "certificate.binding_pair.j": ("integer", "Second model."),
     "certificate.pair_bounds": ("array", "[K models] Each pair's ceiling on D, in the order of `pairs` (null: none)."),
-    "schedule": ("object or null", "[K models, --schedule] The best schedule: queries used in fixed proportions."),
+    "schedule": ("object or null", "[--schedule] The best schedule: queries used in fixed proportions (two models: the query alone, weight 1; the key is absent without --schedule, null for K models)."),
     "schedule.queries": ("array", "The queries (one list of d numbers each)."),
     "schedule.weights": ("array", "Their shares of the answers (summing to 1)."),
     "schedule.bhattacharyya_distance": ("number", "The schedule's bottleneck exponent min_ij sum_l w_l D_ij(x_l) per answer."),
@@ -559,11 +559,11 @@ SIMULATE.update({
 
 # command -> (result classes, keys); the classes are named for the reference.
 SCHEMA = {
-    "design": (("DesignResult", "KwayDesignResult"), DESIGN),
+    "design": (("DesignResult",), DESIGN),
     "design --energy E1,E2,...": (("BudgetCurveResult",), CURVE),
-    "bound": (("BoundResult", "LeverageBoundResult", "KwayBoundResult"), BOUND),
-    "decide": (("DecideResult", "KwayDecideResult"), DECIDE),
-    "simulate": (("SimulateResult", "KwaySimulateResult"), SIMULATE),
+    "bound": (("BoundResult", "LeverageBoundResult"), BOUND),
+    "decide": (("DecideResult",), DECIDE),
+    "simulate": (("SimulateResult",), SIMULATE),
     "shift": (("ShiftResult",), SHIFT),
     "sweep": (("SweepResult",), SWEEP),
     "rank": (("RankResult",), RANK),

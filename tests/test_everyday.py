@@ -232,7 +232,7 @@ def test_rank_on_the_same_model_says_not_distinguishable(capsys, files):
     f = files
     code, out, err = run(capsys, "rank", f["A.csv"], f["A.csv"], f["H.csv"], "-E", "10", "--json")
     r = json.loads(out)
-    assert code == 0 and r["distinguishable"] is False and "the same softmax model" in r["note"]
+    assert code == 0 and r["distinguishable"] is False and "A and B are identical" in r["note"]
     code, out, err = run(capsys, "rank", f["A.csv"], f["A.csv"], f["H.csv"], "-E", "10")
     assert "distinguishable               no" in out and "Top" not in out
     code, out, err = run(capsys, "rank", f["A.csv"], f["B.npy"], f["H.csv"], "-E", "10", "--json")

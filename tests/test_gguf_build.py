@@ -279,7 +279,7 @@ def test_design_and_bound_say_the_heads_are_identical_and_the_builds_are_not(tmp
     assert "no number of queries" not in table and "bht prompts" in table
     # the same file twice: nothing else differs, the plain reason stays
     r = json.loads(run(capsys, "bound", src, src, "-E", "1", "--json")[1])
-    assert r["note"].startswith("A and B are the same softmax model")
+    assert r["note"].startswith("A and B are identical (every value equal)")
 
 
 def test_smollm2_re_encoded_as_q8_0_loads_in_llama_cpp_and_keeps_its_head():

@@ -124,9 +124,48 @@ def test_k2_is_the_pair_design_and_the_kway_engine_agrees():
     routed = api.design([A, B], energy=1.0)
     assert routed.to_dict()["query"] == pair.to_dict()["query"]
     assert routed.samples == pair.samples
-    engine = api.design([A, B], energy=1.0, schedule=True)     # the K-way path, forced
+    from bhtcli.commands.kway import design_kway
+    from bhtcli.models.spec import DesignOptions
+    engine = design_kway([A, B], 1.0, DesignOptions(), schedule=True)   # the bottleneck engine
     assert engine.bhattacharyya_distance == pytest.approx(pair.bhattacharyya_distance, rel=1e-6)
     assert engine.schedule["gain_vs_single"] == pytest.approx(1.0, abs=1e-6)
+
+
+def _untimed(obj):
+    """A result's dict without its timings (they differ from run to run)."""
+    if isinstance(obj, dict):
+        return {k: _untimed(v) for k, v in obj.items() if "seconds" not in k}
+    if isinstance(obj, list):
+        return [_untimed(v) for v in obj]
+    return obj
+
+
+def test_k2_schedule_is_the_pair_design_plus_its_schedule():
+    """design([A, B], schedule=True) is the pair's object plus `schedule` (the single query,
+    weight 1); design([A, B]) is the pair's object, bit for bit (timings aside)."""
+    A, B = np.load(os.path.join(EX, "A.npy")), np.load(os.path.join(EX, "B.npy"))
+    plain = api.design([A, B], energy=1.0).to_dict()
+    with_schedule = api.design([A, B], energy=1.0, schedule=True).to_dict()
+    schedule = with_schedule.pop("schedule")
+    assert _untimed(plain) == _untimed(with_schedule)
+    assert list(plain) == list(with_schedule)
+    assert _untimed(plain) == _untimed(api.design(A, B, 1.0).to_dict())
+    assert "schedule" not in plain and "models" not in plain and "pairs" not in plain
+    assert schedule["queries"] == [plain["query"]] and schedule["weights"] == [1.0]
+    assert schedule["bhattacharyya_distance"] == plain["bhattacharyya_distance"]
+    assert schedule["samples"] == plain["samples"] and schedule["preferred"] == "single"
+    with pytest.raises(InputError, match="^schedule mixes softmax queries at one budget"):
+        api.design(A, B, [0.5, 1.0], schedule=True)
+
+
+def test_k3_budget_list_is_one_design_per_budget():
+    """A budget list with K models: one bottleneck design per budget, as for a pair."""
+    models = [os.path.join(EX, f) for f in ("A.npy", "B.npy", "C.npy")]
+    curve = api.design(models, energy=[0.5, 1.0], starts=4)
+    assert [d.energy for d in curve.designs] == [0.5, 1.0]
+    single = api.design(models, energy=1.0, starts=4).to_dict()
+    assert _untimed(curve.designs[1].to_dict()) == _untimed(single)
+    assert curve.to_dict()["energies"] == [0.5, 1.0]
 
 
 @settings(max_examples=6, deadline=None)
@@ -245,8 +284,13 @@ def test_bad_inputs_are_one_clear_error(capsys, tmp_path):
     assert code == 2 and err.count("\n") == 1 and "softmax" in err
     with pytest.raises(InputError, match="at least two models"):
         api.design([A], energy=1.0)
-    with pytest.raises(InputError, match="three or more models"):
-        api.design(A, B, 1.0, schedule=True)
+    with pytest.raises(InputError, match="links, biases and softcaps are not supported with three"):
+        api.design([A, B, C], energy=1.0, link_b="softcap:30")
+    with pytest.raises(InputError, match="^queries is not supported with three or more models"):
+        api.design([A, B, C], energy=1.0, queries=40)
+    code, _, err = run(capsys, "design", A, B, C, "-E", "1", "--queries", "40")
+    assert code == 2 and err == "Error: --queries is not supported with three or more models " \
+        "(docs/kway.md lists what is)\n"
 
 
 def test_bound_kway_is_the_smallest_pair_ceiling(capsys):
@@ -440,3 +484,28 @@ def test_ml_errors_drawn_answers_match_exact_enumeration():
         mc = ml_errors_mc([lp], [c], trials, np.random.default_rng(8))
         se = np.sqrt(exact * (1 - exact) / trials)
         assert np.all(np.abs(mc - exact) <= 4 * se + 1e-12), (n, c, mc, exact)
+
+
+@pytest.mark.parametrize("command", ["design", "bound", "decide", "simulate"])
+def test_k_models_refuse_links_in_one_error_line(capsys, command):
+    """Links, biases and softcaps are per-pair options: with three models every command says
+    so in one Error line (status 2), from the one K-model check in bhtcli.api."""
+    A, B, C = (os.path.join(EX, f) for f in ("A.npy", "B.npy", "C.npy"))
+    tail = (["--query", os.path.join(EX, "x.npy"), os.path.join(EX, "answers.txt")]
+            if command == "decide" else ["-E", "1"])
+    code, out, err = run(capsys, command, A, B, C, *tail, "--link-b", "softcap:30")
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert err.startswith("Error: links, biases and softcaps are not supported with three or "
+                          "more models yet")
+
+
+def test_k2_schedule_over_candidates_is_the_best_row():
+    """Two models and given rows: the best schedule over the rows is the best row alone."""
+    A, B, H = (os.path.join(EX, f) for f in ("A.npy", "B.npy", "candidates.npy"))
+    plain = api.design([A, B], energy=1.0, candidates=H, top=3).to_dict()
+    r = api.design([A, B], energy=1.0, candidates=H, top=3, schedule=True).to_dict()
+    s = r.pop("schedule")
+    assert _untimed(r) == _untimed(plain)
+    assert s["indices"] == [plain["candidates"]["best_index"]] and s["weights"] == [1.0]
+    assert s["dual_bound"] == plain["bhattacharyya_distance"]
+    assert s["candidates"] == plain["candidates"]["eligible"]

@@ -148,7 +148,7 @@ def test_the_pairs_come_one_at_a_time():
     mats = [mats[0], mats[0].copy(), mats[2]]
     it = iter_pair_facts(mats, 1.0)
     first = next(it)
-    assert not first.distinguishable and "same softmax model" in first.reason
+    assert not first.distinguishable and "identical (every value equal)" in first.reason
     assert_same_bits(first, per_pair(mats, 1.0)[0])
 
 

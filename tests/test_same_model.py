@@ -264,3 +264,16 @@ def test_reference_differences_are_exact_where_a_common_part_dwarfs_the_rows():
         blk, ref = reference_differences(a[s:s + 7], b[s:s + 7], ref)
         parts.append(blk)
     assert np.allclose(np.vstack(parts), got, rtol=0, atol=4 * np.spacing(1.0) * np.abs(exact).max())
+
+
+def test_identical_models_are_called_identical():
+    """Bit-identical A and B: the reason says "identical", not the common shift B = A + 1 w^T
+    (which stays the reason of a shift that is exact)."""
+    from bhtcli import api
+    rng = np.random.default_rng(8)
+    A = np.round(rng.normal(size=(6, 3)) * 64) / 64
+    same = bound(A, A.copy(), 1.0)
+    assert not same.distinguishable and "A and B are identical (every value equal)" in same.note
+    assert "1 w^T" not in same.note
+    assert "every row of A - B is the same vector" in bound(A, A + 0.25, 1.0).note
+    assert "identical (every value equal" in api.design(A, A.copy(), 1.0).note

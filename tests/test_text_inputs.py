@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from cli_run import run
-from bhtcli.commands.kway_loop import read_scheduled_answers
+from bhtcli.commands.decide import read_scheduled_answers
 from bhtcli.errors import InputError
 from bhtcli.io.text import read_text
 

@@ -55,3 +55,45 @@ def test_budget_lists_are_designs_alone():
                  lambda: api.simulate(A, B, [0.5, 1.0], trials=200)):
         with pytest.raises(api.InputError, match="takes one budget here"):
             call()
+
+
+C = np.array([[0.5, 0.5], [0.2, 0.8], [-0.7, 0.1]])
+
+
+@pytest.mark.parametrize("call, names", [
+    (lambda: api.design([A, B, C], 1.0, starts=4, seed=1), {"energy", "error", "starts", "seed"}),
+    (lambda: api.design([A, B, C], 1.0, starts=4, schedule=True), {"energy", "error", "starts",
+                                                                     "seed"}),
+    (lambda: api.design([A, B], 1.0, schedule=True), {"energy", "error", "seed"}),
+    (lambda: api.design([A, B, C], 1.0, candidates=np.eye(2)), {"energy", "error", "seed"}),
+    (lambda: api.bound([A, B, C], 1.0), {"energy", "error"}),
+    (lambda: api.simulate([A, B, C], 1.0, starts=4, trials=200, policy="fixed"),
+     {"energy", "error", "starts", "seed"}),
+    (lambda: api.decide([A, B, C], np.ones(2), [0, 1, 2]), {"error"}),
+    (lambda: api.rank([A, B, C], np.eye(2), 1.0), {"energy", "error"}),
+])
+def test_k_models_check_each_value_once(checked, call, names):
+    call()
+    assert set(checked) == names, checked
+    assert all(count == 1 for count in checked.values()), checked
+
+
+def test_k_models_budget_list_checks_each_budget_once(checked):
+    api.design([A, B, C], [0.5, 1.0], starts=4)
+    assert checked == {"energy": 2, "error": 1, "starts": 1, "seed": 1}, checked
+
+
+@pytest.mark.parametrize("more", [[], ["C.npy"]])
+def test_the_cli_checks_each_value_once(checked, tmp_path, monkeypatch, more):
+    """`bht design` hands its values to the library unchecked: the library checks each once
+    (the messages name the flags)."""
+    from click.testing import CliRunner
+    from bhtcli.cli.main import cli
+    monkeypatch.chdir(tmp_path)
+    for name, M in (("A.npy", A), ("B.npy", B), ("C.npy", C)):
+        np.save(name, M)
+    result = CliRunner().invoke(cli, ["design", "A.npy", "B.npy", *more, "-E", "1", "--starts",
+                                      "4", "--json"])
+    assert result.exit_code == 0, result.output
+    assert set(checked) == {"--energy", "--error", "--starts", "--seed"}, checked
+    assert all(count == 1 for count in checked.values()), checked

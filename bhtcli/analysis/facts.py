@@ -181,9 +181,7 @@ def _same_softmax(A, B, readout: Readout, diam: float, bias_range: float,
         A, B, readout.bias_a, readout.bias_b)
     plain = readout.plain
     if exact:
-        return ("A and B are the same softmax model: every row of A - B is the same vector "
-                "(B = A + 1 w^T" + (", biases differing by a constant" if not plain else "")
-                + "), so softmax(Ax) = softmax(Bx) for every query"), True, 0.0, visible
+        return _exactly_same(A, B, readout), True, 0.0, visible
     if entrywise:
         return ("A and B are the same softmax model up to float64 rounding: B = A + 1 w^T up to "
                 "the rounding of the stored entries (|a_ij - b_ij - w_j| <= eps max(|a_ij|, |b_ij|) "
@@ -235,11 +233,7 @@ def _same_model(A, B, readout: Readout, diam: float, bias_range: float, tiny: fl
     """A reason when P_A(x) = P_B(x) for every x, else None."""
     la, lb = readout.link_a, readout.link_b
     if readout.exp_links:
-        if diam <= tiny and bias_range <= tiny:
-            return ("A and B are the same softmax model: every row of A - B is the same vector "
-                    "(B = A + 1 w^T" + (", biases differing by a constant" if not readout.plain else "")
-                    + "), so softmax(Ax) = softmax(Bx) for every query")
-        return None
+        return _exactly_same(A, B, readout) if diam <= tiny and bias_range <= tiny else None
     blocks = lambda: _augmented_blocks(A, B, readout.bias_a, readout.bias_b)
     if la == lb and la.kind in ("taylor", "softcap"):
         if max(row_norm_2inf(ta - tb) for ta, tb in blocks()) <= tiny:
@@ -264,6 +258,19 @@ def _same_model(A, B, readout: Readout, diam: float, bias_range: float, tiny: fl
         return ("every row of A is the same (and so is every row of B, biases included): both "
                 "models answer uniformly for every query")
     return None
+
+
+def _exactly_same(A, B, readout: Readout) -> str:
+    """The reason of two exp-link models that are the same exactly: "identical" when every
+    value (rows and biases) is equal, else the common shift B = A + 1 w^T."""
+    if all(np.array_equal(ta, tb) for ta, tb in _augmented_blocks(A, B, readout.bias_a,
+                                                                  readout.bias_b)):
+        return ("A and B are identical (every value equal" + (", biases too" if not readout.plain
+                                                              else "")
+                + "), so softmax(Ax) = softmax(Bx) for every query")
+    return ("A and B are the same softmax model: every row of A - B is the same vector "
+            "(B = A + 1 w^T" + (", biases differing by a constant" if not readout.plain else "")
+            + "), so softmax(Ax) = softmax(Bx) for every query")
 
 
 def _augmented_blocks(A, B, bias_a, bias_b, rows: int = 8192):
@@ -295,32 +302,41 @@ def join_notes(*notes):
     return "; ".join(kept) if kept else None
 
 
+def guarded_variance(variance: float | None, printed_d=(), printed_kl=()):
+    """(V, raised): the one guarded rounding of a certificate (docs/maths.md §4.10). V is a
+    rigorous bound on the exact supremum, but a printed D or KL is a float64 evaluation that
+    can sit a few ulps above its exact value; when 8 D or 2 KL of one printed value is above V
+    the design is within rounding of the supremum and V is raised to it (never lowered).
+    None or an infinite V is returned as it is."""
+    if variance is None or not math.isfinite(variance):
+        return variance, False
+    floor = max([8.0 * v for v in printed_d] + [2.0 * v for v in printed_kl], default=-math.inf)
+    return (floor, True) if floor > variance else (variance, False)
+
+
 def certificate_record(facts: PairFacts, error: float, h2: float | None = None, *,
                        div=None, other_h2=()) -> dict:
     """The `certificate` object of design and bound (the same keys for both): the ceiling on
     H^2 and D over the ball and what follows for any strategy, where it comes from, and, with
     the H^2 of a design, the design's share of the ceiling.
 
-    One guarded rounding for a report (docs/maths.md §4.10): `div` (the divergences at the
-    design) and `other_h2` (further printed H^2, the search's local maxima). The ceiling V is
-    a rigorous bound on the exact supremum, but a printed H^2 is a float64 evaluation that can
-    sit a few ulps above its exact value; when one (or a printed KL) is above the ceiling, the
-    design is within rounding of the supremum and the ceiling is raised to it (never
-    lowered): every printed ceiling >= every printed H^2, design_over_bound <= 1."""
+    The guarded rounding (:func:`guarded_variance`) of `div` (the divergences at the design)
+    and `other_h2` (further printed H^2, the search's local maxima): every printed ceiling >=
+    every printed H^2, design_over_bound <= 1."""
     from bhtcli.maths.certificate import certificate_from_variance
     ceiling = facts.ceiling
     variance = ceiling.variance if ceiling else None
     candidates = ceiling.candidates if ceiling else None
     note = join_notes(facts.certificate_note, ceiling.note if ceiling else None)
     h2_floor = None
-    if div is not None and variance is not None and math.isfinite(variance):
-        d_printed = max([div.bhattacharyya_distance]
-                        + [-math.log1p(-v) for v in other_h2 if v is not None and v < 1.0])
-        floor = max(8.0 * d_printed, 2.0 * div.kl_ab, 2.0 * div.kl_ba)
-        if floor > variance:
-            variance = floor
+    if div is not None:
+        variance, raised = guarded_variance(
+            variance, [div.bhattacharyya_distance]
+            + [-math.log1p(-v) for v in other_h2 if v is not None and v < 1.0],
+            [div.kl_ab, div.kl_ba])
+        if raised:
             h2_floor = max([div.hellinger_squared] + [v for v in other_h2 if v is not None])
-            candidates = {m: (None if v is None else max(v, h2_floor, -math.expm1(-floor / 8.0)))
+            candidates = {m: (None if v is None else max(v, h2_floor, -math.expm1(-variance / 8.0)))
                           for m, v in candidates.items()}
             note = join_notes(note, "the design is within float64 rounding of the ceiling: the "
                               "ceiling printed is raised to the design's value (docs/maths.md §4.10)")
@@ -339,3 +355,30 @@ def certificate_record(facts: PairFacts, error: float, h2: float | None = None, 
             "score_spread_bound": facts.spread if np.isfinite(facts.spread) else None,
             "design_over_bound": h2 / bound if (h2 is not None and bound) else None,
             "note": note}
+
+
+def bottleneck_certificate(facts: list, pairs: list, error: float, bottleneck_d: float | None,
+                           printed=()) -> dict:
+    """The `certificate` of K models: no query (and no schedule) reaches a bottleneck above
+    min over pairs of each pair's ceiling, min_p D_p(x) <= D_q(x) <= sup D_q for every pair q
+    (docs/maths.md §8.4). `facts`: each pair's PairFacts in the order of `pairs`; `printed`:
+    lists of the per-pair D printed in the same result (at the query, under a schedule), each
+    pair's ceiling guarded by them (:func:`guarded_variance`)."""
+    from bhtcli.maths.certificate import certificate_from_variance
+    bounds = []
+    for p, f in enumerate(facts):
+        v, _ = guarded_variance(f.ceiling.variance if f.ceiling else None,
+                                [float(ds[p]) for ds in printed])
+        bounds.append(None if v is None or not math.isfinite(v) else v / 8.0)
+    known = [(b, p) for b, p in zip(bounds, range(len(pairs))) if b is not None]
+    if not known:
+        return {"bhattacharyya_max_bound": None, "hellinger_squared_max_bound": None,
+                "binding_pair": None, "samples_lower_any_strategy": None,
+                "design_over_bound": None, "pair_bounds": bounds}
+    b, p = min(known)
+    cert = certificate_from_variance(8.0 * b, error, True)
+    return {"bhattacharyya_max_bound": b, "hellinger_squared_max_bound": -math.expm1(-b),
+            "binding_pair": {"i": pairs[p][0], "j": pairs[p][1]},
+            "samples_lower_any_strategy": cert.samples_lower_any_strategy,
+            "design_over_bound": (None if bottleneck_d is None or b <= 0 else bottleneck_d / b),
+            "pair_bounds": bounds}

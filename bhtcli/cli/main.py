@@ -129,8 +129,8 @@ certificate_option = click.option(
 @design_pair_options
 @click.argument("more", nargs=-1, metavar="[M3 ...]", type=PATH)
 @click.option("--schedule", is_flag=True,
-              help="Three or more models: also the best schedule, a few queries used in fixed "
-                   "proportions (with --candidates: a mix of the given rows; docs/kway.md).")
+              help="Also the best schedule, a few queries used in fixed proportions (with "
+                   "--candidates: a mix of the given rows; two models: the query alone; docs/kway.md).")
 @starts_option
 @click.option("--max-starts", type=int, default=None, metavar="N",
               help="Budget of the adaptive rounds: at most N starts per budget [default: 128]; "
@@ -182,15 +182,11 @@ def design(a, b, more, schedule, model, energy, floor, alpha, link_a, link_b, bi
       bht design F16.npy Q8.npy Q4.npy --energy 1.0 --schedule   # which of three models
     """
     from bhtcli.api import (OUT_SUFFIXES, SCHEDULE_SUFFIXES, BudgetCurveResult, check_output_path,
-                            check_queries, check_schedule_path, energies_of, save_array,
-                            save_schedule)
+                            check_schedule_path, save_array, save_schedule)
     from bhtcli.api import design as design_fn
     if energy is None and candidates is None:
         raise click.UsageError("Missing option '--energy' / '-E'.", ctx=click.get_current_context())
-    energies = None if energy is None else energies_of(energy)
-    curve = energies is not None and len(energies) > 1
-    if queries is not None:
-        queries = check_queries(queries)
+    curve = energy is not None and "," in energy       # checked once, by the library
     inputs = (a, b, *more, bias_a, bias_b, candidates, names, subspace)
     if plot:
         check_output_path(plot, "--plot", inputs=inputs, force=force, suffixes=(".png",))
@@ -203,35 +199,19 @@ def design(a, b, more, schedule, model, energy, floor, alpha, link_a, link_b, bi
             check_schedule_path(out)
         check_output_path(out, inputs=inputs, force=force,
                           suffixes=SCHEDULE_SUFFIXES if schedule else OUT_SUFFIXES)
-    if more or schedule:
-        if curve or plot:
-            raise InputError("a budget curve is for two models; give one --energy with three or more")
-        with _reporter(quiet) as progress:
-            result = design_fn([a, b, *more], energy=energies[0] if energies else None, model=model, floor=floor,
-                               link_a=link_a, link_b=link_b, bias_a=bias_a, bias_b=bias_b,
-                               dtype=dtype, error=alpha, seed=seed, starts=starts, method=method,
-                               progress=progress, candidates=candidates, names=names, top=top,
-                               subspace=subspace, queries=queries, max_starts=max_starts,
-                               search_space=search_space, schedule=schedule,
-                               certificate=certificate)
-        if out and schedule and result.schedule is not None:
-            save_schedule(out, result.schedule["queries"], result.schedule["weights"])
-        elif out:
-            save_array(out, result.query)
-        _emit(result, as_json)
-        return
     with _reporter(quiet) as progress:
-        result = design_fn(a, b, energies if curve else (energies[0] if energies else None),
-                           model=model, floor=floor, link_a=link_a, link_b=link_b, bias_a=bias_a,
-                           bias_b=bias_b, dtype=dtype, error=alpha, seed=seed, starts=starts,
+        result = design_fn([a, b, *more], energy=energy, model=model, floor=floor, link_a=link_a,
+                           link_b=link_b, bias_a=bias_a, bias_b=bias_b, dtype=dtype, error=alpha, seed=seed, starts=starts,
                            method=method, progress=progress, candidates=candidates, names=names,
                            top=top, subspace=subspace, queries=queries, max_starts=max_starts,
-                           search_space=search_space, certificate=certificate)
+                           search_space=search_space, schedule=schedule, certificate=certificate)
         if plot and isinstance(result, BudgetCurveResult):
             progress("plotting")
             from bhtcli.cli.plot import plot_budget_curve
             plot_budget_curve(result, plot)
-    if out:
+    if out and schedule and result.schedule is not None:
+        save_schedule(out, result.schedule["queries"], result.schedule["weights"])
+    elif out:
         save_array(out, result.query)
     _emit(result, as_json)
 
@@ -369,10 +349,8 @@ def decide(a, b, rest, model, query, prompt, temperature, top_k, top_p, min_p, a
                 priors = [float(v) for v in prior.split(",")]
             except ValueError:
                 raise InputError(f"--prior must be comma-separated numbers, got {prior!r}") from None
-        if model != "softmax" or link_a not in (None, "exp") or link_b not in (None, "exp") or bias_a or bias_b:
-            raise InputError("three or more models are plain softmax models: drop --model, "
-                             "--link-* and --bias-*")
-        _emit(decide_fn([a, b, *more], query, answers, error=alpha, prior=priors), as_json)
+        _emit(decide_fn([a, b, *more], query, answers, model=model, link_a=link_a, link_b=link_b,
+                        bias_a=bias_a, bias_b=bias_b, error=alpha, prior=priors), as_json)
         return
     spec = _spec(model, None, None, link_a, link_b, bias_a, bias_b, need_energy=False, inputs=(a, b))
     _emit(decide_fn(a, b, query, answers, model=spec, error=alpha), as_json)

@@ -19,7 +19,6 @@ from rich.console import Console
 from rich.table import Table
 
 from bhtcli.api import (BoundResult, BudgetCurveResult, DecideResult, DesignResult,
-                        KwayBoundResult, KwayDecideResult, KwayDesignResult, KwaySimulateResult,
                         LeverageBoundResult, QuantizeResult, RankResult, ShiftResult, SimulateResult,
                         SweepResult, TensorsResult, PromptsResult)
 
@@ -175,10 +174,12 @@ def _binds(c) -> str:
 
 
 def render_design_table(result, console: Console) -> None:
+    """design's tables of two models (K models: :func:`_any_k`); a schedule its own section."""
     r = result.to_dict()
     _render_design(r, console)
     if r.get("candidates"):
         render_candidates(r, console)
+    _kway().render_schedule(r, console)
 
 
 def _render_design(r: dict, console: Console) -> None:
@@ -531,9 +532,6 @@ def render_candidates(r: dict, console: Console) -> None:
 
 
 def render_rank_table(result, console: Console) -> None:
-    if getattr(result, "models", None):
-        from bhtcli.cli.render_kway import render_kway_rank
-        return render_kway_rank(result, console)
     r = result.to_dict()
     box = ""
     if r["energy"] is not None:
@@ -711,6 +709,16 @@ def render_prompts_table(result, console: Console) -> None:
     console.print(t)
 
 
+def _any_k(pair, sections: str):
+    """One renderer per result for any K: a result with `models` (K models, or a K-model
+    option such as decide's prior) is drawn by the K sections of cli/render_kway.py."""
+    def render(result, console: Console) -> None:
+        if getattr(result, "models", None) is None:
+            return pair(result, console)
+        return getattr(_kway(), sections)(result.to_dict(), console)
+    return render
+
+
 def _count(v) -> str:
     return "-" if v is None else f"{v:,}"
 
@@ -719,19 +727,15 @@ RENDERERS = {
     PromptsResult: render_prompts_table,
     TensorsResult: render_tensors_table,
     QuantizeResult: render_quantize_table,
-    DesignResult: render_design_table,
-    BoundResult: render_bound_table,
+    DesignResult: _any_k(render_design_table, "render_bottleneck"),
+    BoundResult: _any_k(render_bound_table, "render_kway_bound"),
     LeverageBoundResult: render_bound_table,
-    DecideResult: render_decide_table,
-    SimulateResult: render_simulate_table,
+    DecideResult: _any_k(render_decide_table, "render_kway_decide"),
+    SimulateResult: _any_k(render_simulate_table, "render_kway_simulate"),
     SweepResult: render_sweep_table,
     ShiftResult: render_shift_table,
-    RankResult: render_rank_table,
+    RankResult: _any_k(render_rank_table, "render_kway_rank"),
     BudgetCurveResult: render_curve_table,
-    KwayDesignResult: lambda result, console: _kway().render_kway_design(result, console),
-    KwayBoundResult: lambda result, console: _kway().render_kway_bound(result, console),
-    KwayDecideResult: lambda result, console: _kway().render_kway_decide(result, console),
-    KwaySimulateResult: lambda result, console: _kway().render_kway_simulate(result, console),
 }
 
 

@@ -1,5 +1,6 @@
-"""Tables of the K-way results (docs/kway.md): the pairwise matrix, the bottleneck, the
-schedule, the decision among K models and its simulation."""
+"""The sections results of K >= 3 models add to their commands' tables (docs/kway.md): the
+pairwise matrix, the bottleneck, the schedule (any K), the decision among K models and its
+simulation. cli/render.py's renderer of each result calls them."""
 from __future__ import annotations
 
 from rich.console import Console
@@ -49,8 +50,9 @@ def _preferred_text(sch: dict, single: dict) -> str:
     return f"the single query: {_num(p1)} answers (predicted) against {_num(ps)} with the schedule"
 
 
-def render_kway_design(result, console: Console) -> None:
-    r = result.to_dict()
+def render_bottleneck(r: dict, console: Console) -> None:
+    """design's tables for K >= 3 models (`r`: the result's dict): the query, the pairs matrix,
+    the counts for naming the true model, the schedule, the certificate, the solver."""
     names = r["models"]
     K = len(names)
     head = _table(f"bht design  softmax  {K} models  n={r['n']:,}  d={r['d']:,}  E={_num(r['energy'])}  "
@@ -73,27 +75,7 @@ def render_kway_design(result, console: Console) -> None:
     sam = _table("\nAnswers to name the true model (x repeated, every error <= alpha)")
     _samples_rows(sam, r["samples"])
     console.print(sam)
-    sch = r.get("schedule")
-    if sch:
-        st = Table(title=f"\nSchedule ({len(sch['weights'])} queries in fixed proportions)",
-                   title_justify="left", box=None, pad_edge=False, header_style="bold")
-        rows = sch.get("indices")          # a schedule over given rows: their rows in H
-        for name in ("query" if rows is None else "row", "share", "answers", "x"):
-            st.add_column(name, no_wrap=True, justify="left" if name == "x" else "right")
-        counts = sch["counts"] or [None] * len(sch["weights"])
-        for l, (q, w, c) in enumerate(zip(sch["queries"], sch["weights"], counts)):
-            st.add_row(str(l + 1 if rows is None else rows[l]), f"{100 * w:.1f}%", _num(c),
-                       _query_text(q, 4))
-        console.print(st)
-        s2 = _table("")
-        s2.add_row("bottleneck D (sum w D)", _num(sch["bhattacharyya_distance"]))
-        s2.add_row("gain vs the single query", f"{_num(sch['gain_vs_single'], 4)}x the exponent")
-        s2.add_row("no schedule exceeds" if rows is None else "no schedule of these rows exceeds",
-                   _num(sch["dual_bound"]) + ("" if sch["converged"] else
-                   "  (column generation stopped before it converged)"))
-        _samples_rows(s2, sch["samples"])
-        s2.add_row("use", _preferred_text(sch, r["samples"]))
-        console.print(s2)
+    render_schedule(r, console)
     c = r["certificate"]
     cer = _table("\nCertificate (no query, and no schedule, with ||x|| <= E does better)")
     if c["bhattacharyya_max_bound"] is None:
@@ -124,6 +106,34 @@ def render_kway_design(result, console: Console) -> None:
     console.print(sol)
 
 
+def render_schedule(r: dict, console: Console) -> None:
+    """The schedule section of design (any K; two models: the single query, weight 1)."""
+    sch = r.get("schedule")
+    if not sch:
+        return
+    m = len(sch["weights"])
+    st = Table(title=f"\nSchedule ({m} queries in fixed proportions)" if m > 1 else
+               "\nSchedule (one query: two models are best told apart by one)",
+               title_justify="left", box=None, pad_edge=False, header_style="bold")
+    rows = sch.get("indices")          # a schedule over given rows: their rows in H
+    for name in ("query" if rows is None else "row", "share", "answers", "x"):
+        st.add_column(name, no_wrap=True, justify="left" if name == "x" else "right")
+    counts = sch["counts"] or [None] * len(sch["weights"])
+    for l, (q, w, c) in enumerate(zip(sch["queries"], sch["weights"], counts)):
+        st.add_row(str(l + 1 if rows is None else rows[l]), f"{100 * w:.1f}%", _num(c),
+                   _query_text(q, 4))
+    console.print(st)
+    s2 = _table("")
+    s2.add_row("bottleneck D (sum w D)", _num(sch["bhattacharyya_distance"]))
+    s2.add_row("gain vs the single query", f"{_num(sch['gain_vs_single'], 4)}x the exponent")
+    s2.add_row("no schedule exceeds" if rows is None else "no schedule of these rows exceeds",
+               _num(sch["dual_bound"]) + ("" if sch["converged"] else
+               "  (column generation stopped before it converged)"))
+    _samples_rows(s2, sch["samples"])
+    s2.add_row("use", _preferred_text(sch, r["samples"]))
+    console.print(s2)
+
+
 def _top_rows(title: str, top: list) -> Table:
     t = Table(title=title, title_justify="left", box=None, pad_edge=False, header_style="bold",
               min_width=len(title.strip()))       # a title wider than the columns stays whole
@@ -136,9 +146,8 @@ def _top_rows(title: str, top: list) -> Table:
     return t
 
 
-def render_kway_rank(result, console: Console) -> None:
+def render_kway_rank(r: dict, console: Console) -> None:
     """`bht rank M1 M2 M3 ... H`: the rows ranked by their bottleneck."""
-    r = result.to_dict()
     names = r["models"]
     box = f"  E={_num(r['energy'])}" if r["energy"] is not None else ""
     t = _table(f"bht rank  softmax  {len(names)} models  n={r['n']:,}  d={r['d']:,}{box}  "
@@ -174,8 +183,7 @@ def _render_candidates(r: dict, console: Console) -> None:
     console.print(_top_rows(f"\nBest {len(c['top'])} rows by the bottleneck", c["top"]))
 
 
-def render_kway_bound(result, console: Console) -> None:
-    r = result.to_dict()
+def render_kway_bound(r: dict, console: Console) -> None:
     names = r["models"]
     t = _table(f"bht bound  softmax  {len(names)} models  n={r['n']:,}  d={r['d']:,}  "
                f"E={_num(r['energy'])}  alpha={_num(r['target_error'])}")
@@ -193,8 +201,7 @@ def render_kway_bound(result, console: Console) -> None:
     console.print(_matrix("", names, r["pairs"], "bhattacharyya_max_bound"))
 
 
-def render_kway_decide(result, console: Console) -> None:
-    r = result.to_dict()
+def render_kway_decide(r: dict, console: Console) -> None:
     names = r["models"]
     name = lambda k: "undecided" if k is None else f"M{k + 1} ({names[k]})"
     t = _table(f"bht decide  {len(names)} models  {r['samples_total']:,} answers  "
@@ -218,8 +225,7 @@ def render_kway_decide(result, console: Console) -> None:
     console.print(m)
 
 
-def render_kway_simulate(result, console: Console) -> None:
-    r = result.to_dict()
+def render_kway_simulate(r: dict, console: Console) -> None:
     names = r["models"]
     t = _table(f"bht simulate  {len(names)} models  n={r['n']:,}  d={r['d']:,}  "
                f"E={_num(r['energy'])}  alpha={_num(r['target_error'])}  {r['trials']:,} trials")

@@ -346,7 +346,7 @@ def rank(A, B, H, spec: ModelSpec = ModelSpec(), *, error: float = 0.05, names=N
 
     """
     if out is not None:
-        _check_out(out, (A, B, H, names, spec.bias_a, spec.bias_b), force)
+        check_out(out, (A, B, H, names, spec.bias_a, spec.bias_b), force)
     r = _rank(A, B, H, spec, error=error, names=names, top=top, rows=block_rows,
               progress=progress)
     if out is not None:
@@ -375,7 +375,8 @@ def _why_inseparable(r: _Ranked) -> str:
             "(zero queries, or directions in which A and B agree)")
 
 
-def _check_out(out, inputs, force: bool) -> None:
+def check_out(out, inputs, force: bool) -> None:
+    """`out` of rank (any K): a new *.jsonl or *.csv file that is none of the inputs."""
     option = parameter_name("out")
     if os.path.splitext(os.fspath(out))[1].lower() not in OUT_FORMATS:
         raise InputError(f"{option} {out}: name the file *.jsonl (one JSON object per candidate) or *.csv")
@@ -388,25 +389,32 @@ COLUMNS = ("index", "name", "eligible", "query_norm", "hellinger_squared", "bhat
 
 def write_scores(out, scores: Scores, names, top: dict, error: float, option: str | None = None) -> None:
     """Every candidate, in order: JSONL or CSV by the extension (`predicted` for the top rows)."""
+    def row(i: int) -> dict:
+        ok = bool(scores.eligible[i])
+        D = float(scores.D[i])
+        return {"index": i, "name": None if names is None else names[i], "eligible": ok,
+                "query_norm": float(scores.norms[i]),
+                "hellinger_squared": -math.expm1(-D) if ok else None,
+                "bhattacharyya_distance": D if ok else None,
+                "lower": lower_count(D, error) if ok else None,
+                "upper": upper_count(D, error) if ok else None,
+                "predicted": top[i]["predicted"] if i in top else None}
+    write_rows(out, COLUMNS, map(row, range(scores.D.shape[0])), option)
+
+
+def write_rows(out, columns, rows, option: str | None = None) -> None:
+    """`rows` (dicts with the keys `columns`), in order, to `out` (written atomically): one JSON
+    object a line (*.jsonl), or CSV with a header (booleans true/false, floats as repr)."""
     jsonl = os.fspath(out).lower().endswith(".jsonl")
     with atomic_file(os.fspath(out), "w", option=option, encoding="utf-8", newline="") as fh:
         writer = None if jsonl else csv.writer(fh)
         if writer:
-            writer.writerow(COLUMNS)
-        for i in range(scores.D.shape[0]):
-            ok = bool(scores.eligible[i])
-            D = float(scores.D[i])
-            row = {"index": i, "name": None if names is None else names[i], "eligible": ok,
-                   "query_norm": float(scores.norms[i]),
-                   "hellinger_squared": -math.expm1(-D) if ok else None,
-                   "bhattacharyya_distance": D if ok else None,
-                   "lower": lower_count(D, error) if ok else None,
-                   "upper": upper_count(D, error) if ok else None,
-                   "predicted": top[i]["predicted"] if i in top else None}
+            writer.writerow(columns)
+        for row in rows:
             if jsonl:
                 fh.write(json.dumps(json_safe(row), allow_nan=False) + "\n")
             else:
-                writer.writerow(["" if row[k] is None else _cell(row[k]) for k in COLUMNS])
+                writer.writerow(["" if row[k] is None else _cell(row[k]) for k in columns])
 
 
 def _cell(v):

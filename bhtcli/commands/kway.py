@@ -11,15 +11,15 @@ import warnings
 
 import numpy as np
 
+from bhtcli.analysis.facts import bottleneck_certificate
 from bhtcli.analysis.kway_facts import iter_pair_facts
 from bhtcli.errors import InputError, note, parameter_name
 from bhtcli.io.load import load_matrix
-from bhtcli.io.validation import check_dtype, check_energy, check_error
 from bhtcli.maths.certificate import certificate_from_variance
 from bhtcli.maths.kway import KwayLaw, allocate, kway_counts
 from bhtcli.models.kway import KModels, kway_scores_at, pairs_at
 from bhtcli.models.threads import beside, single_threaded
-from bhtcli.results import KwayBoundResult, KwayDesignResult
+from bhtcli.results import BoundResult, DesignResult
 from bhtcli.search.kway import best_schedule, maximize_bottleneck, pair_directions
 from bhtcli.search.kway_sketch import SPECTRAL as SKETCH_SPECTRAL
 from bhtcli.search.kway_sketch import sketch_bottleneck, use_kway_sketch
@@ -151,36 +151,6 @@ def facts_beside(mats, names, energy: float, progress=None):
         warnings.showwarning(w.message, w.category, w.filename, w.lineno)
 
 
-def kway_certificate(facts: list, pairs: list, error: float, bottleneck_d: float | None,
-                     printed=()) -> dict:
-    """No query (and no schedule) reaches a bottleneck above min over pairs of each pair's
-    ceiling: min_p D_p(x) <= D_q(x) <= sup D_q for every pair q (docs/maths.md §8.4).
-
-    printed: lists of the per-pair D printed in the same result (at the query, under a
-    schedule), in the order of `pairs`. One guarded rounding as for a pair (docs/maths.md
-    §4.10): each pair's ceiling is raised to the largest D printed for that pair, so every
-    printed ceiling is >= every printed D and design_over_bound <= 1."""
-    bounds = []
-    for p, f in enumerate(facts):
-        v = f.ceiling.variance if f.ceiling else None
-        b = None if v is None or not math.isfinite(v) else v / 8.0
-        if b is not None:
-            b = max([b] + [float(ds[p]) for ds in printed])
-        bounds.append(b)
-    known = [(b, p) for b, p in zip(bounds, range(len(pairs))) if b is not None]
-    if not known:
-        return {"bhattacharyya_max_bound": None, "hellinger_squared_max_bound": None,
-                "binding_pair": None, "samples_lower_any_strategy": None,
-                "design_over_bound": None, "pair_bounds": bounds}
-    b, p = min(known)
-    cert = certificate_from_variance(8.0 * b, error, True)
-    return {"bhattacharyya_max_bound": b, "hellinger_squared_max_bound": -math.expm1(-b),
-            "binding_pair": {"i": pairs[p][0], "j": pairs[p][1]},
-            "samples_lower_any_strategy": cert.samples_lower_any_strategy,
-            "design_over_bound": (None if bottleneck_d is None or b <= 0 else bottleneck_d / b),
-            "pair_bounds": bounds}
-
-
 def _law_at(mats, queries, weights):
     scores = [kway_scores_at(mats, x) for x in queries]
     return KwayLaw.build([s[0] for s in scores], [s[1] for s in scores], weights)
@@ -217,6 +187,24 @@ def schedule_report(mats, pairs_ij, queries: np.ndarray, weights, single_d: floa
              "preferred": preferred(total, single_predicted, sD, single_d)}, per_pair)
 
 
+def pair_schedule(result: DesignResult) -> DesignResult:
+    """`result` with its `schedule`: for two models the best schedule is the single query
+    (the programme's one pair: max over mixes of sum_l w_l D(x_l) is max_x D(x)), weight 1, with
+    the report's own numbers; its dual bound is the search's maximum D (docs/maths.md §8.3)."""
+    from dataclasses import replace
+    s = result.samples
+    D = result.bhattacharyya_distance
+    sched = {"queries": [result.query], "weights": [1.0], "bhattacharyya_distance": D,
+             "hellinger_squared": result.hellinger_squared, "samples": dict(s),
+             "counts": None if s.get("predicted") is None else [s["predicted"]],
+             "gain_vs_single": 1.0 if D > 0 else None, "preferred": "single"}
+    if result.candidates is not None:       # the programme over the given rows: the best one
+        sched["indices"] = [result.candidates["best_index"]]
+    sched.update(dual_bound=D, converged=True, rounds=0,
+                 candidates=1 if result.candidates is None else result.candidates["eligible"])
+    return replace(result, schedule=sched)
+
+
 def search_bottleneck(km: KModels, energy: float, *, search_space: str = "auto",
                       starts: int | None = None, seed: int = 0, progress=None, carried=None):
     """(SearchResult, subspace or None, pair directions): the bottleneck's search, sketched at
@@ -248,9 +236,8 @@ def at_query(mats, pairs_ij, x, error: float):
     return pairs, worst, kway_counts(law, error)
 
 
-def design_kway(models, energy: float, error: float = 0.05, starts: int | None = None,
-                seed: int = 0, schedule: bool = False, dtype: str = "float64",
-                progress=None, search_space: str | None = None) -> KwayDesignResult:
+def design_kway(models, energy: float, options, *, dtype: str = "float64", schedule: bool = False,
+                progress=None) -> DesignResult:
     """The query x (||x|| <= energy) that maximises the bottleneck min_{i<j} D_ij(x) among K
     softmax models, and how many answers name the true model with every error <= error.
 
@@ -259,30 +246,25 @@ def design_kway(models, energy: float, error: float = 0.05, starts: int | None =
     models : sequence of array_like or path
         The K n x d models, 2 <= K <= MAX_MODELS.
     energy : float
-        Budget E on ||x||_2.
-    error : float
-        Target alpha for every error probability (naming a wrong model when model k is true).
-    starts : int, optional
-        Starting points of the search (default 32).
-    seed : int
-    schedule : bool
-        Also find the best schedule: queries used in fixed proportions (column generation).
+        Budget E on ||x||_2 (checked by the caller: bhtcli.api).
+    options : DesignOptions
+        error (alpha for every error probability: naming a wrong model when model k is true),
+        starts (default 32), seed, and search_space: "auto" is the sketched subspace search at
+        the pair sketch's sizes (n d >= 5e6 with d >= 256, starts not fixed), else the full
+        search; "full" or "sketch" force one (docs/kway.md, "Vocabulary scale").
     dtype : {"float64", "float32"}
         Precision of the search's products; the report is recomputed in float64.
+    schedule : bool
+        Also find the best schedule: queries used in fixed proportions (column generation).
     progress : callable, optional
-    search_space : {"auto", "full", "sketch"}, optional
-        "auto" (default): the sketched subspace search at the pair sketch's sizes (n d >= 5e6
-        with d >= 256, starts not fixed), else the full search; "full" or "sketch" force one
-        (docs/kway.md, "Vocabulary scale").
 
     Returns
     -------
-    KwayDesignResult
+    DesignResult
+        With `models`, `pairs`, `bottleneck` (and `schedule`).
     """
-    from bhtcli.models.spec import DesignOptions
-    energy, dtype = check_energy(energy), check_dtype(dtype)
-    opts = DesignOptions.build(error, starts, seed, search_space=search_space)
-    error, starts, seed, search_space = opts.error, opts.starts, opts.seed, opts.search_space
+    error, starts, seed = options.error, options.starts, options.seed
+    search_space = options.search_space
     mats, names = load_models(models, merge_identical=True)
     t0 = time.perf_counter()
     if progress:
@@ -309,7 +291,7 @@ def design_kway(models, energy: float, error: float = 0.05, starts: int | None =
     printed = [[q["bhattacharyya_distance"] for q in pairs]]
     if sched is not None:
         printed.append(sched_D)
-    cert = kway_certificate(facts, km.pairs, error, D, printed)
+    cert = bottleneck_certificate(facts, km.pairs, error, D, printed)
     solver = solver_dict(found.method, found.starts, found.iterations, km.passes,
                          found.local_maxima, [-math.expm1(-v) for v in found.values[:5]],
                          found.kkt_residual, found.seconds, pass_seconds=km.pass_seconds(),
@@ -319,22 +301,33 @@ def design_kway(models, energy: float, error: float = 0.05, starts: int | None =
     if found.kkt_residual > (1e-3 if km.dtype == np.float64 else 1e-2):
         warnings.append(f"the KKT residual at the query is {found.kkt_residual:.2g}: the point "
                         "found is not a verified local maximum of the bottleneck; try more starts")
+    return bottleneck_result(names, km, energy, error, x, float(np.linalg.norm(x)),
+                             found.on_boundary, pairs, worst, samples, cert, solver,
+                             schedule=sched, warnings=warnings)
+
+
+def bottleneck_result(names, km: KModels, energy: float, error: float, x, query_norm: float,
+                      on_boundary: bool, pairs: list, worst: int, samples: dict, cert: dict,
+                      solver: dict, **extra) -> DesignResult:
+    """The DesignResult of K models at the query x: the bottleneck pair's H^2 and D, every
+    pair, the counts for naming the true model; the keys of one pair left out (PAIR_ONLY)."""
     i, j = km.pairs[worst]
-    return KwayDesignResult(
-        "softmax", km.n, km.d, energy, error, names, x.tolist(), float(np.linalg.norm(x)),
-        found.on_boundary, pairs[worst]["hellinger_squared"], D, {"i": i, "j": j}, pairs,
-        samples, cert, solver, schedule=sched, warnings=warnings, dtype=str(km.dtype))
+    return DesignResult("softmax", km.n, km.d, energy, error, np.asarray(x).tolist(), query_norm,
+                        bool(on_boundary), None, pairs[worst]["hellinger_squared"],
+                        pairs[worst]["bhattacharyya_distance"], None, None, None, None, True,
+                        None, samples=samples, certificate=cert, solver=solver,
+                        dtype=str(km.dtype), models=names, bottleneck={"i": i, "j": j},
+                        pairs=pairs, **extra)
 
 
-def bound_kway(models, energy: float, error: float = 0.05) -> KwayBoundResult:
+def bound_kway(models, energy: float, error: float = 0.05) -> BoundResult:
     """Each pair's closed-form ceiling (docs/maths.md §4.4) and the bottleneck's: no query and
     no schedule separates the closest pair better than the smallest ceiling."""
-    energy, error = check_energy(energy), check_error(error)
     mats, names = load_models(models, merge_identical=True)
     facts = pair_facts(mats, names, energy)
     K = len(mats)
     pairs = [(i, j) for i in range(K) for j in range(i + 1, K)]
-    cert = kway_certificate(facts, pairs, error, None)
+    cert = bottleneck_certificate(facts, pairs, error, None)
     rows = []
     for (i, j), f, b in zip(pairs, facts, cert["pair_bounds"]):
         c = certificate_from_variance(8.0 * b if b is not None else None, error, True)
@@ -346,20 +339,24 @@ def bound_kway(models, energy: float, error: float = 0.05) -> KwayBoundResult:
     n, d = mats[0].shape
     certificate = {k: cert[k] for k in ("bhattacharyya_max_bound", "hellinger_squared_max_bound",
                                         "binding_pair", "samples_lower_any_strategy")}
-    return KwayBoundResult("softmax", n, d, energy, error, names, rows, certificate)
+    return BoundResult("softmax", n, d, energy, error, True, None, None, None, certificate,
+                       models=names, pairs=rows)
 
 
 def check_kway_options(*, model: str = "softmax", readout_plain: bool = True, **given) -> None:
-    """The options of the pair commands that K-way commands do not take (one message each)."""
+    """The rules of K >= 3 models, one message each: softmax models, plain readouts, and none
+    of the options in `given` that pairs have and K models have not yet (called by
+    bhtcli.api and by sweep manifests)."""
     p = parameter_name
     if model != "softmax":
         raise InputError(f"{p('model')} leverage compares two models at a time: K-way designs are "
                          "for softmax models (a leverage query weights rows, and the K-way search "
                          "climbs softmax scores)")
     if not readout_plain:
-        raise InputError("links and biases apply to a pair (A and B); with three or more models "
-                         "every model is a plain softmax model")
+        raise InputError("links, biases and softcaps are not supported with three or more models "
+                         "yet: every model is a plain softmax model; compare two at a time with "
+                         f"{p('link_a')}, {p('bias_a')} ...")
     extra = [p(k) for k, v in given.items() if v not in (None, False)]
     if extra:
-        raise InputError(f"{', '.join(extra)} is not available with three or more models yet "
+        raise InputError(f"{', '.join(extra)} is not supported with three or more models "
                          "(docs/kway.md lists what is)")

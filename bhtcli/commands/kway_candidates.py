@@ -9,18 +9,17 @@ from __future__ import annotations
 import math
 import os
 import time
-from dataclasses import replace
-
 import numpy as np
 
 from bhtcli.commands.candidates import (DEFAULT_TOP, MAX_BLOCK_ROWS, best_rows, block_rows,
-                                        blocks, load_names, open_candidates, survey)
-from bhtcli.commands.kway import (at_query, facts_beside, kway_certificate, load_models,
+                                        blocks, check_out, load_names, open_candidates, survey,
+                                        write_rows)
+from bhtcli.analysis.facts import bottleneck_certificate
+from bhtcli.commands.kway import (at_query, bottleneck_result, facts_beside, load_models,
                                   search_bottleneck)
 from bhtcli.errors import InputError, parameter_name
-from bhtcli.io.validation import check_dtype, check_energy, check_error
 from bhtcli.models.kway import KModels
-from bhtcli.results import KwayDesignResult, RankResult
+from bhtcli.results import DesignResult, RankResult
 from bhtcli.search.kkt import kkt_residuals
 from bhtcli.search.result import solver_dict
 
@@ -87,40 +86,24 @@ def write_kway_scores(out, km: KModels, D, Dall, norms, eligible, names, top: di
     """Every candidate in order, JSONL or CSV by the extension: its bottleneck (pair, H^2, D),
     the closest pair's lower count and the union-of-Chernoff upper count (`predicted` for the
     top rows)."""
-    import csv
-    import json
-    from bhtcli.io.load import atomic_file
     from bhtcli.maths.counts import lower_count
     from bhtcli.maths.kway import union_upper
-    from bhtcli.results import json_safe
-    jsonl = os.fspath(out).lower().endswith(".jsonl")
-    with atomic_file(os.fspath(out), "w", option=parameter_name("out"), encoding="utf-8",
-                     newline="") as fh:
-        writer = None if jsonl else csv.writer(fh)
-        if writer:
-            writer.writerow(OUT_COLUMNS)
-        K = km.K
-        for i in range(D.shape[0]):
-            ok = bool(eligible[i])
-            row = dict.fromkeys(OUT_COLUMNS)
-            row.update(index=i, name=None if names is None else names[i], eligible=ok,
-                       query_norm=float(norms[i]))
-            if ok:
-                p = int(np.argmin(Dall[:, i]))
-                Dm = np.zeros((K, K))
-                for q, (a, b) in enumerate(km.pairs):
-                    Dm[a, b] = Dm[b, a] = Dall[q, i]
-                row.update(hellinger_squared=-math.expm1(-D[i]), bhattacharyya_distance=float(D[i]),
-                           bottleneck_i=km.pairs[p][0], bottleneck_j=km.pairs[p][1],
-                           lower=lower_count(float(D[i]), error), upper=union_upper(Dm, error),
-                           predicted=top[i]["predicted"] if i in top else None)
-            if jsonl:
-                fh.write(json.dumps(json_safe(row), allow_nan=False) + "\n")
-            else:
-                writer.writerow(["" if row[k] is None else
-                                 ("true" if row[k] is True else "false" if row[k] is False
-                                  else repr(row[k]) if isinstance(row[k], float) else row[k])
-                                 for k in OUT_COLUMNS])
+
+    def row(i: int) -> dict:
+        out = dict.fromkeys(OUT_COLUMNS)
+        out.update(index=i, name=None if names is None else names[i], eligible=bool(eligible[i]),
+                   query_norm=float(norms[i]))
+        if eligible[i]:
+            p = int(np.argmin(Dall[:, i]))
+            Dm = np.zeros((km.K, km.K))
+            for q, (a, b) in enumerate(km.pairs):
+                Dm[a, b] = Dm[b, a] = Dall[q, i]
+            out.update(hellinger_squared=-math.expm1(-D[i]), bhattacharyya_distance=float(D[i]),
+                       bottleneck_i=km.pairs[p][0], bottleneck_j=km.pairs[p][1],
+                       lower=lower_count(float(D[i]), error), upper=union_upper(Dm, error),
+                       predicted=top[i]["predicted"] if i in top else None)
+        return out
+    write_rows(out, OUT_COLUMNS, map(row, range(D.shape[0])), parameter_name("out"))
 
 
 def rank_kway(models, H, energy=None, *, error: float = 0.05, names=None,
@@ -129,18 +112,8 @@ def rank_kway(models, H, energy=None, *, error: float = 0.05, names=None,
     """Every row of H scored by its bottleneck among K models, the best `top` with their
     counts, every row written to `out` (JSONL or CSV); no search."""
     t0 = time.perf_counter()
-    error, dtype = check_error(error), check_dtype(dtype)
-    from bhtcli.io.validation import check_top
-    top = check_top(top)
-    energy = None if energy is None else check_energy(energy)
     if out is not None:
-        from bhtcli.io.load import check_output_path
-        option = parameter_name("out")
-        if os.path.splitext(os.fspath(out))[1].lower() not in (".jsonl", ".csv"):
-            raise InputError(f"{option} {out}: name the file *.jsonl (one JSON object per "
-                             "candidate) or *.csv")
-        inputs = tuple(m for m in list(models) + [H, names] if isinstance(m, (str, os.PathLike)))
-        check_output_path(os.fspath(out), option, inputs=inputs, force=force)
+        check_out(out, (*models, H, names), force)
     (mats, model_names, km, H, _, row_names, norms, eligible, _, D, Dall, top_rows,
      entries) = ranked(models, H, energy, error=error, names=names, top=top, dtype=dtype,
                        progress=progress)
@@ -159,23 +132,18 @@ def rank_kway(models, H, energy=None, *, error: float = 0.05, names=None,
                       models=model_names)
 
 
-def design_kway_candidates(models, H, energy=None, *, error: float = 0.05, names=None,
-                           top: int = DEFAULT_TOP, starts=None, seed: int = 0,
-                           dtype: str = "float64", search_space=None, schedule: bool = False,
-                           progress=None) -> KwayDesignResult:
+def design_kway_candidates(models, H, energy, options, *, names=None, top: int = DEFAULT_TOP,
+                           dtype: str = "float64", schedule: bool = False,
+                           progress=None) -> DesignResult:
     """The best row of H for naming the true one of K models (largest bottleneck exponent),
     its K-way report, the best `top` rows, and the fraction of the designed optimum it reaches;
     with `schedule`, also the best schedule over the eligible rows (candidate_schedule).
+    Values as checked by bhtcli.api (options: a DesignOptions).
 
     `energy` bounds the eligible rows (||h|| <= energy) and is the radius of the optimum;
-    without it the radius is the largest eligible norm."""
+    without it (None) the radius is the largest eligible norm."""
     t0 = time.perf_counter()
-    from bhtcli.io.validation import check_top
-    from bhtcli.models.spec import DesignOptions
-    opts = DesignOptions.build(error, starts, seed, search_space=search_space)
-    error, starts, seed, search_space = opts.error, opts.starts, opts.seed, opts.search_space
-    top, dtype = check_top(top), check_dtype(dtype)
-    energy = None if energy is None else check_energy(energy)
+    error, starts, seed, search_space = options.error, options.starts, options.seed, options.search_space
     (mats, model_names, km, H, label, row_names, norms, eligible, why, D, Dall, top_rows,
      entries) = ranked(models, H, energy, error=error, names=names, top=top, dtype=dtype,
                        progress=progress)
@@ -211,7 +179,7 @@ def design_kway_candidates(models, H, energy=None, *, error: float = 0.05, names
         sched, sched_D = candidate_schedule(mats, km, H, eligible, Dall, Dbest, error,
                                             samples["predicted"])
         printed.append(sched_D)
-    cert = kway_certificate(facts, km.pairs, error, Dbest, printed)
+    cert = bottleneck_certificate(facts, km.pairs, error, Dbest, printed)
     from bhtcli.models.kway import SoftBottleneck
     from bhtcli.search.kway import SHARPNESS
     f, g = SoftBottleneck(km, SHARPNESS[-1]).value_and_grad(x[:, None])
@@ -224,12 +192,9 @@ def design_kway_candidates(models, H, energy=None, *, error: float = 0.05, names
             "best_index": best, "best_name": None if row_names is None else row_names[best],
             "top": entries, "radius": radius, "floor": None, "radius_from": source,
             "reachable_fraction": fraction, "optimum": optimum}
-    i, j = km.pairs[worst]
-    result = KwayDesignResult(
-        "softmax", n, d, radius, error, model_names, x.tolist(), float(norms[best]),
-        bool(norms[best] >= radius * (1 - 1e-9)), pairs[worst]["hellinger_squared"], Dbest,
-        {"i": i, "j": j}, pairs, samples, cert, solver, schedule=sched, dtype=str(km.dtype))
-    return replace(result, candidates=cand)
+    return bottleneck_result(model_names, km, radius, error, x, float(norms[best]),
+                             norms[best] >= radius * (1 - 1e-9), pairs, worst, samples, cert,
+                             solver, schedule=sched, candidates=cand)
 
 
 def candidate_schedule(mats, km: KModels, H, eligible: np.ndarray, Dall: np.ndarray,

@@ -241,7 +241,7 @@ def simulate(A, B, spec: ModelSpec, options: DesignOptions = DesignOptions(), *,
         starts = default_starts(*A.shape) if starts is None else starts
     else:
         readout = spec.readout(A.shape[0])
-    trials, chosen = _check_trials(trials), _check_policy(policy)
+    trials, chosen = check_trials(trials), check_policy(policy)
     t0 = time.perf_counter()
     n, d = A.shape
     phases = ((query is None) + ("fixed" in chosen) + ("sprt" in chosen or "adaptive" in chosen)
@@ -284,13 +284,13 @@ def simulate(A, B, spec: ModelSpec, options: DesignOptions = DesignOptions(), *,
                           time.perf_counter() - t0, True, None, floor_out)
 
 
-def _check_trials(trials) -> int:
+def check_trials(trials) -> int:
     if isinstance(trials, bool) or int(trials) != trials or trials < 100:
         raise InputError(f"{parameter_name('trials')} must be a whole number >= 100, got {trials!r}")
     return int(trials)
 
 
-def _check_policy(policy) -> tuple:
+def check_policy(policy) -> tuple:
     if policy not in POLICIES + ("all",):
         raise InputError(f"{parameter_name('policy')} must be one of fixed, sprt, adaptive, all; got {policy!r}")
     return POLICIES if policy == "all" else (policy,)
