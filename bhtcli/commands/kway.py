@@ -14,7 +14,7 @@ import numpy as np
 from bhtcli.analysis.facts import bottleneck_certificate
 from bhtcli.analysis.kway_facts import iter_pair_facts
 from bhtcli.errors import InputError, note, parameter_name
-from bhtcli.io.load import load_matrix
+from bhtcli.io.load import load_models as load_same_shape
 from bhtcli.maths.certificate import certificate_from_variance
 from bhtcli.maths.kway import KwayLaw, allocate, kway_counts
 from bhtcli.models.kway import KModels, kway_scores_at, pairs_at
@@ -50,14 +50,7 @@ def load_models(models, dtype=None, merge_identical: bool = False):
         raise InputError(f"at most {MAX_MODELS} models at a time, got {K}: {WHY_MAX}; compare "
                          "them in groups")
     names = model_names(models)
-    if sum(1 for m in models if isinstance(m, str) and m == "-") > 1:
-        raise InputError("at most one model can be read from standard input; give the others as files")
-    mats = [load_matrix(m, name, dtype=dtype) for m, name in zip(models, names)]
-    for k in range(1, K):
-        if mats[k].shape != mats[0].shape:
-            raise InputError(f"model {k + 1} ({names[k]}) has shape {mats[k].shape} but model 1 "
-                             f"({names[0]}) has shape {mats[0].shape}; all models need the same "
-                             "number of rows (answers) and columns (query size)")
+    mats = load_same_shape(models, names, dtype=dtype)    # shapes from headers first
     if merge_identical:
         mats, names = distinct_builds(mats, names)
     return mats, names

@@ -14,6 +14,7 @@ import numpy as np
 
 from bhtcli.errors import BhtError, InputError, parameter_names
 from bhtcli.io.load import read_array
+from bhtcli.io.shapes import check_same_shape
 from bhtcli.sweep.manifest import Task, call_arguments, split_npz_key
 from bhtcli.io.validation import check_matrix, check_pair
 
@@ -93,10 +94,13 @@ def run_task(task: Task, design, cache: MatrixCache | None = None) -> dict:
         if v.get("models") is not None:
             # K models: the K-way design of `bht design M1 ... MK` (its own shape and
             # same-model checks name the models by position)
-            models = [cache.load(p, f"model {k + 1}") for k, p in enumerate(v["models"])]
+            names = [f"model {k + 1}" for k in range(len(v["models"]))]
+            check_same_shape(v["models"], names, numbered=True)     # from headers, before loading
+            models = [cache.load(p, name) for p, name in zip(v["models"], names)]
             with parameter_names(str):
                 result = design(**dict(call_arguments(v), A=models))
         else:
+            check_same_shape([v["a"], v["b"]], [task.shown["a"], task.shown["b"]])
             A = cache.load(v["a"], task.shown["a"])
             B = cache.load(v["b"], task.shown["b"])
             check_pair(A, B, task.shown["a"], task.shown["b"])
