@@ -401,9 +401,10 @@ def decide(A, B=None, query=None, answers=None, *, model="softmax", error: float
     `query` may then hold a schedule's queries (one per row) and the answers say which query
     each came from (docs/kway.md).
 
-    With `prompt` (text or token ids), A and B are GGUF builds, `query` is unused and the
-    answers are tokens (ids, or the vocabulary's strings) drawn by the engine's sampler
-    (temperature, top_k, top_p, min_p) after the prompt.
+    With `prompt` (text or token ids), A and B (or A, a list of 2 to 8 paths) are GGUF builds,
+    `query` is unused and the answers are tokens (ids, or the vocabulary's strings) drawn by the
+    engine's sampler (temperature, top_k, top_p, min_p) after the prompt; K >= 3 builds are
+    decided as K models are (a KwayDecideResult).
 
     Returns
     -------

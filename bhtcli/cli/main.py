@@ -327,8 +327,8 @@ def sample(a, model, query, schedule, prompt, as_text, temperature, top_k, top_p
 @model_option
 @query_option(required=False, what="The query the answers respond to (K models: one per row for a schedule)")
 @click.option("--prompt", default=None, metavar="TEXT",
-              help="A and B are GGUF builds and ANSWERS the tokens (ids, or token strings as "
-                   "sample --text prints them) their API gave after TEXT.")
+              help="A, B [C ...] are GGUF builds (2 to 8) and ANSWERS the tokens (ids, or token "
+                   "strings as sample --text prints them) their API gave after TEXT.")
 @sampler_options
 @error_option
 @readout_options
