@@ -126,3 +126,9 @@ def test_bad_budget_through_the_api(builds):
     for value in (0, -1, 2.5, "10", True):
         with pytest.raises(InputError, match="search"):
             api.prompts([a, b], f, search=value)
+
+
+def test_no_start_left_is_a_note(builds):
+    a, b, _, f = builds
+    r = api.prompts([a, b], f, top=2, search=60, min_margin=1e30)
+    assert r.search is None and any("--search" in n or "search" in n for n in r.notes)

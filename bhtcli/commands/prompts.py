@@ -191,6 +191,9 @@ def prompts(builds, prompt_list, *, source: str, sampler: Sampler = Sampler(),
             engines, singles, floor_engines + ([] if singles is engines else [engines[0]]),
             [(e["text"], e["token_ids"]) for e in entries], sampler, search, error,
             FLAG_MARGIN, progress)
+    elif search is not None:
+        notes.append(f"{parameter_name('search')}: no prompt of the ranking to start from (every "
+                     f"one left out by {parameter_name('min_margin')})")
     flagged = sum(e["flagged"] for e in entries)
     if flagged:
         notes.append(f"{flagged} of the top prompts have H^2 below {FLAG_MARGIN:g}x their engine "
