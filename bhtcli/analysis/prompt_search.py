@@ -197,7 +197,8 @@ def search_prompts(engines, singles, floor_engines, starts, sampler, settings: S
     context = engines[0].context
     count = Counter(s.budget, K, say)
     n_starts = max(1, min(s.beam, len(starts), s.budget // (3 * K)))
-    reserve = min(s.found, n_starts) * K            # the final re-scores, alone
+    # the final re-scores, alone: up to `found` candidates, never more than half what is left
+    reserve = max(1, min(s.found, (s.budget // K - n_starts) // 2)) * K
     starts = [(text, list(ids)) for text, ids in starts[:n_starts]]
     seen = {tuple(ids) for _, ids in starts}
     L = count.score(singles, [ids for _, ids in starts], sampler, "search: the starts")
