@@ -432,9 +432,10 @@ def decide(A, B=None, query=None, answers=None, *, model="softmax", error: float
     `query` may then hold a schedule's queries (one per row) and the answers say which query
     each came from (docs/kway.md).
 
-    With `prompt` (text or token ids), A and B are GGUF builds, `query` is unused and the
-    answers are tokens (ids, or the vocabulary's strings) drawn by the engine's sampler
-    (temperature, top_k, top_p, min_p) after the prompt.
+    With `prompt` (text or token ids), A and B (or A, a list of 2 to 8 paths) are GGUF builds,
+    `query` is unused and the answers are tokens (ids, or the vocabulary's strings) drawn by the
+    engine's sampler (temperature, top_k, top_p, min_p) after the prompt; K >= 3 builds are
+    decided as K models are (a DecideResult with models).
 
     Returns
     -------
@@ -599,7 +600,7 @@ def prompts(builds, prompts=None, *, temperature: float = 1.0, top_k: int = 0, t
             min_p: float = 0.0, threads: int = 2, batch: int = 512, kv_type: str = "f16",
             flash_attn: bool = False, sequences: int = 16, context: int = 0,
             error: float = 0.05, top: int = 10, min_margin: float | None = None,
-            corpus: int = 1000, progress=None):
+            corpus: int = 1000, search: int | None = None, seed: int = 0, progress=None):
     """Which prompts best tell K GGUF builds of one model apart, through the engine (llama.cpp).
 
     Parameters
@@ -619,6 +620,12 @@ def prompts(builds, prompts=None, *, temperature: float = 1.0, top_k: int = 0, t
         Prompts reported.
     min_margin : float, optional
         Leave out prompts whose H^2 is below this times their engine floor.
+    search : int, optional
+        Also search for better prompts from the best natural ones, within this many forward
+        passes (one prompt scored on one build is one pass, however many an engine call packs;
+        docs/llm_audit.md, "The prompt search"); the result's `search`.
+    seed : int
+        The search's random choices.
 
     Returns
     -------
@@ -645,5 +652,10 @@ def prompts(builds, prompts=None, *, temperature: float = 1.0, top_k: int = 0, t
     else:
         items = [(p, None) if isinstance(p, str) else (None, list(p)) for p in prompts]
         source = "list"
+    searching = None
+    if search is not None:
+        from bhtcli.analysis.prompt_search import SearchSettings, check_budget
+        from bhtcli.io.validation import check_seed
+        searching = SearchSettings(check_budget(search, len(builds)), seed=check_seed(seed))
     return run(list(builds), items, source=source, sampler=sampler, settings=settings,
-               error=error, top=top, min_margin=min_margin, progress=progress)
+               error=error, top=top, min_margin=min_margin, search=searching, progress=progress)

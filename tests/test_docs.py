@@ -112,7 +112,8 @@ def test_schema_matches_real_outputs(capsys, tmp_path):
                      ["quantize", g, "--to", "q4_0", "--out", str(tmp_path / "g4.gguf")]],
         "prompts": [["prompts", *tiny[:2], "--prompts", tiny[2]],
                     ["prompts", *tiny[:2], "--prompts", tiny[2], "--temperature", "0",
-                     "--min-margin", "1"]],
+                     "--min-margin", "1"],
+                    ["prompts", *tiny[:2], "--prompts", tiny[2], "--search", "80"]],
     }
     seen = {command: {} for command in SCHEMA}
     for command, invocations in runs.items():

@@ -67,3 +67,83 @@ def test_bad_answers(builds, tmp_path, capsys):
     assert code == 2 and err.startswith("Error: --prompt is empty")
     code, out, err = run(capsys, "sample", a, "--prompt", PROMPT, "-n", "3", "--min-p", "2")
     assert code == 2 and "--min-p" in err
+
+
+@pytest.fixture(scope="module")
+def three_builds(tmp_path_factory):
+    """A, and B and C further and further from it (predicted n about 21 at this prompt)."""
+    d = tmp_path_factory.mktemp("pa3")
+    paths = [d / "A.gguf", d / "B.gguf", d / "C.gguf"]
+    ta = write_tiny(paths[0], seed=0)
+    rng = np.random.default_rng(5)
+    for p, scale in zip(paths[1:], (0.05, 0.1)):
+        write_tiny(p, tensors={k: v + scale * rng.standard_normal(v.shape).astype(np.float32)
+                               for k, v in ta.items()})
+    return [str(p) for p in paths]
+
+
+def test_k_builds_decide_names_the_build_that_answered(three_builds, tmp_path, capsys):
+    for k, path in enumerate(three_builds):
+        code, out, err = run(capsys, "sample", path, "--prompt", PROMPT, "-n", "150", "--seed", "7")
+        assert code == 0 and err == ""
+        f = tmp_path / f"{k}.txt"
+        f.write_text(out)
+        code, out, err = run(capsys, "decide", *three_builds, str(f), "--prompt", PROMPT, "--json")
+        assert code == 0 and err == "", err
+        r = json.loads(out)
+        assert r["decision_index"] == k and r["fixed_verdict_index"] == k
+        assert r["decision"] == f"M{k + 1}" and r["model"] == "causal-lm" and r["d"] is None
+        assert r["models"] == three_builds and r["threshold"] == pytest.approx(np.log(2 / 0.05))
+    code, out, err = run(capsys, "decide", *three_builds, str(f), "--prompt", PROMPT)
+    assert code == 0 and "sequential decision" in out and "M3" in out
+
+
+def test_k_builds_error_rates_on_engine_draws_are_within_the_target(three_builds):
+    """Monte Carlo on answers the engine draws: the maximum-likelihood verdict at the
+    predicted n and the matrix SPRT (on up to CAP answers) err at most alpha per true build,
+    within three standard errors."""
+    from bhtcli.commands.kway_loop import decide_steps
+    from bhtcli.commands.prompts import laws
+    from bhtcli.engine import EngineSettings, Sampler, open_engine
+    from bhtcli.maths.kway import kway_counts
+    from bhtcli.maths.laws import kway_law
+    alpha, trials, cap = 0.05, 400, 200
+    engines = [open_engine(p, EngineSettings(sequences=1)) for p in three_builds]
+    ids = engines[0].tokenize(PROMPT)
+    L = [laws(e, [ids], Sampler())[0] for e in engines]
+    law = kway_law(L)
+    n = kway_counts(law, alpha)["predicted"]
+    assert 10 <= n <= 40
+    lp = np.stack(L, axis=1)                      # n_vocab x K
+    priors = np.full(3, 1 / 3)
+    slack = 3 * np.sqrt(alpha * (1 - alpha) / trials)
+    a = np.log(2 / alpha)
+    for k, e in enumerate(engines):
+        drawn = np.array(e.draw(ids, Sampler(), trials * cap, seed=11 + k)).reshape(trials, cap)
+        totals = lp[drawn[:, :n]].sum(axis=1)                      # trials x K
+        fixed_wrong = np.sum(np.argmax(totals, axis=1) != k)
+        paths = np.cumsum(lp[drawn], axis=1)                       # trials x cap x K
+        top2 = np.sort(paths, axis=2)[:, :, -2:]
+        stop = (top2[:, :, 1] - top2[:, :, 0]) >= a
+        first = np.argmax(stop, axis=1)
+        named = np.where(stop.any(axis=1), np.argmax(paths[np.arange(trials), first], axis=1), -1)
+        sprt_wrong = np.sum((named >= 0) & (named != k))
+        assert fixed_wrong / trials <= alpha + slack, (k, fixed_wrong)
+        assert sprt_wrong / trials <= alpha + slack, (k, sprt_wrong)
+        assert np.mean(named == -1) < 0.05                          # CAP answers nearly always decide
+        for t in range(20):                                         # decide's rule is this one
+            r = decide_steps(lp[drawn[t, :n]], priors, alpha, law, three_builds, "causal-lm",
+                             len(L[0]), None, 1, 0.0)
+            assert r.fixed_verdict_index == np.argmax(totals[t])
+            s = decide_steps(lp[drawn[t]], priors, alpha, law, three_builds, "causal-lm",
+                             len(L[0]), None, 1, 0.0)
+            assert (s.decision_index if s.decision_index is not None else -1) == named[t]
+            assert s.samples_used == (first[t] + 1 if named[t] >= 0 else cap)
+
+
+def test_k_builds_answers_none_of_them_could_give(three_builds, tmp_path, capsys):
+    f = tmp_path / "a.txt"
+    f.write_text("\u2581more\n\u2581than\n")
+    code, out, err = run(capsys, "decide", *three_builds, str(f), "--prompt", PROMPT,
+                         "--top-k", "1")
+    assert code == 2 and out == "" and err.startswith("Error: ") and err.count("\n") == 1

@@ -307,8 +307,8 @@ def sample(a, model, query, schedule, prompt, as_text, temperature, top_k, top_p
 @model_option
 @query_option(required=False, what="The query the answers respond to (K models: one per row for a schedule)")
 @click.option("--prompt", default=None, metavar="TEXT",
-              help="A and B are GGUF builds and ANSWERS the tokens (ids, or token strings as "
-                   "sample --text prints them) their API gave after TEXT.")
+              help="A, B [C ...] are GGUF builds (2 to 8) and ANSWERS the tokens (ids, or token "
+                   "strings as sample --text prints them) their API gave after TEXT.")
 @sampler_options
 @error_option
 @readout_options
@@ -549,13 +549,20 @@ def shift(a, data, lr, steps, out, force, energy, alpha, seed, as_json, quiet):
 @click.option("--top", type=int, default=10, show_default=True, help="Prompts reported.")
 @click.option("--min-margin", type=float, default=None,
               help="Leave out prompts whose H^2 is below M x their engine floor.")
+@click.option("--search", type=int, default=None, metavar="BUDGET",
+              help="Also search (token substitution and extension, a beam) from the best "
+                   "prompts for better ones, within BUDGET forward passes: one prompt scored on "
+                   "one build is one pass however many an engine call packs, so a candidate "
+                   "costs one pass per build. The report's re-scores of the found prompts "
+                   "(counts, floor) are counted apart.")
+@seed_option
 @sampler_options
 @engine_options
 @error_option
 @json_option
 @quiet_option
-def prompts(builds, prompt_file, corpus, top, min_margin, temperature, top_k, top_p, min_p,
-            threads, batch, kv_type, flash_attn, sequences, alpha, as_json, quiet):
+def prompts(builds, prompt_file, corpus, top, min_margin, search, seed, temperature, top_k, top_p,
+            min_p, threads, batch, kv_type, flash_attn, sequences, alpha, as_json, quiet):
     """Which prompts best tell GGUF builds of one model apart, through llama.cpp.
 
     Every prompt's next-token law is computed by the engine for each build (2 to 8) and passed
@@ -570,13 +577,14 @@ def prompts(builds, prompt_file, corpus, top, min_margin, temperature, top_k, to
       bht prompts A.gguf B.gguf
       bht prompts A.gguf B.gguf C.gguf --prompts prompts.txt --top 5 --min-margin 10
       bht prompts A.gguf B.gguf --temperature 0.8 --top-k 40 --top-p 0.95 --min-p 0.05 --json
+      bht prompts A.gguf B.gguf --search 2000
     """
     with _reporter(quiet, bar=True) as progress:
         result = api.prompts(list(builds), prompt_file, temperature=temperature, top_k=top_k,
                              top_p=top_p, min_p=min_p, threads=threads, batch=batch,
                              kv_type=kv_type, flash_attn=flash_attn, sequences=sequences,
                              error=alpha, top=top, min_margin=min_margin, corpus=corpus,
-                             progress=progress)
+                             search=search, seed=seed, progress=progress)
     _emit(result, as_json)
 
 

@@ -707,6 +707,38 @@ def render_prompts_table(result, console: Console) -> None:
                   _num(row["floor_hellinger_squared"]), margin, tokens, row["text"])
     console.print()
     console.print(t)
+    if r["search"] is not None:
+        _render_prompt_search(r["search"], console)
+
+
+def _render_prompt_search(s: dict, console: Console) -> None:
+    """--search: the found prompts as the ranking's rows, then H^2 against passes."""
+    console.print()
+    console.print(f"search: {s['passes']:,} of {s['budget']:,} forward passes (one prompt on "
+                  f"one build each), {s['rounds']} rounds, {s['candidates']:,} candidates, "
+                  f"{s['rejected_tokenization']:,} proposals dropped (not the same ids after "
+                  f"tokenizing their text), {s['search_seconds']:.1f} s; best start H^2 "
+                  f"{_num(s['start_hellinger_squared'])}")
+    t = Table(box=None, pad_edge=False, show_edge=False)
+    for name, justify in (("#", "right"), ("H^2", "right"), ("lower", "right"),
+                          ("predicted", "right"), ("upper", "right"), ("floor", "right"),
+                          ("margin", "right"), ("edits", "right"), ("token ids", "left"),
+                          ("prompt", "left")):
+        t.add_column(name, justify=justify, no_wrap=name != "prompt")
+    for row in s["found"]:
+        c = row["samples"]
+        margin = "-" if row["margin"] is None else f"{row['margin']:.3g}" + (" !" if row["flagged"] else "")
+        t.add_row(str(row["rank"]), _num(row["hellinger_squared"]), _count(c["lower"]),
+                  _count(c["predicted"]), _count(c["upper"]), _num(row["floor_hellinger_squared"]),
+                  margin, str(row["edits"]), " ".join(map(str, row["token_ids"])), repr(row["text"]))
+    console.print(t)
+    console.print()
+    h = Table(box=None, pad_edge=False, show_edge=False)
+    h.add_column("passes", justify="right")
+    h.add_column("best H^2", justify="right")
+    for point in s["history"]:
+        h.add_row(f"{point['passes']:,}", _num(point["hellinger_squared"]))
+    console.print(h)
 
 
 def _any_k(pair, sections: str):

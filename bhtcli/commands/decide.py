@@ -207,30 +207,43 @@ def decide_models(models, query, answers, error: float, priors,
     qi, obs = read_scheduled_answers(answers, n, Q.shape[0], stdin=stdin)
     logp = log_probs_at(mats, Q)
     steps = np.stack([logp[q][:, a] for q, a in zip(qi, obs)])      # T x K
-    path = np.cumsum(steps, axis=0)
-    total = path[-1]
-    with np.errstate(divide="ignore"):
-        logpost = total + np.log(priors)
-    post = np.exp(logpost - logsumexp(logpost))
-    a = sprt_threshold(K, error)
-    top2 = np.sort(path, axis=1)[:, -2:]
-    used, decision = sequential_stop(np.argmax(path, axis=1), top2[:, 1] - top2[:, 0], a)
-    best = np.flatnonzero(total == total.max())
-    verdict = int(best[0]) if best.size == 1 else None
     # the maximum-likelihood test on these answers' queries and shares (§8.5): its largest
     # error as design predicts it, and the union bound max_k sum_j prod_t BC_kj on every error
     counts = np.bincount(qi, minlength=Q.shape[0])
     sent = np.flatnonzero(counts)
     scores = [kway_scores_at(mats, Q[q]) for q in sent]
     law = KwayLaw.build([s[0] for s in scores], [s[1] for s in scores], counts[sent])
-    bound = float(law.union_errors(len(obs)).max())
-    predicted_error = float(law.ml_errors(len(obs)).max())
+    return decide_steps(steps, priors, error, law, names, "softmax", n, d, int(sent.size), t0)
+
+
+def decide_steps(steps, priors, error: float, law, names, family: str, n: int, d,
+                 queries_used: int, t0: float) -> DecideResult:
+    """The K-model decision from the answers' log-probabilities (`steps`: T x K, log p_k of
+    each answer in the order observed; -inf where an answer is impossible under model k, which
+    then falls behind at once): the matrix SPRT, the maximum-likelihood verdict, the
+    posterior, and the verdict's predicted error and union bound from `law` (a KwayLaw: the
+    models' laws at the queries the answers came from, in their shares)."""
+    path = np.cumsum(steps, axis=0)
+    total = path[-1]
+    K, T = steps.shape[1], steps.shape[0]
+    with np.errstate(divide="ignore"):
+        logpost = total + np.log(priors)
+    post = np.exp(logpost - logsumexp(logpost))
+    a = sprt_threshold(K, error)
+    top2 = np.sort(path, axis=1)[:, -2:]
+    with np.errstate(invalid="ignore"):         # -inf - -inf: two builds ruled out, no margin
+        margin = top2[:, 1] - top2[:, 0]
+    used, decision = sequential_stop(np.argmax(path, axis=1), margin, a)
+    best = np.flatnonzero(total == total.max())
+    verdict = int(best[0]) if best.size == 1 else None
+    bound = float(law.union_errors(T).max())
+    predicted_error = float(law.ml_errors(T).max())
     label = lambda k, none: none if k is None else f"M{k + 1}"
-    return DecideResult(label(decision, "undecided"), used, len(obs), a, None, None, None,
+    return DecideResult(label(decision, "undecided"), used, T, a, None, None, None,
                         label(verdict, "tie"), min(bound, 1.0), None, None, error, None, None,
-                        "softmax", n, d, fixed_error=predicted_error,
+                        family, n, d, fixed_error=predicted_error,
                         seconds=time.perf_counter() - t0, models=names,
                         log_likelihoods=total.tolist(), posterior=post.tolist(),
-                        priors=priors.tolist(), queries_used=int(sent.size))
+                        priors=priors.tolist(), queries_used=queries_used)
 
 

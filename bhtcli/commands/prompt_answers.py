@@ -7,11 +7,11 @@ import time
 
 import numpy as np
 
-from bhtcli.commands.decide import decide_laws
+from bhtcli.commands.decide import decide_laws, decide_steps
 from bhtcli.commands.prompts import laws, open_builds
 from bhtcli.engine import EngineSettings, Sampler, open_engine
 from bhtcli.errors import InputError, parameter_name
-from bhtcli.maths.laws import floored_tilt
+from bhtcli.maths.laws import floored_tilt, kway_law
 from bhtcli.models.answers import answer_entries, as_index
 
 
@@ -68,21 +68,31 @@ def read_token_answers(spec, vocab: list[str], stdin=None) -> np.ndarray:
 
 def decide_prompt(builds, prompt, answers, sampler: Sampler = Sampler(),
                   settings: EngineSettings = EngineSettings(), error: float = 0.05, stdin=None):
-    """Which of two builds answered `prompt` with `answers` (decide's SPRT and fixed-n test on
-    the engine's laws under the sampler)."""
+    """Which build answered `prompt` with `answers`, on the engine's laws under the sampler:
+    two builds as decide does (SPRT and fixed-n test, a DecideResult); K >= 3 builds as decide
+    does for K models (the matrix SPRT, the maximum-likelihood verdict and its predicted error,
+    a DecideResult with models)."""
     t0 = time.perf_counter()
-    if len(builds) != 2:
-        raise InputError(f"with {parameter_name('prompt')} give two builds (K builds through "
-                         "the engine are not supported yet)")
     paths, engines = open_builds(builds, settings)
     ids = prompt_ids(engines[0], prompt)
-    if isinstance(prompt, str) and engines[1].tokenize(prompt) != ids:
+    if isinstance(prompt, str) and any(e.tokenize(prompt) != ids for e in engines[1:]):
         raise InputError(f"{parameter_name('prompt')}: the builds tokenize it differently")
     obs = read_token_answers(answers, engines[0].vocabulary(), stdin)
-    la, lb = (laws(e, [ids], sampler)[0] for e in engines)
-    impossible = [int(t) for t in obs if not (np.isfinite(la[t]) or np.isfinite(lb[t]))]
+    L = [laws(e, [ids], sampler)[0] for e in engines]
+    possible = np.isfinite(np.stack(L))                      # K x n_vocab
+    impossible = [int(t) for t in obs if not possible[:, t].any()]
     if impossible:
-        raise InputError(f"token {impossible[0]} has probability 0 under both builds with this "
+        raise InputError(f"token {impossible[0]} has probability 0 under every build with this "
                          "sampler: give the sampler settings the API runs")
-    return decide_laws(la, lb, obs, error, floored_tilt(la, lb), "causal-lm",
-                       engines[0].n_vocab, None, t0)
+    if len(L) == 2:
+        la, lb = L
+        return decide_laws(la, lb, obs, error, floored_tilt(la, lb), "causal-lm",
+                           engines[0].n_vocab, None, t0)
+    if not possible[:, obs].all(axis=1).any():
+        raise InputError("no build gives every answer a positive probability with this sampler: "
+                         "the answers come from none of them (or give the sampler settings the "
+                         "API runs)")
+    steps = np.stack(L, axis=1)[obs]                          # answers x K
+    K = len(L)
+    return decide_steps(steps, np.full(K, 1.0 / K), error, kway_law(L), paths, "causal-lm",
+                        engines[0].n_vocab, None, 1, t0)

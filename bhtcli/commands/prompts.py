@@ -16,6 +16,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from bhtcli.analysis.prompt_search import SearchSettings, search_prompts
 from bhtcli.engine import EngineSettings, Sampler, open_engine
 from bhtcli.errors import InputError, note, parameter_name
 from bhtcli.maths.laws import bhattacharyya, hellinger_squared, law_counts
@@ -97,7 +98,8 @@ def pair_list(K: int) -> list[tuple[int, int]]:
 
 def prompts(builds, prompt_list, *, source: str, sampler: Sampler = Sampler(),
             settings: EngineSettings = EngineSettings(), error: float = 0.05, top: int = 10,
-            min_margin: float | None = None, progress=None) -> PromptsResult:
+            min_margin: float | None = None, search: SearchSettings | None = None,
+            progress=None) -> PromptsResult:
     """Rank `prompt_list` ((text, ids) pairs, one of them None) by how well each tells the
     builds apart under the engine and the sampler; see the module docstring."""
     t0 = time.perf_counter()
@@ -183,6 +185,15 @@ def prompts(builds, prompt_list, *, source: str, sampler: Sampler = Sampler(),
         notes.append(f"temperature 0 (greedy): {border} border prompts, whose top token differs "
                      "between builds; one answer decides there, up to the engine's own "
                      "nondeterminism (the floor)")
+    searched = None
+    if search is not None and entries:             # from the best natural prompts, best first
+        searched = search_prompts(
+            engines, singles, floor_engines + ([] if singles is engines else [engines[0]]),
+            [(e["text"], e["token_ids"]) for e in entries], sampler, search, error,
+            FLAG_MARGIN, progress)
+    elif search is not None:
+        notes.append(f"{parameter_name('search')}: no prompt of the ranking to start from (every "
+                     f"one left out by {parameter_name('min_margin')})")
     flagged = sum(e["flagged"] for e in entries)
     if flagged:
         notes.append(f"{flagged} of the top prompts have H^2 below {FLAG_MARGIN:g}x their engine "
@@ -198,4 +209,4 @@ def prompts(builds, prompt_list, *, source: str, sampler: Sampler = Sampler(),
         min_margin=min_margin, excluded=excluded, border_prompts=border,
         median_hellinger_squared=float(np.median(score)), top=entries,
         scoring_seconds=scored_seconds, prompts_per_second=m / scored_seconds if scored_seconds else None,
-        seconds=seconds, notes=notes)
+        seconds=seconds, search=searched, notes=notes)

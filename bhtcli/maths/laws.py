@@ -16,6 +16,7 @@ import numpy as np
 
 from bhtcli.maths.counts import QueryCounts, fixed_tests, query_counts
 from bhtcli.maths.divergences import Tilt, logsumexp
+from bhtcli.maths.kway import KwayLaw
 
 SUPPORT_FLOOR = 1e-30
 
@@ -34,11 +35,22 @@ def bhattacharyya(h2) -> float:
 
 def floored_tilt(la: np.ndarray, lb: np.ndarray) -> Tilt:
     """The tilt of the two laws with zeros raised to SUPPORT_FLOOR and renormalised."""
-    lo = math.log(SUPPORT_FLOOR)
-    a = np.maximum(np.asarray(la, dtype=np.float64), lo)
-    b = np.maximum(np.asarray(lb, dtype=np.float64), lo)
-    a, b = a - logsumexp(a), b - logsumexp(b)
+    a, b = floored(la), floored(lb)
     return Tilt.from_logits(0.5 * (a + b), a - b)
+
+
+def floored(la: np.ndarray) -> np.ndarray:
+    """A law's log-probabilities with zeros raised to SUPPORT_FLOOR and renormalised."""
+    a = np.maximum(np.asarray(la, dtype=np.float64), math.log(SUPPORT_FLOOR))
+    return a - logsumexp(a)
+
+
+def kway_law(laws) -> KwayLaw:
+    """The K-law record of docs/maths.md §8 (pair exponents, the copula's correlations) for
+    K laws over the same answers, one query: each law floored as for two laws, so that its
+    counts and the maximum-likelihood test's predicted error stay finite under truncation."""
+    F = [floored(la) for la in laws]
+    return KwayLaw.build([F[0]], [[f - F[0] for f in F]], [1.0])
 
 
 def law_counts(la: np.ndarray, lb: np.ndarray, alpha: float) -> QueryCounts:
