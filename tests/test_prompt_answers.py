@@ -102,7 +102,7 @@ def test_k_builds_error_rates_on_engine_draws_are_within_the_target(three_builds
     """Monte Carlo on answers the engine draws: the maximum-likelihood verdict at the
     predicted n and the matrix SPRT (on up to CAP answers) err at most alpha per true build,
     within three standard errors."""
-    from bhtcli.commands.kway_loop import decide_steps
+    from bhtcli.commands.decide import decide_steps
     from bhtcli.commands.prompts import laws
     from bhtcli.engine import EngineSettings, Sampler, open_engine
     from bhtcli.maths.kway import kway_counts
