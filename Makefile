@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 ENGINE_CPU := $(if $(filter x86_64,$(shell uname -m)),-DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON)
 ENGINE_BUILD := CMAKE_ARGS="-DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF $(ENGINE_CPU)" CMAKE_BUILD_PARALLEL_LEVEL=$(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: demo test install bench audit reach llm-audit clean docs fuzz
+.PHONY: demo test test-fast install bench audit reach llm-audit clean docs fuzz
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,10 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest
+
+# The development loop: every test not marked slow (docs/testing.md), under 2 minutes on 2 cores.
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -m "not slow"
 
 # docs/cli.md (every --help) and docs/json.md (every --json key); tests/test_docs.py fails when stale.
 # Then every `$ bht ...` block of README.md and docs/ rerun with its real output (solver

@@ -30,17 +30,13 @@ from bhtcli.models.softmax import SoftmaxPair
 from bhtcli.search import maximize
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from pairs import checkpoint, gaussian, int8, lowrank, spread  # noqa: E402
+
+checkpoint_pair = checkpoint     # the reference pairs (search_reference.npz)
 
 PAIRS = [(2000, 64, 8.0, 1), (3000, 128, 16.0, 2), (5000, 16, 4.0, 3), (2000, 16, 2.0, 4),
          (4000, 32, 8.0, 5), (2500, 128, 12.0, 6)]
 REFERENCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "search_reference.npz")
-
-
-def checkpoint_pair(n: int, d: int, seed: int):
-    rng = np.random.default_rng(seed)
-    s = 3.0 / np.sqrt(d)
-    A = s * rng.standard_normal((n, d))
-    return A, A + 0.1 * s * rng.standard_normal((n, d))
 
 
 def key(n, d, E, seed) -> str:
@@ -65,18 +61,8 @@ def compute_reference(path: str) -> None:
     np.savez(path, **out)
 
 
-def spread(n, d, seed):
-    """Row norms spread over two orders of magnitude (log-normal, sigma 1), B = A + 2% noise
-    per row."""
-    rng = np.random.default_rng(seed)
-    norms = np.exp(rng.standard_normal((n, 1)) - 0.5)
-    A = rng.standard_normal((n, d)) * norms / np.sqrt(d)
-    return A, A + 0.02 * norms / np.sqrt(d) * rng.standard_normal((n, d))
-
-
 def mid_pairs(dtype_note=""):
     """(label, A, B, E) of the --mid table."""
-    from bench_sketch_quality import checkpoint, gaussian, int8, lowrank
     out = []
     for make, name, n, d, E, seeds in (
             (spread, "spread row norms", 10_000, 256, 10.0, (0, 1)),

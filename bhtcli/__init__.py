@@ -12,7 +12,7 @@ of the CLI command of the same name, returning the result object whose ``to_dict
 Every public name lives in :mod:`bhtcli.api`; importing the package loads nothing heavy until
 a name is used (PEP 562).
 """
-__version__ = "0.1.0"
+from bhtcli.settings import __version__  # one version, at the bottom layer
 
 __all__ = ["design", "bound", "sample", "decide", "simulate", "shift", "sweep", "rank", "load_matrix",
            "ModelSpec", "DesignResult", "BudgetCurveResult", "NotReachable", "BoundResult",

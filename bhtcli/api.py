@@ -19,7 +19,7 @@ from bhtcli.errors import (BhtError, InputError, NotReachable, OutputError, Solv
 from bhtcli.settings import (CERTIFICATES, DEFAULT_STARTS, DESIGN_METHODS, FORMATS, OUT_FORMATS,  # noqa: F401
                              OUT_SUFFIXES, QUANTIZE_TYPES)
 
-from bhtcli import __version__  # noqa: E402,F401  (one version, in the package)
+from bhtcli.settings import __version__  # noqa: E402,F401  (re-exported; one version, in settings)
 
 # Names importable from here without loading numpy until they are used (PEP 562): the result
 # types, the model settings, loading, and what the command-line front end needs besides.

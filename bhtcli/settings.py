@@ -1,6 +1,8 @@
 """Defaults and names that several layers share, as plain constants (no imports): the CLI
 reads them at start-up, so this module must stay free of numpy and friends."""
 
+__version__ = "0.1.0"                 # the release (pyproject.toml's version; tests/test_architecture.py)
+
 DESIGN_METHODS = ("lbfgs", "ccp")     # design's method: batched L-BFGS, or the cvxpy cross-check
 DEFAULT_STARTS = 32                   # the full search's first round of starts
 FORMATS = ".npy, .npz, .safetensors, .gguf, .csv, .txt or .json"    # matrix inputs

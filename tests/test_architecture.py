@@ -193,3 +193,160 @@ def test_library_errors_speak_in_parameter_names(call):
     with pytest.raises(api.BhtError) as info:
         call(np, api)
     assert "--" not in str(info.value), str(info.value)
+
+
+# ---------------------------------------------------------------- the whole tree's imports
+TREE = ROOT.parent
+SKIP_DIRS = {".venv", "build", "dist", ".git", "__pycache__", ".hypothesis", ".pytest_cache"}
+
+
+def _tree_files():
+    """Every .py file of the repository (bhtcli/, benchmarks/, tests/, examples/), by path."""
+    return sorted(p for p in TREE.rglob("*.py")
+                  if not SKIP_DIRS & set(p.relative_to(TREE).parts)
+                  and not any(part.endswith(".egg-info") for part in p.relative_to(TREE).parts))
+
+
+def _tree_edges():
+    """path -> the repository files it imports. `bhtcli...` names resolve in the package; any
+    other name resolves as the script or test runner would find it: a module or package beside
+    the importing file (benchmarks' `from pairs import ...`, tests' helpers, `-m fuzz` from
+    tests/). Relative imports resolve in their package. Package __init__ files re-export and
+    are no nodes, as in test_no_import_circles."""
+    files = set(_tree_files())
+
+    def find(folder, dotted):
+        parts = dotted.split(".") if dotted else []
+        while parts:
+            base = folder.joinpath(*parts)
+            for cand in (base.with_suffix(".py"), base / "__init__.py"):
+                if cand in files:
+                    return cand
+            parts = parts[:-1]
+        return None
+
+    edges = {}
+    for path in files:
+        out = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                targets = [(a.name, 0) for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                targets = [(f"{node.module}.{a.name}" if node.module else a.name, node.level)
+                           for a in node.names] + [(node.module or "", node.level)]
+            else:
+                continue
+            for name, level in targets:
+                if level:
+                    folder = path.parent
+                    for _ in range(level - 1):
+                        folder = folder.parent
+                    hit = find(folder, name)
+                elif name.split(".")[0] == "bhtcli":
+                    hit = find(TREE, name)
+                else:
+                    hit = find(path.parent, name)
+                if hit is not None and hit != path and hit.name != "__init__.py":
+                    out.add(hit)
+        edges[path] = out
+    return edges
+
+
+def _circles(edges):
+    """The strongly connected components of more than one node (Tarjan)."""
+    index, low, stack, on, circles, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in edges.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                circles.append(sorted(str(p.relative_to(TREE)) for p in comp))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return circles
+
+
+def test_no_import_circles_in_the_whole_tree():
+    """benchmarks/, tests/ and examples/ included: a benchmark that imports another which
+    imports it back is a circle too (its shared part belongs in a module both import, as
+    benchmarks/pairs.py)."""
+    edges = _tree_edges()
+    assert any(p.parts[-2:] == ("benchmarks", "pairs.py") for t in edges.values() for p in t)
+    assert _circles(edges) == []
+
+
+def test_the_whole_tree_circle_check_sees_a_circle():
+    a, b = TREE / "benchmarks" / "a.py", TREE / "benchmarks" / "b.py"
+    assert _circles({a: {b}, b: {a}}) == [["benchmarks/a.py", "benchmarks/b.py"]]
+
+
+def test_the_version_lives_in_the_bottom_layer():
+    """__version__ lives in settings.py, the bottom layer; the package and api.py re-export it
+    (the CLI reads it from api.py, its one door), and pyproject.toml declares the same release."""
+    import re
+    import bhtcli
+    from bhtcli import api, settings
+    assert bhtcli.__version__ == api.__version__ == settings.__version__
+    pyproject = (TREE / "pyproject.toml").read_text(encoding="utf-8")
+    assert re.search(r'^version = "([^"]+)"', pyproject, re.M).group(1) == settings.__version__
+    readers = [(m, t) for m, p in MODULES.items() for t, names in _imports(m, p)
+               if "__version__" in names and t != "bhtcli.settings"
+               and not (m.startswith("bhtcli.cli") and t == "bhtcli.api")]
+    assert readers == [], "import __version__ from bhtcli.settings"
+
+
+# ---------------------------------------------------------------- the code map is complete
+ARCHITECTURE = TREE / "docs" / "architecture.md"
+
+
+def _documented_modules():
+    """The module paths the code map of docs/architecture.md names (`maths/counts.py`, and a
+    package as `maths/`)."""
+    import re
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    section = text.split("## Code map", 1)[1].split("\n## ", 1)[0]
+    return set(re.findall(r"^\s*- `([A-Za-z0-9_/]+(?:\.py|/))`", section, re.M))
+
+
+def _package_modules():
+    out = set()
+    for path in ROOT.rglob("*.py"):
+        rel = path.relative_to(ROOT)
+        if "__pycache__" in rel.parts:
+            continue
+        out.add(f"{rel.parent.as_posix()}/" if path.name == "__init__.py" and rel.parent.parts
+                else rel.as_posix())
+    return out
+
+
+def test_the_code_map_names_every_module():
+    documented, actual = _documented_modules(), _package_modules()
+    missing, gone = sorted(actual - documented), sorted(documented - actual)
+    assert not missing and not gone, (
+        "docs/architecture.md's code map and bhtcli/ disagree: "
+        + (f"add one line each for {', '.join(missing)}" if missing else "")
+        + ("; " if missing and gone else "")
+        + (f"remove {', '.join(gone)} (no such module)" if gone else ""))
+
+
+def test_the_architecture_page_states_the_thread_invariant():
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    assert "only `models/threads.py`" in text and "single_threaded()" in text and "beside(" in text

@@ -133,6 +133,7 @@ def pairs(draw):
     return A, B, E
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(pairs())
 def test_no_query_beats_the_bilinear_ceiling(case):
@@ -140,6 +141,7 @@ def test_no_query_beats_the_bilinear_ceiling(case):
     check_bilinear(A, B, E)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("d", [1, 2, 5])
 def test_heavy_rows_and_large_budgets(d):
     """A bulk of rows with small differences and one or two rows with large ones, from tiny to
@@ -154,6 +156,7 @@ def test_heavy_rows_and_large_budgets(d):
     check_bilinear(A, B, 1.0, seed=d)
 
 
+@pytest.mark.slow
 def test_bilinear_beats_the_caps_on_many_homogeneous_rows():
     """Where it is meant to help: many rows of similar norm, small isotropic differences."""
     rng = np.random.default_rng(12)
@@ -224,6 +227,7 @@ def test_no_memory_is_a_note(monkeypatch):
     assert c["hellinger_squared_max_bound"] is not None
 
 
+@pytest.mark.slow
 def test_design_with_the_exact_certificate_has_the_bounds_ceiling():
     """design --certificate exact: the same bilinear ceiling as bound (same pair, same budget),
     binding where it is the smallest, and the design at most its ceiling; refused on the paths
@@ -249,6 +253,7 @@ def test_design_with_the_exact_certificate_has_the_bounds_ceiling():
         design(A[:40], B[:40], 1.0, certificate="maybe")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n", [100, 300])
 def test_antipodal_pairs_have_a_zero_quartic_part(tmp_path, n):
     """B = -A exactly: every centred midpoint row g_i is 0, so K = 0 and Lanczos had no start

@@ -7,6 +7,8 @@ import pytest
 from bhtcli import design
 from bhtcli.search import sketch
 
+pytestmark = pytest.mark.slow     # seconds of CPU each (docs/testing.md, "The fast loop")
+
 
 def _pair(seed, n=1500, d=400):
     """bench_scale.py's structure: row norms 0.6-1.6, B = A + 0.01 N(0, 1/d)."""

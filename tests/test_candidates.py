@@ -56,6 +56,7 @@ def pair(seed, n=6, d=3, scale=0.5):
 
 
 # ---------------------------------------------------------------- ranking vs brute force
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 10_000), n=st.integers(2, 7), d=st.integers(1, 4), m=st.integers(1, 30),
        top=st.integers(1, 12), with_energy=st.booleans())
@@ -148,6 +149,7 @@ def test_without_energy_the_radius_is_the_largest_norm():
     assert c["optimum"]["hellinger_squared"] >= c["top"][0]["hellinger_squared"]
 
 
+@pytest.mark.slow
 def test_float32_products_report_float64_numbers():
     A, B, rng = pair(8, n=30, d=5, scale=0.05)
     H = rng.standard_normal((300, 5))
@@ -175,6 +177,7 @@ def test_biases_and_links_are_respected():
     np.testing.assert_allclose([e["hellinger_squared"] for e in r2.top], np.sort(h2p)[::-1][:3], rtol=1e-7)
 
 
+@pytest.mark.slow
 def test_leverage_candidates_against_brute_force():
     rng = np.random.default_rng(6)
     A = rng.standard_normal((7, 2))
@@ -195,6 +198,7 @@ def test_leverage_candidates_against_brute_force():
     assert 0 < c["reachable_fraction"] <= 1
 
 
+@pytest.mark.slow
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 10_000), n=st.integers(3, 7), m=st.integers(1, 12), top=st.integers(1, 6))
 def test_leverage_rank_matches_brute_force(seed, n, m, top):
@@ -209,6 +213,7 @@ def test_leverage_rank_matches_brute_force(seed, n, m, top):
     assert r.energy is None and r.floor is None and r.eligible == m
 
 
+@pytest.mark.slow
 def test_half_precision_safetensors_candidates(tmp_path):
     from safetensors.numpy import save_file
     A, B, rng = pair(12, n=10, d=4)

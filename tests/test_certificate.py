@@ -100,6 +100,7 @@ def pairs(draw):
     return A, B, E, readout, seed
 
 
+@pytest.mark.slow
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(pairs())
 def test_no_query_beats_the_ceiling(case):
@@ -232,6 +233,7 @@ def test_stats_pass_matches_numpy():
     assert s.norm_a == pytest.approx(np.linalg.norm(A, axis=1).max())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed,scale,ratio", [(0, 0.003, 2.0), (1, 0.01, 4.0), (2, 0.1, 10.0),
                                               (3, 0.5, 3.0), (4, 0.05, 1.0)])
 def test_leverage_spectral_tv_bound_is_valid_and_never_looser(seed, scale, ratio):
@@ -268,6 +270,7 @@ def test_pruned_exact_diameter_matches_all_pairs():
     assert _pruned_diameter(G, G.mean(0), max_pair_work=10.0) is None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("links", [("exp", "taylor:2"), ("taylor:6", "exp"), ("taylor:2", "taylor:8")])
 def test_mixed_links(links):
     rng = np.random.default_rng(13)
@@ -279,6 +282,7 @@ def test_mixed_links(links):
             check_sound(A, B, E, readout, seed=d)
 
 
+@pytest.mark.slow
 def test_diameter_of_a_float32_pair_streams_the_same_value():
     """DifferenceRows (float64 rows of A - B on demand) gives the same diameter as the full
     float64 centred difference, by pruned pairs and by blocked Gram products alike, and both
@@ -311,6 +315,7 @@ def heavy_pair(n, d, seed, heavy=1, size=0.5, bias=False):
     return A, B, readout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("d", [1, 2, 5])
 @pytest.mark.parametrize("E", [0.3, 1.0, 3.0, 10.0])
 def test_heavy_row_split_is_sound(d, E):
@@ -337,6 +342,7 @@ def test_heavy_row_split_binds_where_one_row_dominates():
     assert max(won) < 0.8, won                   # at least 20 % tighter in each case (0.63, 0.41, 0.59)
 
 
+@pytest.mark.slow
 def test_heavy_row_bound_against_sampling():
     """One row's bound >= sup over the ball and |t| <= 1/2 of kappa(z_i - mean z) (u x + e')^2,
     sampled densely in the three-dimensional span that matters."""

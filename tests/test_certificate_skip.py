@@ -26,6 +26,7 @@ def _ceilings(A, B, E, readout, skip):
     return facts
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(pairs())
 def test_skip_only_when_the_range_ceiling_binds_anyway(case):

@@ -149,6 +149,7 @@ def test_out_folder_must_exist(capsys, pair_files, tmp_path):
     assert code == 2 and err.startswith("Error: --out") and "does not exist" in err
 
 
+@pytest.mark.slow
 def test_ccp_refuses_large_models(capsys, tmp_path):
     rng = np.random.default_rng(0)
     a, b = tmp_path / "A.npy", tmp_path / "B.npy"
@@ -158,6 +159,7 @@ def test_ccp_refuses_large_models(capsys, tmp_path):
     assert code == 2 and "--method ccp" in err
 
 
+@pytest.mark.slow
 def test_console_script_and_module_entry_points(pair_files):
     a, b, _, _ = pair_files
     bht = os.path.join(os.path.dirname(sys.executable), "bht")

@@ -112,6 +112,7 @@ def big_pair(tmp_path_factory):
     return str(folder / "A.npy"), str(folder / "B.npy"), folder
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command, wait_for", [
     (["design", "{A}", "{B}", "-E", "1", "--starts", "256", "--out", "{dir}/x.npy"], b"climbing"),
     (["simulate", "{A}", "{B}", "-E", "1", "--plot", "{dir}/p.png"], b"designing"),
@@ -131,6 +132,7 @@ def test_sigint_exits_130_with_one_line_and_no_file(big_pair, command, wait_for)
     assert set(os.listdir(folder)) == before          # no output, no temporary file
 
 
+@pytest.mark.slow
 def test_sigterm_exits_143_with_one_line_and_no_file(big_pair):
     """SIGTERM (a service manager, `timeout`, `kill`) ends as Ctrl-C does, as 128 + 15."""
     a, b, folder = big_pair
@@ -167,6 +169,7 @@ def test_stdout_on_a_full_disk_is_one_error_line(pair_files):
     assert "No space left" in lines[0]
 
 
+@pytest.mark.slow
 def test_out_on_a_full_disk_is_one_error_line(pair_files):
     a, b, _, _ = pair_files
     p = bht("design", a, b, "-E", "1", "--out", "/dev/full.npy" if False else "/dev/full")
@@ -180,6 +183,7 @@ def test_out_on_a_full_disk_is_one_error_line(pair_files):
     assert p.stderr.startswith(f"Error: --out {link}: cannot write it (No space left on device)")
 
 
+@pytest.mark.slow
 def test_closed_pipe_is_quiet(tmp_path):
     x = tmp_path / "x.npy"
     np.save(x, np.load(os.path.join(EXAMPLES, "x.npy")))
@@ -247,6 +251,7 @@ def test_shift_out_refuses_its_input(capsys, tmp_path):
     assert code == 2 and "is also an input" in err
 
 
+@pytest.mark.slow
 def test_files_follow_the_umask(capsys, pair_files, tmp_path):
     a, b, _, _ = pair_files
     old = os.umask(0o022)
@@ -331,6 +336,7 @@ def test_sniffed_pickle_is_refused(tmp_path):
 
 
 # ------------------------------------------------------------------ plain output, colour
+@pytest.mark.slow
 def test_tables_are_plain_lines_when_stdout_is_not_a_terminal():
     p = bht("design", "examples/A.npy", "examples/B.npy", "-E", "1", env={"COLUMNS": "50"}, cwd=ROOT)
     assert p.returncode == 0
@@ -352,6 +358,7 @@ def _stdout_on_a_pty(args, env):
     return _drain(master, p)
 
 
+@pytest.mark.slow
 def test_no_color_means_no_escape_codes_on_a_terminal():
     args = ["design", "examples/A.npy", "examples/B.npy", "-E", "1"]
     styled = _stdout_on_a_pty(args, {})
@@ -428,6 +435,7 @@ def test_exit_status_table_in_the_help_epilog():
 
 
 # ------------------------------------------------------------------ progress
+@pytest.mark.slow
 def test_progress_on_a_terminal_stderr_and_quiet(big_pair):
     a, b, _ = big_pair
     args = ["design", a, b, "-E", "1", "--starts", "8"]
@@ -440,6 +448,7 @@ def test_progress_on_a_terminal_stderr_and_quiet(big_pair):
 
 
 # ------------------------------------------------------------------ smaller items
+@pytest.mark.slow
 def test_ccp_report_is_consistent_and_quiet(capsys, tmp_path):
     rng = np.random.default_rng(2)
     A = rng.standard_normal((6, 3))
@@ -458,6 +467,7 @@ def test_ccp_report_is_consistent_and_quiet(capsys, tmp_path):
     assert "convex solves" in out
 
 
+@pytest.mark.slow
 def test_mean_sequential_bound_printed_only_when_at_least_one(capsys):
     a, b = os.path.join(EXAMPLES, "A.npy"), os.path.join(EXAMPLES, "B.npy")
     for command in ("design", "bound"):
@@ -471,6 +481,7 @@ def test_mean_sequential_bound_printed_only_when_at_least_one(capsys):
         assert int(line.split(">=")[1].split()[0].replace(",", "")) >= 1
 
 
+@pytest.mark.slow
 def test_poly_kink_maximum_warns():
     from bhtcli import design
     rng = np.random.default_rng(103)
@@ -511,6 +522,7 @@ def test_simulate_leverage_header_shows_the_box(capsys):
     assert "x repeated" not in out and "s repeated" in out
 
 
+@pytest.mark.slow
 def test_help_lists_formats_columns_and_plurals(capsys, tmp_path):
     assert ".safetensors" in bht("design", "-h").stdout
     sweep_help = " ".join(bht("sweep", "-h").stdout.split())

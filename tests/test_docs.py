@@ -74,6 +74,7 @@ def _softcapped_gguf(tmp_path):
     return path
 
 
+@pytest.mark.slow
 def test_schema_matches_real_outputs(capsys, tmp_path):
     A, B, LA, LB = (os.path.join(EX, f) for f in ("A.npy", "B.npy", "leverage_A.npy", "leverage_B.npy"))
     C = os.path.join(EX, "C.npy")

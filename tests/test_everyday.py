@@ -45,6 +45,7 @@ def test_rank_out_refuses_every_input(capsys, files, target):
     assert _snapshot(f.values()) == before
 
 
+@pytest.mark.slow
 def test_rank_out_force_replaces_the_input(capsys, files):
     f = files
     code, out, err = run(capsys, "rank", f["A.csv"], f["B.npy"], f["H.csv"], "--energy", "10",
@@ -172,6 +173,7 @@ def test_decide_fixed_error_meets_alpha_at_designs_predicted_count(tmp_path):
     assert at_n.fixed_error < at_n.fixed_error_bound      # the exact error, not BC^N
 
 
+@pytest.mark.slow
 def test_decide_fixed_error_is_the_exact_minimax_error_by_hand(tmp_path):
     """p = (1/4, 3/4) under A, (3/4, 1/4) under B: the number T of answers 1 among N is
     Binomial(N, 3/4) under A and Binomial(N, 1/4) under B; the best test decides A when T is
@@ -228,6 +230,7 @@ def test_pandas_index_column_is_refused_by_name(capsys, files, tmp_path):
 
 
 # ---------------------------------------------------------------- 8. one behaviour across commands
+@pytest.mark.slow
 def test_rank_on_the_same_model_says_not_distinguishable(capsys, files):
     f = files
     code, out, err = run(capsys, "rank", f["A.csv"], f["A.csv"], f["H.csv"], "-E", "10", "--json")
@@ -296,6 +299,7 @@ def test_a_safetensors_file_named_bin_is_read_by_its_bytes(capsys, files, tmp_pa
     assert code == 2 and "is a PyTorch checkpoint (.bin, a pickle)" in err
 
 
+@pytest.mark.slow
 def test_rank_out_write_failure_names_its_option(capsys, files, tmp_path, monkeypatch):
     import errno
     import bhtcli.io.load as load
@@ -374,6 +378,7 @@ main(sys.argv[1:])
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("unbuffered", ["", "1"])
 @pytest.mark.parametrize("as_json", [False, True])
 def test_a_reader_that_leaves_early_gets_141_even_unbuffered(files, unbuffered, as_json):

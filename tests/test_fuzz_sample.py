@@ -13,6 +13,7 @@ SAMPLE = 495          # 55 per reader
 SEED = 2035
 
 
+@pytest.mark.slow
 def test_seeded_sample_has_no_traceback_hang_or_memory_exit():
     results = campaign(SAMPLE, SEED, jobs=2, cli_every=90, timeout=120)
     text, failures = report_markdown(results, f"sample of {SAMPLE}", 0.0)
@@ -45,6 +46,7 @@ def test_harness_reports_a_traceback(monkeypatch):
     assert failures_of([(case, verdict)])
 
 
+@pytest.mark.slow
 def test_harness_reports_a_hang(monkeypatch):
     monkeypatch.setattr("bhtcli.io.load._parse_json", lambda data, label: time.sleep(600))
     (_, verdict), = run_cases([_json_case()], jobs=1, timeout=2)

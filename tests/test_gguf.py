@@ -139,6 +139,7 @@ def test_head_output_else_tied_embedding_and_the_shape_convention(tmp_path, caps
     assert f"Note: {both}: the head is output.weight, 50 x 8 F32\n" in err
 
 
+@pytest.mark.slow
 def test_dtype_is_honoured_and_memory_stays_below_twice_the_result(tmp_path):
     W = np.random.default_rng(2).standard_normal((16384, 256)).astype(np.float32)
     path = write_gguf(tmp_path / "q.gguf", {"output.weight": (W, Q.Q8_0)})

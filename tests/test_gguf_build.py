@@ -73,6 +73,7 @@ def values(reader, name):
     return t, gguf.quants.dequantize(t.data, t.tensor_type).reshape(-1, t.shape[0])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", TYPES)
 def test_a_build_is_the_package_quantizer_on_every_weight_and_llama_cpp_loads_it(tmp_path, capsys, kind):
     src, out = tiny_llama(tmp_path / "m.gguf"), str(tmp_path / f"m-{kind}.gguf")

@@ -48,6 +48,7 @@ def disk_grid(E, radii=300, angles=1080):
     return np.stack([np.outer(r, np.cos(t)).ravel(), np.outer(r, np.sin(t)).ravel()])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed,K,E", [(1, 3, 2.0), (2, 3, 1.0), (3, 4, 2.0), (4, 4, 3.0)])
 def test_bottleneck_design_beats_the_polar_grid_and_schedule_beats_the_grid_lp(seed, K, E):
     models = models_2d(seed, K)
@@ -78,6 +79,7 @@ def test_bottleneck_design_beats_the_polar_grid_and_schedule_beats_the_grid_lp(s
     assert s["bhattacharyya_distance"] <= c["bhattacharyya_max_bound"]
 
 
+@pytest.mark.slow
 def test_schedules_gain_on_small_cases():
     """Small cases where mixing queries pays: the issue's 1.28-1.43x for 3-4 models in d = 2."""
     gains = [api.design(models_2d(seed, K), energy=2.0, schedule=True).schedule["gain_vs_single"]
@@ -86,6 +88,7 @@ def test_schedules_gain_on_small_cases():
     assert min(gains) >= 1.0 - 1e-9
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed,K,E,alpha", [(11, 3, 0.5, 0.05), (12, 4, 0.4, 0.05), (13, 3, 0.4, 0.01)])
 def test_predicted_count_matches_monte_carlo(seed, K, E, alpha):
     rng = np.random.default_rng(seed)
@@ -118,6 +121,7 @@ def test_union_upper_bounds_the_monte_carlo_error():
     assert float(law.union_errors(N).max()) <= 0.05 < float(law.union_errors(N - 1).max())
 
 
+@pytest.mark.slow
 def test_k2_is_the_pair_design_and_the_kway_engine_agrees():
     A, B = np.load(os.path.join(EX, "A.npy")), np.load(os.path.join(EX, "B.npy"))
     pair = api.design(A, B, 1.0)
@@ -168,6 +172,7 @@ def test_k3_budget_list_is_one_design_per_budget():
     assert curve.to_dict()["energies"] == [0.5, 1.0]
 
 
+@pytest.mark.slow
 @settings(max_examples=6, deadline=None)
 @given(seed=st.integers(0, 10_000), perm=st.permutations([0, 1, 2]))
 def test_permuting_models_permutes_pairs_only(seed, perm):
@@ -186,6 +191,7 @@ def test_permuting_models_permutes_pairs_only(seed, perm):
     assert back  # every pair maps to a pair
 
 
+@pytest.mark.slow
 @settings(max_examples=5, deadline=None)
 @given(seed=st.integers(0, 10_000))
 def test_adding_a_model_never_raises_the_bottleneck(seed):
@@ -214,6 +220,7 @@ def test_stacked_operator_is_accurate_for_nearly_equal_models():
     assert D[0] == pytest.approx(var / 8, rel=1e-6)
 
 
+@pytest.mark.slow
 def test_matrix_sprt_keeps_every_error_below_alpha():
     rng = np.random.default_rng(3)
     models = [rng.standard_normal((25, 5)) for _ in range(3)]
@@ -222,6 +229,7 @@ def test_matrix_sprt_keeps_every_error_below_alpha():
     assert s.sequential["undecided"] == 0
 
 
+@pytest.mark.slow
 def test_simulate_fixed_schedule_and_decide_from_a_schedule(tmp_path):
     models = models_2d(3, 4)
     s = api.simulate(models, energy=2.0, trials=2000, policy="fixed", schedule=True, seed=0)
@@ -258,6 +266,7 @@ def test_decide_posterior_follows_the_prior():
     assert np.allclose(tilted.posterior, post / post.sum())
 
 
+@pytest.mark.slow
 def test_cli_json_equals_api_to_dict(capsys):
     A, B, C = (os.path.join(EX, f) for f in ("A.npy", "B.npy", "C.npy"))
     code, out, err = run(capsys, "design", A, B, C, "-E", "1", "--schedule", "--json", "-q")
@@ -322,6 +331,7 @@ def test_simulate_given_queries_uses_their_shares():
             bhtcli.simulate(models, 1.5, query=Q, weights=bad, trials=200, policy="fixed")
 
 
+@pytest.mark.slow
 def test_simulate_table_names_every_model(capsys, tmp_path):
     """The SPRT rows of the K-model simulate table label each value with its model (M1 .. MK),
     however many models there are."""
@@ -338,6 +348,7 @@ def test_simulate_table_names_every_model(capsys, tmp_path):
     assert len(rows) >= 2 and all(r.endswith("(M1 / M2 / M3 / M4 true)") for r in rows), rows
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n_answers", [12, 40])
 def test_decide_fixed_error_matches_monte_carlo(n_answers):
     """decide's fixed_error (the maximum-likelihood test's largest error on this many answers,
@@ -404,6 +415,7 @@ def _bottleneck_on_a_grid(km, E, angles=2000, radii=100):
     return max(float(km.pair_distances(r * U).min(axis=0).max()) for r in np.linspace(E / radii, E, radii))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed, n, E", [(3, 6, 5e-4), (3, 6, 1e-3), (3, 6, 2e-3), (3, 6, 4e-3),
                                          (2, 20, 1e-3)])
 def test_kway_bottleneck_reaches_the_grid_maximum_in_d2(seed, n, E):
@@ -424,6 +436,7 @@ def test_kway_bottleneck_reaches_the_grid_maximum_in_d2(seed, n, E):
     assert float(km.pair_distances(found.x[:, None]).min()) == pytest.approx(found.value, rel=1e-12)
 
 
+@pytest.mark.slow
 def test_schedule_or_single_query_by_the_predicted_count(capsys):
     """Four random models in d = 2 (seed 9, E = 0.04): the schedule's exponent is 1.002x the
     single query's, yet its predicted count is larger (8,089 against 7,948), so the single
@@ -463,6 +476,7 @@ def test_hull_residual_is_zero_on_a_kink_and_not_off_it():
     assert hull_residual(x, np.ones((2, 7)), 0.1, 1.0) is None
 
 
+@pytest.mark.slow
 def test_ml_errors_drawn_answers_match_exact_enumeration():
     """bht's K-way Monte Carlo draws few answers among many categories one by one (inverse
     CDF), many with a multinomial table: both against the exact error of the maximum-likelihood

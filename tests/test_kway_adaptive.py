@@ -73,6 +73,7 @@ def test_one_query_per_leader_reaches_the_sprt_guarantee():
         assert abs(a - s) <= 0.06 * s, (same["mean_samples"], sprt["mean_samples"])
 
 
+@pytest.mark.slow
 def test_adaptive_saves_answers_on_the_example_and_keeps_the_errors():
     r = api.simulate(EX, energy=1.0, trials=4000, seed=0).to_dict()
     a, s = r["adaptive"], r["sequential"]
@@ -85,6 +86,7 @@ def test_adaptive_saves_answers_on_the_example_and_keeps_the_errors():
     assert all(np.linalg.norm(q) <= 1.0 * (1 + 1e-9) for q in a["queries"])
 
 
+@pytest.mark.slow
 def test_cli_policy_adaptive(capsys):
     with pytest.raises(SystemExit) as exc:
         main(["simulate", *EX, "-E", "1", "--trials", "500", "--policy", "adaptive", "--json", "-q"])
@@ -94,6 +96,7 @@ def test_cli_policy_adaptive(capsys):
     assert r["sequential"] is None and r["fixed"] is None and r["adaptive"]["mean_samples"]
 
 
+@pytest.mark.slow
 def test_the_adaptive_rule_says_before_its_extra_searches_and_counts_them(capsys):
     """K = 3: the rule runs K(K - 1) = 6 more searches; a Note says so before they start (with
     the design's search time as the estimate of each), and the progress hears each one."""

@@ -10,6 +10,8 @@ from bhtcli import api
 from bhtcli.cli.main import main
 from bhtcli.errors import InputError
 
+pytestmark = pytest.mark.slow     # seconds of CPU each (docs/testing.md, "The fast loop")
+
 EX = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
 
 

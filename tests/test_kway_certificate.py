@@ -35,6 +35,7 @@ def _bottleneck_on_grid(mats, E, points=4001):
     return float(D.max())
 
 
+@pytest.mark.slow
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 10_000), n=st.integers(2, 4), log_e=st.floats(-8, 1),
        kind=st.sampled_from(["random", "mirror", "near"]))

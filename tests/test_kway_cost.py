@@ -145,6 +145,7 @@ def test_residual_inside_is_the_subspace_part_of_the_kkt_residual():
         kkt_residuals(x[:, None], np.array([f]), g_in[:, None], E)[0], rel=1e-12)
 
 
+@pytest.mark.slow
 def test_float32_sketch_ends_at_the_lift_target():
     """float32: the lifted winner's residual inside the subspace is climbed away in float64
     (no pass), so the sketch ends below the float32 target instead of stalling above it."""
@@ -159,6 +160,7 @@ def test_float32_sketch_ends_at_the_lift_target():
     assert r.value == pytest.approx(full.pair_distances(r.x).min(), rel=1e-5)
 
 
+@pytest.mark.slow
 def test_float32_lift_in_a_subspace_that_spans_everything_does_not_polish():
     """When the basis already holds the Lagrangian gradient (here it is all of R^d), the
     float64 finish in the subspace is the better climb of the same problem: no float32

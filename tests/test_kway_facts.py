@@ -65,6 +65,7 @@ def models(n, d, K, dtype, seed, spread=0.01):
     return [M.astype(dtype) for M in mats]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("K", [3, 4])
 def test_the_per_row_gram_path_is_each_pairs_own(dtype, K):
@@ -92,6 +93,7 @@ def test_same_models_exactly_and_up_to_rounding(dtype):
         assert "up to float64 rounding" in got[list(combinations(range(5), 2)).index((0, 4))].reason
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("energy", [0.3, 1.0, 3.5, 30.0])
 @pytest.mark.parametrize("split", [True, False])
 def test_the_floor_paths_are_each_pairs_own(monkeypatch, energy, split):
@@ -116,6 +118,7 @@ def test_the_floor_paths_are_each_pairs_own(monkeypatch, energy, split):
         assert_same_bits(a, b, f"pair {p}")
 
 
+@pytest.mark.slow
 def test_the_floor_cases_cover_skip_and_gram(monkeypatch):
     """The budgets above reach both outcomes of the floor (else that test proves less)."""
     monkeypatch.setattr(ceilings, "PER_ROW_SKIP_MIN_WORK", 0.0)
@@ -126,6 +129,7 @@ def test_the_floor_cases_cover_skip_and_gram(monkeypatch):
     assert any(notes) and not all(notes)
 
 
+@pytest.mark.slow
 def test_models_of_mixed_precision():
     """A float64 model among float32 ones: its pairs take the float64 steps, the others the
     float32 screen, each as analyse_pair does."""
@@ -134,6 +138,7 @@ def test_models_of_mixed_precision():
     check(mats, 3.0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n, d", [(20, 3), (2, 30), (9000, 1000 // 40)])
 def test_small_and_odd_shapes(n, d):
     """d <= 16 (no sub-blocks), n = 2 (no pruned search) and a width whose sub-blocks do not

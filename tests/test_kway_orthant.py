@@ -28,6 +28,7 @@ def test_two_dimensions_match_adaptive_quadrature(seed):
     assert orthant_probability(b, np.array([[1.0, rho], [rho, 1.0]])) == pytest.approx(exact, abs=1e-12)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(3))
 def test_three_dimensions_match_adaptive_quadrature(seed):
     rng = np.random.default_rng(10 + seed)
@@ -43,6 +44,7 @@ def test_three_dimensions_match_adaptive_quadrature(seed):
     assert orthant_probability(b, R) == pytest.approx(exact, abs=1e-10)
 
 
+@pytest.mark.slow
 def test_four_dimensions_agree_over_orderings_and_with_scipy():
     """Each ordering of the variables is a different Cholesky factor, so a different
     integrand: they agree to 1e-12; scipy's quasi-Monte Carlo integrator (asked for 1e-10)
@@ -58,6 +60,7 @@ def test_four_dimensions_agree_over_orderings_and_with_scipy():
     assert p == pytest.approx(ref, abs=1e-7)
 
 
+@pytest.mark.slow
 def test_the_fallback_is_scipys_integrator():
     rng = np.random.default_rng(3)
     R = random_correlation(rng, 5)

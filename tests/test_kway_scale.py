@@ -15,6 +15,7 @@ def law_at(seed, K, n=40, d=5, scale=0.6):
     return KwayLaw.build([r], [deltas], [1.0])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed,K", [(1, 3), (2, 4), (3, 5), (4, 4)])
 def test_copula_check_decides_as_the_full_errors(seed, K):
     law = law_at(seed, K)
@@ -25,6 +26,7 @@ def test_copula_check_decides_as_the_full_errors(seed, K):
             assert law.ml_errors_at_most(N, alpha) == full, (N, alpha)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed,K", [(1, 3), (2, 4), (5, 6)])
 def test_counts_equal_the_bisection_over_all_errors(seed, K):
     """kway_counts against its definition: the smallest N in [lower, upper] with

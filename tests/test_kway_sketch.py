@@ -19,6 +19,7 @@ from kway_cases import quality_case
 case = quality_case
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed,n,d,K,kind,E", [(1, 800, 48, 3, "noise", 4.0),
                                                (2, 800, 48, 4, "rows", 4.0),
                                                (3, 1200, 64, 3, "rows", 8.0)])
@@ -35,6 +36,7 @@ def test_sketch_reaches_the_full_search(seed, n, d, K, kind, E):
     assert sk.bhattacharyya_distance == min(D)
 
 
+@pytest.mark.slow
 def test_float32_sketch_and_schedule_in_the_subspace():
     models = case(4, 900, 64, 3, "rows")
     full = api.design(models, energy=4.0, search_space="full", schedule=True)
@@ -86,6 +88,7 @@ def test_the_size_rule():
                    search_space="sketch", starts=8)
 
 
+@pytest.mark.slow
 def test_sketch_result_is_a_kkt_point_of_the_bottleneck():
     models = case(6, 600, 48, 4, "noise")
     km = KModels(models)
@@ -94,6 +97,7 @@ def test_sketch_result_is_a_kkt_point_of_the_bottleneck():
     assert r.value == pytest.approx(km.pair_distances(r.x).min(), rel=1e-12)
 
 
+@pytest.mark.slow
 def test_python_api_equals_the_cli(capsys, tmp_path):
     rng = np.random.default_rng(8)
     paths = []

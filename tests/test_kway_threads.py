@@ -29,6 +29,7 @@ def _scores(seed, n=20011, k=9, K=4, scale=0.3):
     return r, deltas, list(itertools.combinations(range(K), 2)), rng
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("chunks", [1, 2, 3, 4, 7, 64])
 def test_fused_pairs_on_the_pool_equal_them_in_turn_bit_for_bit(chunks):
     """Each row block's sums are kept apart and added in block order: D, kappa and the
@@ -69,6 +70,7 @@ def test_combine_leaves_out_negligible_pairs_without_changing_the_result():
         assert np.max(np.abs(a - b)) <= 1e-15 * np.max(np.abs(b))
 
 
+@pytest.mark.slow
 def test_pairs_at_equals_the_per_pair_divergences_and_counts():
     """models/kway.pairs_at (D and H^2 from the tilt's g(+-1/2), no other divergence)
     prints the numbers of divergences_from_tilt and query_counts, bit for bit."""

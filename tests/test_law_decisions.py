@@ -26,6 +26,7 @@ def draw(lp, N, trials, rng):
     return rng.choice(len(lp), size=(trials, N), p=np.exp(lp))
 
 
+@pytest.mark.slow
 def test_rows_are_fixed_test():
     la, lb = laws(0)
     rng = np.random.default_rng(1)
@@ -39,6 +40,7 @@ def test_rows_are_fixed_test():
         assert f.error == error and f.method == method
 
 
+@pytest.mark.slow
 def test_errors_at_the_predicted_count_by_monte_carlo():
     for cut in (0, 20):
         la, lb = laws(2, cut=cut)

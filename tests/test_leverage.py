@@ -68,6 +68,7 @@ def grid_best(A, B, C, c, m):
     return float(np.max(1 - np.sum(np.sqrt(p * q), axis=1)))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed,n,d,C", [(0, 2, 1, 9.0), (1, 3, 1, 4.0), (2, 3, 2, 16.0), (3, 3, 2, 3.0)])
 def test_optimiser_matches_brute_force_grid(seed, n, d, C):
     rng = np.random.default_rng(seed)
@@ -80,6 +81,7 @@ def test_optimiser_matches_brute_force_grid(seed, n, d, C):
     assert r.hellinger_squared >= best * (1 - 1e-6)
 
 
+@pytest.mark.slow
 def test_same_model_under_row_signs_and_column_mixing():
     rng = np.random.default_rng(4)
     A = rng.standard_normal((25, 3))
@@ -92,6 +94,7 @@ def test_same_model_under_row_signs_and_column_mixing():
     assert design_leverage(A, A + 0.01 * rng.standard_normal((25, 3)), 4.0, 1.0).distinguishable
 
 
+@pytest.mark.slow
 def test_predicted_matches_monte_carlo():
     rng = np.random.default_rng(5)
     A = rng.standard_normal((12, 2))
@@ -104,6 +107,7 @@ def test_predicted_matches_monte_carlo():
     assert r.samples["lower"] <= r.samples["predicted"] <= r.samples["upper"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed,scale,ratio", [(0, 0.003, 2.0), (1, 0.01, 4.0), (2, 0.1, 10.0), (3, 0.5, 3.0)])
 def test_tv_bound_is_never_violated(seed, scale, ratio):
     rng = np.random.default_rng(seed)
@@ -132,6 +136,7 @@ def test_tv_bound_is_never_violated(seed, scale, ratio):
         assert r.certificate["samples_lower_any_strategy"] == 1
 
 
+@pytest.mark.slow
 def test_simulate_leverage_all_policies():
     rng = np.random.default_rng(6)
     A = rng.standard_normal((20, 3))
@@ -159,6 +164,7 @@ def files(tmp_path):
     return {k: str(v) for k, v in paths.items()}
 
 
+@pytest.mark.slow
 def test_cli_leverage_loop(capsys, files):
     code, out, err = run(capsys, "design", files["A"], files["B"], "--model", "leverage", "--energy", "4",
                          "--floor", "1", "--json", "--out", files["s"])
@@ -206,6 +212,7 @@ def test_cli_leverage_bad_inputs(capsys, files, args, message):
     assert len(lines) == 1 and lines[0].startswith("Error: ") and message in lines[0], err
 
 
+@pytest.mark.slow
 def test_printed_query_is_inside_the_box():
     # exp(-theta/2) of a theta on the box's face can square to a few ulps above C (it did here
     # for 10 of the 40 budgets np.linspace(1.01, 9.7, 40), 3 of these 12): the printed s is

@@ -105,6 +105,7 @@ def test_taylor_psi_is_decreasing_so_its_oscillation_is_the_end_points():
 LINKS = ["exp", "poly:2", "poly:4", "taylor:2", "taylor:4", "taylor:8"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("la", LINKS)
 @pytest.mark.parametrize("lb", LINKS)
 def test_h2_matches_the_direct_formula(la, lb):
@@ -189,6 +190,7 @@ def grid_max(A, B, E, la, lb, ba=None, bb=None):
     return float(-np.expm1(-D[k])), xs[k]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize("la,lb", [("exp", "taylor:4"), ("exp", "poly:2"), ("taylor:2", "taylor:2"),
                                    ("poly:2", "taylor:4")])
@@ -205,6 +207,7 @@ def test_design_finds_the_grid_maximum(seed, la, lb):
     assert r.hellinger_squared <= direct_h2(A, B, np.array(r.query), la, lb, ba) * (1 + 1e-9) + 1e-15
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("d,n,scale", [(1, 3, 2.0), (2, 2, 3.0)])
 def test_interior_maximum_with_biases_is_found(d, n, scale):
     # Same rows, different biases: at x = 0 the biases alone separate the models; far out the
@@ -222,6 +225,7 @@ def test_interior_maximum_with_biases_is_found(d, n, scale):
 
 
 # --- same-model rules, certificates ------------------------------------------------------------------
+@pytest.mark.slow
 def test_same_model_rules():
     rng = np.random.default_rng(5)
     A = rng.normal(size=(5, 3))
@@ -235,6 +239,7 @@ def test_same_model_rules():
     assert design(A, A, 1.0, bias_a=b, bias_b=-b).distinguishable
 
 
+@pytest.mark.slow
 def test_taylor_certificate_holds_and_poly_has_none():
     rng = np.random.default_rng(8)
     A = rng.normal(size=(8, 3))
@@ -250,6 +255,7 @@ def test_taylor_certificate_holds_and_poly_has_none():
 
 
 # --- float32 products ---------------------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("settings", [{}, {"link_b": "taylor:4"}])
 def test_float32_design_reaches_the_float64_h2(settings):
     rng = np.random.default_rng(21)
@@ -298,6 +304,7 @@ def bht(*args):
     return subprocess.run([sys.executable, "-m", "bhtcli", *args], capture_output=True, text=True)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args,needle", [
     (["--link-a", "poly:3"], "--link-a"),
     (["--link-b", "taylor:5"], "--link-b"),
@@ -316,6 +323,7 @@ def test_cli_errors_are_one_line(args, needle):
     assert len(lines) == 1 and lines[0].startswith("Error:") and needle in lines[0]
 
 
+@pytest.mark.slow
 def test_cli_links_in_json_and_every_command(tmp_path):
     import json
     p = bht("design", "examples/A.npy", "examples/A.npy", "--link-b", "taylor:4", "-E", "2", "--json",
@@ -352,6 +360,7 @@ entries = st.floats(-3, 3, allow_nan=False).map(lambda v: 0.0 if abs(v) < 1e-6 e
 link_names = st.sampled_from(LINKS)
 
 
+@pytest.mark.slow
 @settings(max_examples=120, deadline=None)
 @given(arrays(np.float64, (5, 2), elements=entries), arrays(np.float64, (5, 2), elements=entries),
        arrays(np.float64, (2,), elements=entries), arrays(np.float64, (5,), elements=entries),
@@ -368,6 +377,7 @@ def test_h2_is_symmetric_and_matches_the_direct_formula(A, B, x, bias, la, lb):
     assert abs(h_ab - direct) <= 1e-9 * max(direct, 1e-6)
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(arrays(np.float64, (4, 2), elements=entries), arrays(np.float64, (2,), elements=entries),
        arrays(np.float64, (4,), elements=entries), st.floats(-5, 5, allow_nan=False))
@@ -376,6 +386,7 @@ def test_a_constant_added_to_an_exp_bias_changes_nothing(A, x, bias, shift):
     assert abs(h2_at(A, B, x, ba=bias) - h2_at(A, B, x, ba=bias + shift)) <= 1e-12
 
 
+@pytest.mark.slow
 def test_poly2_maximum_on_a_zero_score_ridge_is_flagged():
     # poly:2 weights are s^2, so sqrt(p) ~ |s| has a kink where a score is 0; here the best
     # query sits on such a ridge (s_3 = 0). L-BFGS stops near it (within 1e-3 of the best

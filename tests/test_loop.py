@@ -124,6 +124,7 @@ def sim():
     return A, B, simulate(A, B, 1.5, trials=20000, seed=2)
 
 
+@pytest.mark.slow
 def test_sprt_and_adaptive_errors_respect_wald(sim):
     _, _, r = sim
     alpha, T = 0.05, 20000
@@ -146,6 +147,7 @@ def test_fixed_empirical_within_bounds_and_near_predicted(sim):
     assert lo <= f["empirical"] <= hi
 
 
+@pytest.mark.slow
 def test_fixed_by_multinomial_counts_for_large_n():
     rng = np.random.default_rng(4)
     A = 0.5 * rng.standard_normal((200, 6))
@@ -156,6 +158,7 @@ def test_fixed_by_multinomial_counts_for_large_n():
     assert abs(f["empirical"] - f["predicted"]) <= 0.1 * f["predicted"]
 
 
+@pytest.mark.slow
 def test_simulate_cli_json_and_png(capsys, sim, tmp_path):
     A, B, _ = sim
     np.save(tmp_path / "A.npy", A)

@@ -216,6 +216,7 @@ main(sys.argv[1:])
 """
 
 
+@pytest.mark.slow
 def test_sigterm_during_a_write_leaves_nothing_and_one_line(tmp_path):
     rng = np.random.default_rng(0)
     A = rng.standard_normal((8, 3))

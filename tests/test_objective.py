@@ -89,6 +89,7 @@ def test_agrees_with_the_log_space_tilt_form(c_scale, d_scale):
     assert np.all(columnwise(wg, rwg)[live] <= 1e-10)
 
 
+@pytest.mark.slow
 def test_full_column_against_60_digits_where_the_tilt_form_is_rougher():
     """A 3001-row column with logits ~30 and delta ~1 (spread ~7): the fused weights are
     within 1e-14 of the 400-digit reference (the Tilt form's w_g is ~3e-11 off here)."""

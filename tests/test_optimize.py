@@ -14,6 +14,7 @@ def random_pair(seed, n, d, scale=1.0, noise=0.5):
     return A, A + noise * scale * rng.standard_normal((n, d))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed,n,energy", [(0, 5, 1.0), (1, 8, 3.0), (2, 20, 6.0), (3, 3, 10.0)])
 def test_d1_matches_brute_force(seed, n, energy):
     A, B = random_pair(seed, n, 1)
@@ -24,6 +25,7 @@ def test_d1_matches_brute_force(seed, n, energy):
     assert r.hellinger_squared <= best * (1 + 1e-3)     # the grid is fine enough to be close
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed,n,energy", [(4, 6, 1.0), (5, 12, 3.0), (6, 30, 5.0), (7, 50, 8.0)])
 def test_d2_matches_brute_force(seed, n, energy):
     A, B = random_pair(seed, n, 2)
@@ -43,6 +45,7 @@ def interior_pair():
     return A, B
 
 
+@pytest.mark.slow
 def test_interior_maximum_is_found_and_reported():
     A, B = interior_pair()
     energy = 6.0
@@ -55,6 +58,7 @@ def test_interior_maximum_is_found_and_reported():
     assert r.solver["kkt_residual"] < 1e-5
 
 
+@pytest.mark.slow
 def test_multimodal_landscape_single_local_runs_fail_but_design_does_not():
     A, B = random_pair(11, 40, 2, scale=1.0, noise=0.8)
     energy = 6.0
@@ -79,6 +83,7 @@ def test_kkt_point_on_sphere_has_outward_gradient():
     assert r.solver["kkt_residual"] < 1e-6
 
 
+@pytest.mark.slow
 def test_deterministic_for_a_seed_and_seed_matters_only_for_random_starts():
     A, B = random_pair(5, 300, 12)
     r1, r2 = design(A, B, 3.0, seed=4), design(A, B, 3.0, seed=4)
@@ -86,6 +91,7 @@ def test_deterministic_for_a_seed_and_seed_matters_only_for_random_starts():
     assert r1.hellinger_squared == r2.hellinger_squared
 
 
+@pytest.mark.slow
 def test_ccp_cross_check_reaches_the_same_maximum():
     A, B = random_pair(8, 15, 3)
     fast = design(A, B, 1.5)

@@ -36,6 +36,7 @@ def test_variance_gradient_matches_finite_differences(seed):
         assert np.linalg.norm(G[:, k] - fd) <= 1e-7 * np.linalg.norm(fd)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed,n,d,energy", [(0, 8, 1, 2.0), (2, 8, 1, 12.0), (2, 8, 2, 1.0), (3, 8, 2, 4.0),
                                              (4, 8, 2, 12.0), (7, 8, 2, 30.0), (4, 30, 2, 30.0)])
 def test_nu_matches_a_brute_force_grid(seed, n, d, energy):
@@ -72,6 +73,7 @@ def test_nu_scales_quadratically_and_ignores_common_shifts():
     assert nu3 == pytest.approx(nu1, rel=1e-9)
 
 
+@pytest.mark.slow
 def test_estimate_converges_to_the_designed_h2():
     # H^2 ~ nu/8 to second order: the ratio of estimate to exact design tends to 1 like O(eps),
     # and the Gaussian count 4 z^2 / nu to the exact minimax count.

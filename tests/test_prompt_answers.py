@@ -35,6 +35,7 @@ def test_sample_and_decide_each_build(builds, tmp_path, capsys):
         assert r["decision"] == truth and r["model"] == "causal-lm" and r["d"] is None
 
 
+@pytest.mark.slow
 def test_token_strings_decide_as_ids(builds, tmp_path, capsys):
     a, b = builds
     ids = api.sample(a, count=20, prompt=PROMPT, seed=4)

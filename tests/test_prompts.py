@@ -52,6 +52,7 @@ def eval_h2(paths, prompts):
     return 0.5 * np.sum((np.exp(L[0] / 2) - np.exp(L[1] / 2)) ** 2, axis=1)
 
 
+@pytest.mark.slow
 def test_ranking_matches_one_prompt_at_a_time_eval(builds):
     a, b, _, f = builds
     r = api.prompts([a, b], f, top=len(PROMPTS), sequences=8)
@@ -63,6 +64,7 @@ def test_ranking_matches_one_prompt_at_a_time_eval(builds):
     assert r.prompts_scored == len(PROMPTS) and r.engine["engine"] == "llama.cpp"
 
 
+@pytest.mark.slow
 def test_counts_are_design_counts(builds):
     from bhtcli.maths.counts import lower_count, upper_count
     a, b, _, f = builds
@@ -76,6 +78,7 @@ def test_counts_are_design_counts(builds):
         assert e["floor_hellinger_squared"] >= 0
 
 
+@pytest.mark.slow
 def test_k_builds_rank_by_the_closest_pair(builds):
     a, b, c, f = builds
     r3 = api.prompts([a, b, c], f, top=len(PROMPTS))
@@ -86,12 +89,14 @@ def test_k_builds_rank_by_the_closest_pair(builds):
         assert (e["bottleneck"]["i"], e["bottleneck"]["j"]) in [(0, 1), (0, 2), (1, 2)]
 
 
+@pytest.mark.slow
 def test_min_margin_leaves_out_prompts(builds):
     a, b, _, f = builds
     r = api.prompts([a, b], f, top=5, min_margin=1e12)
     assert r.top == [] and r.excluded == len(PROMPTS)
 
 
+@pytest.mark.slow
 def test_truncating_sampler_and_greedy(builds):
     a, b, _, f = builds
     r = api.prompts([a, b], f, top=20, top_k=3)
@@ -103,6 +108,7 @@ def test_truncating_sampler_and_greedy(builds):
     assert all(e["hellinger_squared"] == 0.0 for e in g.top if e not in border)
 
 
+@pytest.mark.slow
 def test_json_and_table(builds, capsys):
     a, b, _, f = builds
     code, out, err = run(capsys, "prompts", str(a), str(b), "--prompts", str(f), "--top", "2", "--json")
@@ -114,6 +120,7 @@ def test_json_and_table(builds, capsys):
     assert code == 0 and "H^2" in out and "Beautiful" in out or "better" in out
 
 
+@pytest.mark.slow
 def test_jsonl_prompts(builds, tmp_path, capsys):
     a, b, _, _ = builds
     f = tmp_path / "p.jsonl"
@@ -155,6 +162,7 @@ def test_bad_input(builds, tmp_path, capsys):
 
 
 
+@pytest.mark.slow
 def test_reported_h2_is_each_prompt_decoded_alone_whatever_the_batching(builds):
     """A prompt's logits depend on the prompts decoded beside it (measured on gemma-3: up to
     35% of H^2 at 16 prompts per call), so the reported H^2 and its order are those of each

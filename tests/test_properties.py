@@ -1,4 +1,5 @@
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
@@ -7,6 +8,8 @@ from bhtcli import design
 from bhtcli.analysis.diameter import row_diameter
 from bhtcli.maths.certificate import certificate
 from bhtcli.models.softmax import SoftmaxPair
+
+pytestmark = pytest.mark.slow     # seconds of CPU each (docs/testing.md, "The fast loop")
 
 # Entries are 0 or of modest size: matrices of 1e-155 are refused by design (their logits are
 # below float64's useful range, see check_logit_scale), not a property failure.

@@ -68,6 +68,7 @@ def test_doc_links_resolve():
             assert (ROOT / page).parent.joinpath(target).resolve().exists(), f"{page}: {target}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page,command,expected", readme_commands())
 def test_readme_output_is_real(page, command, expected):
     bht = os.path.join(os.path.dirname(sys.executable), "bht")

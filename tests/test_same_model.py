@@ -34,6 +34,7 @@ def column_varies_exactly(A, B, k):
     return len(set(g)) > 1
 
 
+@pytest.mark.slow
 def test_issue_pairs_are_told_apart():
     A = np.array([[1e5, 0.0], [1e5, 0.0]])
     B = np.array([[1e5, 6e-10], [1e5, 0.0]])
@@ -88,6 +89,7 @@ def large_pairs(draw):
     return A, B, E
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(large_pairs())
 def test_never_same_when_a_query_separates_them(case):
@@ -143,6 +145,7 @@ def check_report(r):
     assert max(r.kl_ab, r.kl_ba) <= c["kl_max_bound"]
 
 
+@pytest.mark.slow
 def test_n2_antipodal_pairs_at_tiny_budgets():
     # B = -A, n = 2, d = 1: the range bound is tight to ~1e-16 relative and the design's float64
     # H^2 used to print above it (24 of these 200 before, e.g. ratio 1.0000000000000013)
@@ -158,6 +161,7 @@ def test_n2_antipodal_pairs_at_tiny_budgets():
         assert sup <= bound(A, -A, E).certificate["hellinger_squared_max_bound"]
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(2, 5), st.integers(1, 3), st.integers(0, 2 ** 31), st.floats(-9, 1),
        st.sampled_from(["antipodal", "random", "close"]))

@@ -83,6 +83,7 @@ def test_two_answers_match_the_exact_binomial_count(a, b, alpha):
     assert counts.lower <= counts.predicted <= counts.upper
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed,scale,alpha", [(1, 1.5, 0.05), (2, 0.8, 0.05), (3, 2.5, 0.1),
                                               (4, 1.0, 0.01), (5, 0.35, 0.05)])
 def test_predicted_matches_monte_carlo_of_the_randomised_test(seed, scale, alpha):
@@ -139,6 +140,7 @@ def test_tiny_divergence_gives_huge_python_integers():
     assert 1.2 < counts.predicted / counts.lower < 2.2
 
 
+@pytest.mark.slow
 def test_design_predicted_within_bounds_and_monte_carlo(pair_files):
     a, b, A, B = pair_files
     r = design(a, b, 2.0)

@@ -115,6 +115,7 @@ def small_sketch(monkeypatch):
     monkeypatch.setattr(sketch, "SKETCH_MAX_RANK", 64)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 @pytest.mark.parametrize("make,seed", [(_lowrank_rows_pair, 0), (_lowrank_rows_pair, 1),
                                        (_gaussian_pair, 0)])
@@ -231,6 +232,7 @@ def test_single_row_screen_finds_the_planted_row():
     assert pair.value(X[:, :1])[0] > pair.value(E * np.concatenate([V, -V], axis=1)).max()
 
 
+@pytest.mark.slow
 def test_swap_screen_anchored_on_the_single_row_screen_finds_the_better_swap():
     """A checkpoint-like 3,000 x 48 pair (N(0, 9/d) entries, B = A + 10% noise, seed 0, E = 5)
     whose best known maximum is a swap between rows 739 and 2862: row 739 is only the 9th by

@@ -29,6 +29,7 @@ def schedule_files(tmp_path_factory):
     return paths
 
 
+@pytest.mark.slow
 def test_out_writes_the_schedule_in_both_formats(schedule_files):
     sch = schedule_files["result"]["schedule"]
     doc = json.loads(open(schedule_files["json"]).read())

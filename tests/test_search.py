@@ -46,6 +46,7 @@ def test_saturated_pair_reaches_h2_one_at_every_budget():
         assert "one answer already decides" in r.solver["message"]
 
 
+@pytest.mark.slow
 def test_plateau_pair_every_budget_keeps_the_smaller_budgets_h2():
     A, B = saturated_pair()
     curve = design_curve(A, B, [0.01, 0.1, 0.5, 2.0, 8.0]).designs
@@ -60,6 +61,7 @@ def _pair(seed, n, d, scale):
     return A, A + 0.3 * scale * rng.standard_normal((n, d))
 
 
+@pytest.mark.slow
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 10_000), n=st.integers(3, 12), d=st.integers(1, 3),
        scale=st.sampled_from([1.0, 3.0, 1e4, 3e4]),
@@ -104,6 +106,7 @@ def _h2_and_predicted(A, B, x, alpha):
     return D, query_counts(tilt, D, alpha).predicted
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed,n,factor", [(1, 6, 4.0), (2, 10, 3.0), (3, 5, 6.0)])
 def test_queries_matches_a_brute_force_scan_of_the_budget(seed, n, factor):
     rng = np.random.default_rng(seed)
@@ -179,6 +182,7 @@ def test_bad_budget_options_are_one_error_line_exit_2(capsys, pair_files, args, 
     assert len(lines) == 1 and lines[0].startswith("Error: ") and message in lines[0], err
 
 
+@pytest.mark.slow
 def test_energy_list_json_is_one_object_and_plot_is_written(capsys, pair_files, tmp_path):
     a, b, _, _ = pair_files
     png = tmp_path / "curve.png"
@@ -210,6 +214,7 @@ def test_solver_evidence_fields(pair_files):
     assert fixed["starts"] == 7 and not fixed["evidence"]["adaptive"] and fixed["evidence"]["rounds"] == 1
 
 
+@pytest.mark.slow
 def test_leverage_queries_budget_is_the_box_upper_bound():
     rng = np.random.default_rng(0)
     A = rng.standard_normal((12, 3))
@@ -221,6 +226,7 @@ def test_leverage_queries_budget_is_the_box_upper_bound():
     assert r.energy_search["energy_max"] == 16.0
 
 
+@pytest.mark.slow
 def test_adaptive_rounds_find_the_maximum_that_32_starts_miss():
     """A checkpoint-like pair on which the fixed 32 starts end at a lower maximum; 2,048 starts
     (4 seeded blocks of 512) reach H^2 = 0.28199847520817, and so do the adaptive rounds of
@@ -243,6 +249,7 @@ def test_adaptive_rounds_find_the_maximum_that_32_starts_miss():
     assert not r.solver["evidence"]["budget_exhausted"]
 
 
+@pytest.mark.slow
 def test_the_default_reaches_the_maximum_only_a_second_round_finds():
     """benchmarks/bench_search.py's 4,000 x 32 pair: its best of 2,048 starts is a swap that the
     screens rank low and the first round misses; a random start of round 2 reaches it, so the
@@ -268,6 +275,7 @@ def test_budget_warning_when_the_rounds_run_out(pair_files):
     assert v["evidence"]["budget_exhausted"] == (v["evidence"]["best_hits"] < BEST_HITS)
 
 
+@pytest.mark.slow
 def test_table_warns_when_the_budget_of_starts_ran_out(capsys, tmp_path):
     """Seeded checkpoint-like pair whose rounds end on the budget (every round found a better
     maximum, never the same one three times): one warning line in the table."""
@@ -289,6 +297,7 @@ def test_table_warns_when_the_budget_of_starts_ran_out(capsys, tmp_path):
     assert "raise --max-starts" in " ".join(out.split())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("options", [dict(dtype="float32"), dict(link_b="taylor:4"),
                                      dict(bias_a=np.linspace(-1, 1, 12))])
 def test_queries_works_with_float32_links_and_biases(options):
@@ -306,6 +315,7 @@ def test_queries_works_with_float32_links_and_biases(options):
 
 # --- one search everywhere: order across runs, curves and --queries against design ---------
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 10_000), n=st.integers(3, 12), d=st.integers(1, 3),
        scale=st.sampled_from([0.3, 1.0, 3.0, 1e4]),
@@ -319,6 +329,7 @@ def test_separate_runs_are_ordered_in_the_budget(seed, n, d, scale, e1, ratio):
     assert h1 <= h2 * (1 + 1e-9) + 1e-15, (e1, e1 * ratio, h1, h2)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed,n,d,scale", [(0, 40, 6, 1.0), (1, 60, 8, 3.0), (2, 30, 4, 1e4)])
 def test_curve_points_are_at_least_design_alone(seed, n, d, scale):
     A, B = _pair(seed, n, d, scale)
@@ -330,6 +341,7 @@ def test_curve_points_are_at_least_design_alone(seed, n, d, scale):
         assert c >= a * (1 - 1e-9), (curve, alone)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("skip_work", [None, 0.0])
 def test_curve_ceilings_equal_separate_runs_bit_for_bit(monkeypatch, skip_work):
     """The budgets of a curve share the pair's budget-free facts (one PairBase); every certified
@@ -353,6 +365,7 @@ def test_curve_ceilings_equal_separate_runs_bit_for_bit(monkeypatch, skip_work):
     assert len(methods) > 1 or skip_work is not None, methods     # both ceilings bind somewhere
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed,n,d,factor", [(3, 40, 5, 3.0), (4, 80, 8, 2.0), (5, 25, 3, 5.0)])
 def test_queries_budget_is_the_smallest_for_design_itself(seed, n, d, factor):
     """design at the budget found needs <= N queries and is the design reported; design at
@@ -381,6 +394,7 @@ class _Wrapped:
         raise AttributeError(name)
 
 
+@pytest.mark.slow
 def test_maximize_takes_any_objective_and_reaches_the_grid_maximum():
     from bhtcli.search import maximize
     rng = np.random.default_rng(7)
@@ -392,6 +406,7 @@ def test_maximize_takes_any_objective_and_reaches_the_grid_maximum():
     assert np.linalg.norm(r.x) <= 3.0 * (1 + 1e-12)
 
 
+@pytest.mark.slow
 def test_a_narrow_maximum_near_zero_is_found_at_every_budget_in_one_dimension():
     """d = 1, logits ~1e4: the maximum sits at |x| = 0.00038, where no random start lands at
     E = 2; the scan of the whole interval finds it, so design at E = 2 is not below E = 1
@@ -410,6 +425,7 @@ def test_a_narrow_maximum_near_zero_is_found_at_every_budget_in_one_dimension():
         assert design(A, B, E).hellinger_squared >= best * (1 - 1e-6), E
 
 
+@pytest.mark.slow
 def test_later_rounds_halving_keeps_the_start_that_finds_the_better_maximum():
     """The adaptive rounds' later rounds climb by successive halving (ladder.LATER_ROUND_HALVING).
     On this seeded pair the later rounds find better maxima; a harsher schedule (halving after

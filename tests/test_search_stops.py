@@ -2,6 +2,7 @@
 import math
 
 import numpy as np
+import pytest
 
 from bhtcli import api
 from bhtcli.maths.counts import one_answer_distance, upper_count
@@ -25,6 +26,7 @@ def test_one_answer_distance_is_where_the_upper_count_becomes_one():
         assert math.exp(-D) == __import__("pytest").approx(alpha)
 
 
+@pytest.mark.slow
 def test_design_stops_once_one_answer_decides_and_the_counts_are_those_of_the_maximum():
     A, B = far_apart()
     r = api.design(A, B, energy=20.0)
@@ -37,6 +39,7 @@ def test_design_stops_once_one_answer_decides_and_the_counts_are_those_of_the_ma
     assert upper_count(full.value, 0.05) == 1
 
 
+@pytest.mark.slow
 def test_the_stop_saves_climbing():
     A, B = far_apart(1)
     pair = SoftmaxPair(A, B)

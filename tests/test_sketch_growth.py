@@ -48,6 +48,7 @@ def _checkpoint_pair(seed, n=4000, d=256):
     return A, A + 0.1 * s * rng.standard_normal((n, d))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 1])
 def test_float32_sketch_stops_growing_where_the_rise_left_is_below_float32s_resolution(seed):
     """A second method: L-BFGS in full d with float64 products from the float32 sketch's query

@@ -102,6 +102,7 @@ def test_equal_caps_delta_has_no_cancellation():
 
 
 # --- design, bound: against the direct formula and a grid --------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("seed,la,lb,bias", [
     (0, "softcap:1", "softcap:1", False), (1, "softcap:3", "softcap:3", True),
     (2, "exp", "softcap:2", False), (3, "softcap:2", "softcap:5", True), (4, "taylor:4", "softcap:3", False),
@@ -162,6 +163,7 @@ def test_decide_log_likelihood_ratio_is_the_direct_sum():
     assert r.llr == pytest.approx(float(np.sum(np.log(p[answers]) - np.log(q[answers]))), rel=1e-10)
 
 
+@pytest.mark.slow
 def test_simulate_and_rank_with_softcap(tmp_path, capsys):
     A, B, rng = pair(9)
     s = simulate(A, B, 2.0, link_a="softcap:2", link_b="softcap:2", trials=300, policy="fixed", seed=1)

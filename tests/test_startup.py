@@ -6,6 +6,8 @@ import pathlib
 import subprocess
 import sys
 
+import pytest
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 HEAVY = ("numpy", "scipy", "rich", "ml_dtypes", "cvxpy", "matplotlib", "distributed", "safetensors")
 
@@ -30,6 +32,7 @@ def test_version_and_help_load_nothing_heavy():
         assert _loaded(code) - {"rich"} == set(), args    # rich may render help in the future
 
 
+@pytest.mark.slow
 def test_the_bundled_design_needs_no_scipy_and_no_ml_dtypes():
     code = ("import sys\nfrom bhtcli.cli.main import main\n"
             "sys.argv = ['bht', 'design', 'examples/A.npy', 'examples/B.npy', '--energy', '1']\n"

@@ -106,6 +106,7 @@ def assert_rows_match_design(folder, rows):
         np.testing.assert_allclose(query, d.query, rtol=1e-6, atol=1e-8)
 
 
+@pytest.mark.slow
 def test_sweep_equals_design_task_by_task(capsys, scheduler, zoo):
     folder, manifest = zoo
     out = str(folder / "r.jsonl")
@@ -125,6 +126,7 @@ def test_sweep_equals_design_task_by_task(capsys, scheduler, zoo):
     assert_rows_match_design(folder, rows)
 
 
+@pytest.mark.slow
 def test_sweep_api_equals_the_cli(capsys, scheduler, zoo):
     """bhtcli.sweep returns what `bht sweep --json` prints (paths and timings aside), and the rows."""
     import bhtcli
@@ -143,6 +145,7 @@ def test_sweep_api_equals_the_cli(capsys, scheduler, zoo):
     assert rows("api.jsonl") == rows("cli.jsonl")
 
 
+@pytest.mark.slow
 def test_links_biases_and_dtype_columns(capsys, scheduler, tmp_path):
     write_zoo(tmp_path)
     np.save(tmp_path / "bias.npy", np.linspace(-1, 1, 12))
@@ -175,6 +178,7 @@ def test_links_biases_and_dtype_columns(capsys, scheduler, tmp_path):
     assert read_manifest(tmp_path / "m2.csv").tasks[0].key == tasks[0].key
 
 
+@pytest.mark.slow
 def test_rerun_skips_finished_and_torn_line_is_discarded(capsys, scheduler, zoo):
     folder, manifest = zoo
     out = folder / "r.jsonl"
@@ -223,6 +227,7 @@ def test_bad_rows_are_refused_before_anything_starts(capsys, tmp_path):
     assert (code, stdout) == (2, "") and err == f"Error: {message}\n"
 
 
+@pytest.mark.slow
 def test_run_time_failures_are_reported_and_the_others_done(capsys, scheduler, tmp_path):
     """What only loading reveals (shapes, NaN) fails that task at run time; the others run."""
     write_zoo(tmp_path)
@@ -248,6 +253,7 @@ def test_run_time_failures_are_reported_and_the_others_done(capsys, scheduler, t
     assert code == 1 and json.loads(stdout)["ran"] == 0
 
 
+@pytest.mark.slow
 def test_manifest_edits_duplicates_and_export(capsys, scheduler, tmp_path):
     pa = pytest.importorskip("pyarrow.parquet")
     write_zoo(tmp_path)
@@ -288,6 +294,7 @@ def test_the_former_column_name_error_is_still_read(tmp_path):
         read_manifest(m)
 
 
+@pytest.mark.slow
 def test_jsonl_manifest_and_retry_failed(capsys, scheduler, tmp_path):
     write_zoo(tmp_path)
     manifest = tmp_path / "m.jsonl"
@@ -440,6 +447,7 @@ def slow_manifest(folder, tasks=12):
     return write_csv(folder / "m.csv", ["a", "b", "energy"], rows[:tasks])
 
 
+@pytest.mark.slow
 def test_driver_killed_with_sigkill_resumes_each_task_exactly_once(tmp_path):
     slow_manifest(tmp_path)
     proc = start_sweep(tmp_path, "--workers", "1")
@@ -466,6 +474,7 @@ def test_driver_killed_with_sigkill_resumes_each_task_exactly_once(tmp_path):
         assert row["hellinger_squared"] == pytest.approx(d.hellinger_squared, rel=1e-9)
 
 
+@pytest.mark.slow
 def test_a_killed_worker_task_is_retried(tmp_path):
     psutil = pytest.importorskip("psutil")
     slow_manifest(tmp_path, tasks=8)
@@ -489,6 +498,7 @@ def test_a_killed_worker_task_is_retried(tmp_path):
     assert len(rows) == 8 and len({r["task"] for r in rows}) == 8
 
 
+@pytest.mark.slow
 def test_queries_column_runs_the_smallest_budget_search(tmp_path):
     write_zoo(tmp_path)
     write_csv(tmp_path / "m.csv", ["a", "b", "energy", "queries"],
@@ -522,6 +532,7 @@ def test_default_task_is_bht_design_bit_for_bit(capsys, tmp_path):
     assert got["query"].tolist() == expected["query"]
 
 
+@pytest.mark.slow
 def test_models_column_is_the_kway_design_bit_for_bit(capsys, tmp_path, scheduler):
     """A `models` row runs `bht design M1 ... MK`: the same query, bit for bit (float64, same
     seed); a CSV cell separates the paths by '|', a JSONL row may give a list."""

@@ -16,8 +16,8 @@ import time
 
 from distributed.diagnostics.plugin import WorkerPlugin
 
-from bhtcli import __version__
 from bhtcli.errors import BhtError, InputError, parameter_name
+from bhtcli.settings import __version__
 from bhtcli.sweep.task import failed_fields, run_task
 
 BLAS_ENV = {name: "1" for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",

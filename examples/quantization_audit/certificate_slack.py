@@ -1,13 +1,14 @@
 """Where the per-row ceiling loses on the real int8 audit (all-MiniLM-L6-v2 against its per-row
 int8 round trip): the chain of inequalities from the designed query's variance to the ceiling,
-each link's ratio measured at the design (docs/maths.md §4.12).
+each link's ratio measured at the design (docs/benchmarks.md, "Journals moved from docs/maths.md",
+§4.12).
 
 Usage: .venv/bin/python examples/quantization_audit/certificate_slack.py [--energies 1,3]
        [--bilinear]
 (after examples/quantization_audit/setup.sh). One table (Markdown) on stdout.
 
 --bilinear adds a quick estimate of the Bennett expansion with the bilinear relaxation
-(docs/maths.md §4.13, route 3) with a Lanczos value (scipy eigsh, a lower estimate) for the top
+(docs/benchmarks.md, the §4.13 journal, route 3) with a Lanczos value (scipy eigsh, a lower estimate) for the top
 eigenvalue and without the tilt's t-part, so the column is NOT a certificate; the certified
 version is `bht bound --certificate exact` (docs/maths.md §4.14). A few minutes per energy.
 """
