@@ -84,6 +84,18 @@ def test_a_folder_without_config_reads_a_stored_head_or_a_named_embedding(tmp_pa
                                   tied["model.embed_tokens.weight"].astype(np.float64))
     silent = hf_folder(tmp_path / "silent", tied, {"model_type": "llama"})
     np.testing.assert_array_equal(load_matrix(silent), tied["model.embed_tokens.weight"].astype(np.float64))
+    # bht tensors lists what FILE alone reads: nothing for the bare folder, the embedding
+    # (tied) once a config.json says so, the stored head otherwise
+    listed = {}
+    for folder in (bare, silent, stored):
+        code, out, _ = run(capsys, "tensors", folder, "--json")
+        assert code == 0
+        listed[folder] = (json.loads(out)["head"], json.loads(out)["head_tied"])
+    assert listed[bare] == (None, None)
+    assert listed[silent] == ("model.embed_tokens.weight", True)
+    assert listed[stored] == ("lm_head.weight", False)
+    code, out, _ = run(capsys, "tensors", bare)
+    assert "none found: name a tensor with FILE:TENSOR" in out
 
 
 def test_softcapping_in_config_selects_softcap(tmp_path, model, capsys):

@@ -112,6 +112,8 @@ def _folder(path):
     order = {name: k for k, name in enumerate(folder.weight_map)}
     rows.sort(key=lambda r: order.get(r["name"], len(order)))
     head, tied = folder.head()
+    if tied and not folder.has_config:
+        head, tied = None, None     # nothing says the embedding is the head: FILE alone is refused
     arch = folder.config.get("model_type")
     return _result(path, "folder", rows, head, tied, folder.softcap,
                    arch if isinstance(arch, str) else None)
