@@ -39,6 +39,18 @@ def enough(value: float) -> bool:
     return value >= _ENOUGH.get()
 
 
+# The gradient tolerances of every climb, pairs and K models alike: (explore, polish, ray),
+# relative. Tight in float64; float32 products resolve values to ~1e-6, so its climbs stop at
+# 1e-5 (a tighter polish only runs to the iteration cap there).
+TOLERANCES = {np.dtype(np.float64): (1e-5, 1e-10, 1e-11),
+              np.dtype(np.float32): (1e-4, 1e-5, 1e-5)}
+
+
+def gradient_tolerances(problem) -> tuple:
+    """(explore, polish, ray) gradient tolerances for the problem's precision (TOLERANCES)."""
+    return TOLERANCES[np.dtype(problem.dtype)]
+
+
 @dataclass
 class Ascent:
     """Local maxima found from a block of starts."""

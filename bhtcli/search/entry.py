@@ -71,10 +71,11 @@ def _maximize(problem, energy, method, *, starts, seed, max_starts, keep, progre
         from bhtcli.search.starts import DEFAULT_STARTS
         A, B = models
         return ccp_search(problem, A, B, energy, DEFAULT_STARTS if starts is None else starts, seed)
-    from bhtcli.search.ladder import DEFAULT_MAX_STARTS, default_tolerances, search_budgets
+    from bhtcli.search.ascent import gradient_tolerances
+    from bhtcli.search.ladder import DEFAULT_MAX_STARTS, search_budgets
     if method not in ("auto", "full", "sketch"):
         raise ValueError(f"unknown search method {method!r}; one of {', '.join(METHODS)}")
-    tolerances = tolerances or default_tolerances(problem)
+    tolerances = tolerances or gradient_tolerances(problem)
     max_starts = DEFAULT_MAX_STARTS if max_starts is None else max_starts
     if carried is not None and np.size(carried):
         from bhtcli.search.ascent import project

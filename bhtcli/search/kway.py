@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from bhtcli.models.kway import KModels, SoftBottleneck, WeightedSum
-from bhtcli.search.ascent import BatchedAscent, distinct, project
+from bhtcli.search.ascent import BatchedAscent, distinct, project, gradient_tolerances
 from bhtcli.search.kkt import HULL_MAX, hull_residual, kkt_residuals
 from bhtcli.search.result import SearchResult, maxima_values
 from bhtcli.search.scan import SCAN_KEEP, bottleneck_scan, scan_applies, with_scan, zoom
@@ -108,10 +108,6 @@ def bottleneck_starts(models: KModels, energy: float, starts: int, seed: int,
     return np.stack(cols[:starts], axis=1)
 
 
-def _tolerances(models: KModels):
-    return (1e-5, 1e-10) if models.dtype == np.float64 else (1e-4, 1e-6)
-
-
 def maximize_bottleneck(models: KModels, energy: float, *, starts: int | None = None,
                         seed: int = 0, keep: int = KEEP, progress=None,
                         directions: list | None = None, carried=None) -> SearchResult:
@@ -121,7 +117,7 @@ def maximize_bottleneck(models: KModels, energy: float, *, starts: int | None = 
     climb."""
     t0 = time.perf_counter()
     starts = DEFAULT_KWAY_STARTS if starts is None else starts
-    explore_gtol, polish_gtol = _tolerances(models)
+    explore_gtol, polish_gtol, _ = gradient_tolerances(models)
     if directions is None:
         directions = pair_directions(models, 2, seed)
     X0 = bottleneck_starts(models, energy, starts, seed, directions)
@@ -249,7 +245,7 @@ def best_schedule(models: KModels, energy: float, columns: np.ndarray, *, seed: 
     as the sketched bottleneck search is (kway_sketch.Subspace.lift)."""
     t0 = time.perf_counter()
     passes0 = models.passes
-    explore_gtol, polish_gtol = _tolerances(models)
+    explore_gtol, polish_gtol, _ = gradient_tolerances(models)
     X = project(np.asarray(columns, dtype=np.float64), energy)
     D = models.pair_distances(X)
     if directions is None:

@@ -37,7 +37,7 @@ import numpy as np
 
 from bhtcli.models.kway import (KModels, PairView, ReducedKModels, SoftBottleneck, block_gram,
                                 large_empty)
-from bhtcli.search.ascent import BatchedAscent, distinct, project
+from bhtcli.search.ascent import BatchedAscent, distinct, project, gradient_tolerances
 from bhtcli.search.kkt import kkt_residuals, lagrangian_gradient
 from bhtcli.search.result import SearchResult, maxima_values
 from bhtcli.search.sketch import (SKETCH_MAX_RANK, SKETCH_MIN_D, SKETCH_MIN_SIZE,
@@ -79,11 +79,6 @@ def use_kway_sketch(models: KModels, search_space: str | None, starts: int | Non
     if search_space == "full" or starts is not None:
         return False
     return models.n * models.d >= SKETCH_MIN_SIZE and models.d >= SKETCH_MIN_D
-
-
-def tolerances(models: KModels):
-    """(explore, polish) gradient tolerances, as the full K-way search's."""
-    return (1e-5, 1e-10) if models.dtype == np.float64 else (1e-4, 1e-6)
 
 
 class Subspace:
@@ -261,7 +256,7 @@ def sketch_bottleneck(models: KModels, energy: float, *, seed: int = 0, directio
     """The bottleneck's search in a sketched subspace (module docstring). Returns
     (SearchResult, Subspace); the result's `points` are the best distinct end points."""
     t0 = time.perf_counter()
-    explore_gtol, polish_gtol = tolerances(models)
+    explore_gtol, polish_gtol, _ = gradient_tolerances(models)
     basis, X0 = screened_starts(models, energy, directions, seed)
     if carried is not None and np.size(carried):
         carried = project(np.asarray(carried, dtype=np.float64), energy)
