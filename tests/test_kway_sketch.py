@@ -59,8 +59,8 @@ def test_pair_view_rows_and_norms_match_the_pair():
         C, G = 0.5 * (A + B), A - B
         rows = np.array([3, 0, 49])
         assert np.allclose(v.C[rows], C[rows]) and np.allclose(v.G[rows], G[rows])
-        assert np.allclose(v._row_norms[0], (C * C).sum(1)) and np.allclose(v._row_norms[1], (G * G).sum(1))
-        assert np.allclose(v._row_dots, (C * G).sum(1))
+        assert np.allclose(v.cache["row_norms"][0], (C * C).sum(1)) and np.allclose(v.cache["row_norms"][1], (G * G).sum(1))
+        assert np.allclose(v.cache["row_dots"], (C * G).sum(1))
 
 
 def test_subspace_values_are_the_full_values_and_the_lift_counts_passes():

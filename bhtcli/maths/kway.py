@@ -24,12 +24,10 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-# the pair's Lugannani-Rice tail (one cut-off for pairs and K models: |w| or |u| < 1e-6 is the
-# centre, where 1/u would blow the correction up)
-from bhtcli.maths.counts import _lr_log_lower, ceil_count, lower_count
+from bhtcli.maths.counts import ceil_count, lower_count
 from bhtcli.maths.divergences import Tilt, logsumexp
 from bhtcli.maths.orthant import orthant_probability
-from bhtcli.maths.scalar import ndtri, root_bracketed
+from bhtcli.maths.scalar import lugannani_rice_log_lower, ndtri, root_bracketed
 
 
 @dataclass(frozen=True)
@@ -84,7 +82,7 @@ def log_tail(exponent: PairExponent, N: float, under_first: bool) -> float:
     w = -math.sqrt(-2.0 * N * kap)
     theta = (lam - 1.0) if under_first else -lam
     u = theta * math.sqrt(max(N * k2, 0.0))
-    return _lr_log_lower(w, u)
+    return lugannani_rice_log_lower(w, u)
 
 
 def llr_correlations(r_list, deltas_list, weights, k: int) -> np.ndarray:

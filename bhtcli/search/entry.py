@@ -29,8 +29,10 @@ def maximize(problem, energy: float, method: str = "auto", *, starts: int | None
 
     Parameters
     ----------
-    problem : SoftmaxPair or LeveragePair
-        What to maximise (its Bhattacharyya distance, or `objective` for "box").
+    problem : SoftmaxPair, LeveragePair or KModels
+        What to maximise (its Bhattacharyya distance, or `objective` for "box"; K models: the
+        bottleneck min_{i<j} D_ij, full or sketched by the pair's size rule, with "auto",
+        "full" or "sketch"; the result carries the subspace and the pairs' directions).
     energy : float
         The radius of the ball ||x|| <= energy (softmax methods; unused by "box").
     method : {"auto", "full", "sketch", "ccp", "box"}
@@ -66,6 +68,10 @@ def _maximize(problem, energy, method, *, starts, seed, max_starts, keep, progre
         if starts is None:
             starts = default_starts(problem.n, problem.a.At.shape[0])
         return maximize_box(problem, lo, hi, starts, seed, objective)
+    from bhtcli.models.kway import KModels
+    if isinstance(problem, KModels):            # P = K(K-1)/2 pairs under a bottleneck
+        return _maximize_bottleneck(problem, energy, method, starts=starts, seed=seed,
+                                    progress=progress, carried=carried)
     if method == "ccp":
         from bhtcli.search.ccp import ccp_search
         from bhtcli.search.starts import DEFAULT_STARTS
@@ -99,3 +105,23 @@ def _maximize(problem, energy, method, *, starts, seed, max_starts, keep, progre
     return search_budgets(problem, [energy], starts=starts, seed=seed, max_starts=max_starts,
                           keep=keep, progress=progress, tolerances=tolerances,
                           carried=carried)[0]
+
+
+def _maximize_bottleneck(models, energy, method, *, starts, seed, progress, carried):
+    """K models: the sketched bottleneck search at vocabulary scale (kway_sketch.py), else the
+    full one (kway.py); the pairs' spectral directions are found once and handed on."""
+    from bhtcli.search.kway import maximize_bottleneck, pair_directions
+    from bhtcli.search.kway_sketch import SPECTRAL, sketch_bottleneck, use_kway_sketch
+    if method not in ("auto", "full", "sketch"):
+        raise ValueError(f"K models are searched by 'auto', 'full' or 'sketch', not {method!r}")
+    if use_kway_sketch(models, method, starts):
+        directions = pair_directions(models, SPECTRAL, seed)
+        found, space = sketch_bottleneck(models, energy, seed=seed, directions=directions,
+                                         progress=progress, carried=carried)
+        found.subspace = space
+    else:
+        directions = pair_directions(models, 2, seed)
+        found = maximize_bottleneck(models, energy, starts=starts, seed=seed, progress=progress,
+                                    directions=directions, carried=carried)
+    found.directions = directions
+    return found

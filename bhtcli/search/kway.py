@@ -21,10 +21,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from bhtcli.models.kway import KModels, SoftBottleneck, WeightedSum
-from bhtcli.search.ascent import BatchedAscent, distinct, project, gradient_tolerances
+from bhtcli.search.ascent import BatchedAscent, distinct, gradient_tolerances, project
 from bhtcli.search.kkt import HULL_MAX, hull_residual, kkt_residuals
 from bhtcli.search.result import SearchResult, maxima_values
 from bhtcli.search.scan import SCAN_KEEP, bottleneck_scan, scan_applies, with_scan, zoom
+from bhtcli.search.starts import range_finder
 
 SHARPNESS = (4.0, 16.0, 64.0, 256.0, 1024.0, 4096.0, 16384.0)
 DEFAULT_KWAY_STARTS = 32
@@ -39,7 +40,8 @@ ACTIVE_RTOL = 1e-4          # pairs within this of the bottleneck count as activ
 def pair_directions(models: KModels, r: int, seed: int) -> list:
     """Top-r right singular vectors (d x r, unit columns) of each pair's row-centred
     difference M_i - M_j, in the order of models.pairs. Small pairs: exact SVD; large ones:
-    one randomised range finder of the stacked differences (three passes over them), then
+    one randomised range finder of the stacked differences (search/starts.py: range_finder,
+    three passes over them), then
     each pair's SVD inside that subspace."""
     n, d, K = models.n, models.d, models.K
     r = min(r, d, n)
@@ -52,12 +54,8 @@ def pair_directions(models: KModels, r: int, seed: int) -> list:
             _, _, vt = np.linalg.svd(blocks[i] - blocks[j], full_matrices=False)
             out.append(vt[:r].T.copy())
         return out
-    rng = np.random.default_rng(seed + 7919)
     width = min(d, r * len(models.pairs) + 8)
-    Q = np.linalg.qr(rng.standard_normal((d, width)))[0]
-    from bhtcli.models.softmax import block_product
-    Q = np.linalg.qr(block_product(diff.T, block_product(diff, Q)))[0]
-    Y = block_product(diff, Q)
+    Q, Y = range_finder(diff, width, seed, power=1)
     models.passes += 3
     Yk = [np.zeros((n, width))] + [Y[(k - 1) * n:k * n] for k in range(1, K)]
     for i, j in models.pairs:

@@ -37,11 +37,11 @@ import numpy as np
 
 from bhtcli.models.kway import (KModels, PairView, ReducedKModels, SoftBottleneck, block_gram,
                                 large_empty)
-from bhtcli.search.ascent import BatchedAscent, distinct, project, gradient_tolerances
+from bhtcli.search.ascent import BatchedAscent, distinct, gradient_tolerances, project, ray_start
 from bhtcli.search.kkt import kkt_residuals, lagrangian_gradient
 from bhtcli.search.result import SearchResult, maxima_values
-from bhtcli.search.sketch import (SKETCH_MAX_RANK, SKETCH_MIN_D, SKETCH_MIN_SIZE,
-                                  orthonormal_extension, single_row_screen)
+from bhtcli.search.sketch import (HALVING_KEEP, RAY_MARGIN, SKETCH_MAX_RANK, SKETCH_MIN_D, SKETCH_MIN_SIZE,
+                                  orthonormal_extension, single_row_screen, successive_halving)
 from bhtcli.search.starts import swap_directions
 
 SPECTRAL = 4          # top singular directions of each pair's difference in the basis
@@ -50,9 +50,6 @@ SWAPS = 4             # two-row swaps of each pair
 SHARPNESS = (4.0, 64.0, 1024.0, 16384.0)   # the soft minimum's sharpness ladder (search/kway.py
                                            # climbs every 4x; the subspace search every 16x)
 RANDOM = 4            # seeded random starts in the subspace
-HALVING_FIRST = 16    # starts climbed after one evaluation of all of them (24 until §8.13)
-HALVING_STEPS = 8     # their iterations before the best HALVING_KEEP continue
-HALVING_KEEP = 4
 HEAVY = 4             # rows of largest weight under each model added per lift round
 LIFT_ROUNDS = 6
 SOFT_ITERATIONS = 20         # the survivors' climb at the softest sharpness (a rough proxy: not to convergence)
@@ -266,15 +263,10 @@ def sketch_bottleneck(models: KModels, energy: float, *, seed: int = 0, directio
         progress(f"sketched subspace of rank {space.Q.shape[1]} from the screens of "
                  f"{len(models.pairs)} pairs; {X0.shape[1]} starts")
     reduced = space.reduced
-    Y0 = project(space.Q.T @ X0, energy)
-    f0 = bottleneck(reduced, Y0, ranking=True)
-    run = BatchedAscent(SoftBottleneck(reduced, SHARPNESS[0], rough=ROUGH[0]),
-                        Y0[:, distinct(Y0, f0, energy, tol=1e-3)[:HALVING_FIRST]], energy)
-    run.run(HALVING_STEPS, gtol=explore_gtol)
-    true = bottleneck(reduced, run.X)
-    finals = distinct(run.X, true, energy, tol=1e-3)
-    run.keep(finals[:HALVING_KEEP])
-    run.run(SOFT_ITERATIONS, gtol=explore_gtol)
+    run, true, finals = successive_halving(
+        SoftBottleneck(reduced, SHARPNESS[0], rough=ROUGH[0]), space.Q.T @ X0, energy,
+        explore_gtol, SOFT_ITERATIONS, score=lambda Y: bottleneck(reduced, Y, ranking=True),
+        judge=lambda Y: bottleneck(reduced, Y))
     iterations = run.iterations
     explored = true[finals]
     Y = run.X
@@ -303,21 +295,18 @@ def sketch_bottleneck(models: KModels, energy: float, *, seed: int = 0, directio
     # interior maxima: scan the ray through the winner in the subspace (x = Q y exactly)
     y = space.Q.T @ x
     inside = np.linalg.norm(space.Q @ y - x) <= 1e-9 * max(np.linalg.norm(x), 1e-300)
-    ny = np.linalg.norm(y)
-    if inside and ny > 0:
-        ray = np.outer(y / ny, np.linspace(0.05, 1.0, 20) * energy)
-        fr = bottleneck(space.reduced, ray, ranking=True)     # the exact value confirms
-        j = int(np.argmax(fr))
-        margin = best * (1 + (1e-9 if models.dtype == np.float64 else 1e-5))
-        if fr[j] > margin and bottleneck(space.reduced, ray[:, [j]])[0] > margin:
-            again = BatchedAscent(make(space.reduced), ray[:, [j]], energy)
-            again.run(LIFT_ITERATIONS, gtol=polish_gtol)
-            iterations += again.iterations
-            xr = space.Q @ again.X
-            vr = float(bottleneck(models, xr)[0])
-            if vr > best:
-                f, g = make(models).value_and_grad(xr)
-                x, best, residual = xr[:, 0].copy(), vr, float(kkt_residuals(xr, f, g, energy)[0])
+    margin = best * (1 + RAY_MARGIN[0 if models.dtype == np.float64 else 1])
+    start = ray_start(lambda R: bottleneck(space.reduced, R, ranking=True), y, energy, margin) \
+        if inside else None
+    if start is not None and bottleneck(space.reduced, start)[0] > margin:   # the exact value confirms
+        again = BatchedAscent(make(space.reduced), start, energy)
+        again.run(LIFT_ITERATIONS, gtol=polish_gtol)
+        iterations += again.iterations
+        xr = space.Q @ again.X
+        vr = float(bottleneck(models, xr)[0])
+        if vr > best:
+            f, g = make(models).value_and_grad(xr)
+            x, best, residual = xr[:, 0].copy(), vr, float(kkt_residuals(xr, f, g, energy)[0])
     points = space.Q @ Y
     keep = distinct(points, bottleneck(space.reduced, Y, ranking=True), energy, tol=1e-3)[:HALVING_KEEP]
     result = SearchResult(

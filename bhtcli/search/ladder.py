@@ -26,7 +26,7 @@ import time
 
 import numpy as np
 
-from bhtcli.models.softmax import SoftmaxPair, pair_memo
+from bhtcli.models.softmax import SoftmaxPair
 from bhtcli.search.ascent import (BatchedAscent, distinct, enough, finish, gradient_tolerances,
                                   halve, project)
 from bhtcli.search.kkt import kkt_state
@@ -80,7 +80,7 @@ def rung_energies(pair: SoftmaxPair, energies, max_rungs: int = MAX_GRID_RUNGS) 
 
 
 def _rung_cache(pair) -> dict:
-    return pair_memo(pair, "_rung_climbs", dict)
+    return pair.cache.get_or_build("rung_climbs", dict)
 
 
 def _carry_starts(carried: np.ndarray, energy: float) -> np.ndarray:

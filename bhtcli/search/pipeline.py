@@ -131,7 +131,7 @@ def screened_search(pair: SoftmaxPair, energy: float, *, seed: int = 0, progress
     X0 = screened_pool(pair, energy, seed, carried)
     if progress:
         progress(f"climbing from {X0.shape[1]} screened starts in full d (budget {energy:g})")
-    run = successive_halving(pair, X0, energy, explore_gtol, climb=500 if polish else 0)
+    run, _, _ = successive_halving(pair, X0, energy, explore_gtol, climb=500 if polish else 0)
     if polish:
         found = finish(pair, run.X, run.f, energy, polish_gtol=polish_gtol, ray_gtol=ray_gtol,
                        progress=progress)

@@ -8,7 +8,7 @@ span of the rows (c_i, g_i) that carry weight there (docs/maths.md §5.3). The s
 2. builds an orthonormal basis Q (d x r, r ~ 70-100) of the screened rows' (c_i, g_i), the
    swap directions, a few spectral directions of A - B and the rows of largest ||c_i||,
    ||g_i||; one wide product gives K Q (2n x r);
-3. evaluates all ~90 starts once in the subspace, climbs the best 24 a few iterations, the
+3. evaluates all ~90 starts once in the subspace, climbs the best 16 a few iterations, the
    best 4 to the exploration tolerance (successive halving);
 4. lifts the survivors: values and gradient weights from K Q (x = Q y), the full gradient from
    one backward pass; while the full KKT residual is large and (float32) a growth round could
@@ -29,8 +29,8 @@ import numpy as np
 
 from bhtcli.maths.divergences import softplus
 from bhtcli.maths.subspaces import orthonormal_span, orthonormalise
-from bhtcli.models.softmax import SoftmaxPair, pair_memo
-from bhtcli.search.ascent import BatchedAscent, distinct, enough, halve, project
+from bhtcli.models.softmax import SoftmaxPair
+from bhtcli.search.ascent import BatchedAscent, distinct, enough, project, ray_start
 from bhtcli.search.kkt import kkt_residuals, lagrangian_gradient
 from bhtcli.search.result import SearchResult
 from bhtcli.search.starts import norm_order, row_norms, spectral_directions, swap_directions
@@ -45,8 +45,10 @@ SKETCH_CANDIDATES = 24        # rows of the single-row screen (two starts each)
 SWAP_ANCHORS = 32             # the single-row screen's best rows, paired with every partner too
 SKETCH_RANDOM = 4             # random starts in the subspace
 SCREEN_ANGLES = 24            # angles per row in the single-row screen
-HALVING_FIRST = 24            # starts kept after one evaluation of all of them
-HALVING = ((8, 4),)           # (iterations, survivors) before the survivors climb to the end
+HALVING_FIRST = 16            # starts climbed after one evaluation of all of them (pairs and
+                              # K models; 24 for pairs before, docs/maths.md §8.13 for K)
+HALVING_STEPS = 8             # their iterations before the best HALVING_KEEP continue
+HALVING_KEEP = 4
 SKETCH_HEAVY = 4              # rows of largest weight at the best lifted point added per round
 SKETCH_ROUNDS = 6             # rounds of basis growth at most
 SKETCH_KKT = (1e-7, 1e-4)     # (float64, float32): a lifted point with a smaller relative KKT residual ends the growth
@@ -56,18 +58,8 @@ SKETCH_RESOLUTION = (0.0, 1e-6)  # (float64, float32): ... and so does one where
                               # improvement); float64 keeps its residual target alone
 SKETCH_POLISH = (1e-3, 1e-2)  # (float64, float32): a stalled growth still polishes in full d above
 SKETCH_MAX_RANK = 512
-
-
-class _ReducedPair(SoftmaxPair):
-    """The pair restricted to x = Q y: K Q as the model matrix (already centred)."""
-
-    def __init__(self, KQ: np.ndarray, n: int, readout, objective: str):
-        self.n, self.d = n, KQ.shape[1]
-        self.readout, self.objective = readout, objective
-        self.dtype = np.dtype(KQ.dtype)
-        self.K = KQ
-        self.passes = 0
-        self._first_seconds = None  # products in the subspace are not passes: not timed
+RAY_MARGIN = (1e-9, 1e-5)     # (float64, float32): a point on the ray through the winner climbs
+                              # again when it beats the winner by this, relative
 
 
 def use_sketch(pair: SoftmaxPair, search_space: str | None, starts: int | None = None) -> bool:
@@ -189,7 +181,7 @@ def row_against_bulk(w, delta, midpoint=None):
 
 def _row_dots(pair: SoftmaxPair) -> np.ndarray:
     """c_i . g_i for every row (one read of K, cached)."""
-    return pair_memo(pair, "_row_dots", lambda: np.einsum("ij,ij->i", pair.C, pair.G, dtype=np.float64))
+    return pair.cache.get_or_build("row_dots", lambda: np.einsum("ij,ij->i", pair.C, pair.G, dtype=np.float64))
 
 
 def growth_gain(Q: np.ndarray, x: np.ndarray, g: np.ndarray, value: float, energy: float) -> float:
@@ -215,20 +207,28 @@ def full_pass_tick(progress, pair, before: int = 0):
     return lambda iterations, value, _passes: tick(before + iterations, value, pair.passes)
 
 
-def successive_halving(reduced: SoftmaxPair, Y0: np.ndarray, energy: float, gtol: float,
-                       climb: int = 500, tick=None):
-    """Score every column once (values only) and keep the best HALVING_FIRST distinct ones,
-    then per stage of HALVING climb that many iterations and keep the best distinct ones;
-    the last survivors climb `climb` more iterations (500: to the end)."""
+def successive_halving(objective, Y0: np.ndarray, energy: float, gtol: float,
+                       climb: int = 500, tick=None, score=None, judge=None):
+    """Score every column of Y0 (projected into the ball) once and climb the best
+    HALVING_FIRST distinct ones HALVING_STEPS iterations, keep the best HALVING_KEEP distinct
+    end points and climb them `climb` more (500: to the end). `score` ranks the starts
+    (default: the objective's values), `judge` the end points (default: the climb's own
+    values; the bottleneck's soft minimum is judged by the true minimum). Returns (run, the
+    end points' values by `judge`, their distinct indices best first)."""
     Y0 = project(Y0, energy)
+    score = objective.value if score is None else score
     # 32 columns at a time: one n x 100 block of float64 temporaries costs more in fresh pages
     # (~0.4 s at n = 50,000) than the whole evaluation in blocks that the allocator reuses
-    f0 = np.concatenate([reduced.value(Y0[:, s:s + 32]) for s in range(0, Y0.shape[1], 32)])
-    run = BatchedAscent(reduced, Y0[:, distinct(Y0, f0, energy, tol=1e-3)[:HALVING_FIRST]], energy)
+    f0 = np.concatenate([score(Y0[:, s:s + 32]) for s in range(0, Y0.shape[1], 32)])
+    run = BatchedAscent(objective, Y0[:, distinct(Y0, f0, energy, tol=1e-3)[:HALVING_FIRST]],
+                        energy)
     run.tick = tick
-    halve(run, HALVING, gtol)
+    run.run(HALVING_STEPS, gtol=gtol)
+    ends = run.f.copy() if judge is None else judge(run.X)
+    finals = distinct(run.X, ends, energy, tol=1e-3)
+    run.keep(finals[:HALVING_KEEP])
     run.run(climb, gtol=gtol)
-    return run
+    return run, ends, finals
 
 
 def sketch_search(pair: SoftmaxPair, energy: float, *, starts=None, seed: int = 0,
@@ -263,7 +263,7 @@ def sketch_search(pair: SoftmaxPair, energy: float, *, starts=None, seed: int = 
     KQ = pair.forward(Q, out_dtype=pair.dtype)
     if progress:
         progress(f"[phase 2 of at most {phases}] sketched subspace of rank {Q.shape[1]}")
-    reduced = _ReducedPair(KQ, pair.n, pair.readout, pair.objective)
+    reduced = SoftmaxPair.from_stacked(KQ, pair.n, pair.readout, pair.objective)
     rng = np.random.default_rng(seed)
     R = rng.standard_normal((Q.shape[1], SKETCH_RANDOM))
     R *= energy / np.linalg.norm(R, axis=0)
@@ -275,7 +275,8 @@ def sketch_search(pair: SoftmaxPair, energy: float, *, starts=None, seed: int = 
     if progress:
         progress(f"[phase 3 of at most {phases}] climbing from {total} starts in the subspace "
                  f"(budget {energy:g})")
-    run = successive_halving(reduced, Y0, energy, explore_gtol, tick=full_pass_tick(progress, pair))
+    run, _, _ = successive_halving(reduced, Y0, energy, explore_gtol,
+                                   tick=full_pass_tick(progress, pair))
     iterations = run.iterations
     values = sorted({float(v) for v in run.f}, reverse=True)
     points = Q @ run.X
@@ -328,7 +329,7 @@ def sketch_search(pair: SoftmaxPair, energy: float, *, starts=None, seed: int = 
         if progress:
             progress(f"[phase {3 + rounds} of at most {phases}] sketched subspace of rank "
                      f"{Q.shape[1]} (growth {rounds})")
-        reduced = _ReducedPair(KQ, pair.n, pair.readout, pair.objective)
+        reduced = SoftmaxPair.from_stacked(KQ, pair.n, pair.readout, pair.objective)
         run = BatchedAscent(reduced, Y, energy)
         run.tick = full_pass_tick(progress, pair, iterations)
         run.run(500, gtol=polish_gtol)
@@ -351,20 +352,16 @@ def sketch_search(pair: SoftmaxPair, energy: float, *, starts=None, seed: int = 
     # interior check along the ray through the winner, in the subspace (x = Q y exactly)
     lift = (lambda Y: Y) if reduced is pair else (lambda Y: Q @ Y)
     y = best_x if reduced is pair else Q.T @ best_x
-    ny = np.linalg.norm(y)
-    if ny > 0:
-        ray = np.outer(y / ny, np.linspace(0.05, 1.0, 20) * energy)
-        fr = reduced.value(ray)
-        j = int(np.argmax(fr))
-        if fr[j] > best_f * (1 + (1e-9 if pair.dtype == np.float64 else 1e-5)):
-            again = BatchedAscent(reduced, ray[:, [j]], energy)
-            again.run(500, gtol=ray_gtol)
-            iterations += again.iterations
-            xr = lift(again.X)
-            fx, gx = pair.value_and_grad(xr)
-            if fx[0] > best_f:
-                best_x, best_f = xr[:, 0].copy(), float(fx[0])
-                residual = float(kkt_residuals(xr, fx, gx, energy)[0])
+    start = ray_start(reduced.value, y, energy, best_f * (1 + RAY_MARGIN[0 if exact else 1]))
+    if start is not None:
+        again = BatchedAscent(reduced, start, energy)
+        again.run(500, gtol=ray_gtol)
+        iterations += again.iterations
+        xr = lift(again.X)
+        fx, gx = pair.value_and_grad(xr)
+        if fx[0] > best_f:
+            best_x, best_f = xr[:, 0].copy(), float(fx[0])
+            residual = float(kkt_residuals(xr, fx, gx, energy)[0])
     on_boundary = bool(np.linalg.norm(best_x) >= energy * (1 - 1e-9))
     values = sorted(set(values) | {best_f}, reverse=True)
     keep_idx = distinct(points, f_full, energy, tol=1e-3)[:4]
