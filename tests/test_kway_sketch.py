@@ -1,4 +1,4 @@
-"""The sketched K-way search (bhtcli/search/kway_sketch.py) against the full K-way search on
+"""The sketched K-way search (bhtcli/search/bottleneck.py) against the full K-way search on
 seeded mid-size cases, its pieces against direct computations, the schedule priced in the
 subspace, and the K-way Python API against the CLI."""
 import json
@@ -11,8 +11,7 @@ from bhtcli import api
 from bhtcli.cli.main import main
 from bhtcli.errors import InputError
 from bhtcli.models.kway import KModels, PairView, ReducedKModels, block_gram
-from bhtcli.search.kway import pair_directions
-from bhtcli.search.kway_sketch import Subspace, sketch_bottleneck, use_kway_sketch
+from bhtcli.search.bottleneck import Subspace, pair_directions, sketch_bottleneck, use_kway_sketch
 from kway_cases import quality_case
 
 

@@ -21,7 +21,7 @@ from bhtcli.models.kway import KModels, kway_scores_at, pairs_at
 from bhtcli.models.threads import beside, single_threaded
 from bhtcli.results import KwayBoundResult, KwayDesignResult
 from bhtcli.search.entry import maximize
-from bhtcli.search.kway import best_schedule
+from bhtcli.search.schedule import best_schedule
 from bhtcli.search.result import solver_dict
 
 MAX_MODELS = 8

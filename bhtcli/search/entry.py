@@ -108,14 +108,14 @@ def _maximize(problem, energy, method, *, starts, seed, max_starts, keep, progre
 
 
 def _maximize_bottleneck(models, energy, method, *, starts, seed, progress, carried):
-    """K models: the sketched bottleneck search at vocabulary scale (kway_sketch.py), else the
-    full one (kway.py); the pairs' spectral directions are found once and handed on."""
-    from bhtcli.search.kway import maximize_bottleneck, pair_directions
-    from bhtcli.search.kway_sketch import SPECTRAL, sketch_bottleneck, use_kway_sketch
+    """K models: the sketched bottleneck search at vocabulary scale, else the full one
+    (bottleneck.py); the pairs' spectral directions are found once and handed on."""
+    from bhtcli.search.bottleneck import (SKETCH_SPECTRAL, maximize_bottleneck, pair_directions,
+                                          sketch_bottleneck, use_kway_sketch)
     if method not in ("auto", "full", "sketch"):
         raise ValueError(f"K models are searched by 'auto', 'full' or 'sketch', not {method!r}")
     if use_kway_sketch(models, method, starts):
-        directions = pair_directions(models, SPECTRAL, seed)
+        directions = pair_directions(models, SKETCH_SPECTRAL, seed)
         found, space = sketch_bottleneck(models, energy, seed=seed, directions=directions,
                                          progress=progress, carried=carried)
         found.subspace = space
