@@ -59,7 +59,7 @@ from bhtcli.search.sketch import (HALVING_KEEP, RAY_MARGIN, SKETCH_MIN_D, SKETCH
                                   LiftRules, orthonormal_extension, single_row_screen,
                                   successive_halving)
 from bhtcli.search.sketch import Subspace as PairSubspace
-from bhtcli.search.starts import range_finder, swap_directions
+from bhtcli.search.starts import random_fill, range_finder, swap_directions
 
 SHARPNESS = (4.0, 16.0, 64.0, 256.0, 1024.0, 4096.0, 16384.0)   # the soft minimum's ladder
 DEFAULT_KWAY_STARTS = 32
@@ -140,19 +140,11 @@ def bottleneck_starts(models: KModels, energy: float, starts: int, seed: int,
     """`starts` columns: the best half (by the bottleneck, one pass) of a pool of every pair's
     spectral directions (both signs, radius E and E/2) and their pairwise sums, then seeded
     random points on the sphere and inside the ball."""
-    d = models.d
     P = spectral_pool(directions, energy)
     score = np.concatenate([models.pair_distances(P[:, s:s + 64]).min(axis=0)
                             for s in range(0, P.shape[1], 64)])
     take = np.argsort(-score, kind="stable")[:max(1, starts // 2)]
-    cols = list(P[:, take].T)
-    rng = np.random.default_rng(seed)
-    while len(cols) < starts:
-        u = rng.standard_normal(d)
-        u /= np.linalg.norm(u)
-        inside = len(cols) % 2 == 1
-        cols.append((energy * rng.uniform() ** (1.0 / d) if inside else energy) * u)
-    return np.stack(cols[:starts], axis=1)
+    return random_fill(list(P[:, take].T), starts, models.d, energy, seed)
 
 
 def maximize_bottleneck(models: KModels, energy: float, *, starts: int | None = None,

@@ -319,6 +319,12 @@ def starting_points(pair: SoftmaxPair, energy: float, starts: int, seed: int) ->
                                     for s in range(0, cand.shape[1], starts)])
             best = np.argsort(-score, kind="stable")[:n_rows]
             cols += list(cand[:, best].T)
+    return random_fill(cols, starts, d, energy, seed)
+
+
+def random_fill(cols: list, starts: int, d: int, energy: float, seed: int) -> np.ndarray:
+    """The columns `cols` and, up to `starts`, seeded random points: uniform on the sphere of
+    radius E and, every other one, uniform in the ball (pairs and K models alike)."""
     rng = np.random.default_rng(seed)
     while len(cols) < starts:
         u = rng.standard_normal(d)
