@@ -48,8 +48,10 @@ SKETCH_CANDIDATES = 24        # rows of the single-row screen (two starts each)
 SWAP_ANCHORS = 32             # the single-row screen's best rows, paired with every partner too
 SKETCH_RANDOM = 4             # random starts in the subspace
 SCREEN_ANGLES = 24            # angles per row in the single-row screen
-HALVING_FIRST = 16            # starts climbed after one evaluation of all of them (pairs and
-                              # K models; 24 for pairs before, docs/maths.md §8.13 for K)
+HALVING_FIRST = 16            # starts climbed after one evaluation of all of them, in a
+                              # subspace (pairs and K models; 24 for pairs before, §8.13 for K)
+FULL_D_HALVING_FIRST = 24     # ... and in full d, where a pass is one product whatever its
+                              # width: 16 cost 12% more passes on a --mid pair (benchmarks)
 HALVING_STEPS = 8             # their iterations before the best HALVING_KEEP continue
 HALVING_KEEP = 4
 SKETCH_HEAVY = 4              # rows of largest weight at the best lifted point added per round
@@ -211,9 +213,10 @@ def full_pass_tick(progress, pair, before: int = 0):
 
 
 def successive_halving(objective, Y0: np.ndarray, energy: float, gtol: float,
-                       climb: int = 500, tick=None, score=None, judge=None):
-    """Score every column of Y0 (projected into the ball) once and climb the best
-    HALVING_FIRST distinct ones HALVING_STEPS iterations, keep the best HALVING_KEEP distinct
+                       climb: int = 500, tick=None, score=None, judge=None,
+                       first: int = HALVING_FIRST):
+    """Score every column of Y0 (projected into the ball) once and climb the best `first`
+    distinct ones HALVING_STEPS iterations, keep the best HALVING_KEEP distinct
     end points and climb them `climb` more (500: to the end). `score` ranks the starts
     (default: the objective's values), `judge` the end points (default: the climb's own
     values; the bottleneck's soft minimum is judged by the true minimum). Returns (run, the
@@ -223,8 +226,7 @@ def successive_halving(objective, Y0: np.ndarray, energy: float, gtol: float,
     # 32 columns at a time: one n x 100 block of float64 temporaries costs more in fresh pages
     # (~0.4 s at n = 50,000) than the whole evaluation in blocks that the allocator reuses
     f0 = np.concatenate([score(Y0[:, s:s + 32]) for s in range(0, Y0.shape[1], 32)])
-    run = BatchedAscent(objective, Y0[:, distinct(Y0, f0, energy, tol=1e-3)[:HALVING_FIRST]],
-                        energy)
+    run = BatchedAscent(objective, Y0[:, distinct(Y0, f0, energy, tol=1e-3)[:first]], energy)
     run.tick = tick
     run.run(HALVING_STEPS, gtol=gtol)
     ends = run.f.copy() if judge is None else judge(run.X)
