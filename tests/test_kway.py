@@ -16,7 +16,7 @@ from bhtcli.commands.kway_loop import ml_errors_mc, log_probs_at
 from bhtcli.errors import InputError
 from bhtcli.maths.kway import KwayLaw, kway_counts, union_upper
 from bhtcli.models.kway import KModels, kway_scores_at
-from bhtcli.search.kway import schedule_lp
+from bhtcli.search.schedule import schedule_lp
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EX = os.path.join(ROOT, "examples")
@@ -426,7 +426,7 @@ def test_kway_bottleneck_reaches_the_grid_maximum_in_d2(seed, n, E):
     narrow peak on the sphere that no sharpness of the ladder climbs onto (0.26% short); the
     zoom finishes on the true bottleneck. Reference: a 2,000 x 100 polar grid."""
     from bhtcli.models.kway import KModels
-    from bhtcli.search.kway import maximize_bottleneck
+    from bhtcli.search.bottleneck import maximize_bottleneck
     rng = np.random.default_rng(seed)
     km = KModels([rng.standard_normal((n, 2)) for _ in range(5)])
     grid = _bottleneck_on_a_grid(km, E)

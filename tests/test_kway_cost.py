@@ -126,7 +126,7 @@ def test_residual_inside_is_the_subspace_part_of_the_kkt_residual():
     """At x = Q y on the sphere, the KKT residual splits into the part in span(Q) and the
     part outside it (Pythagoras): residual_inside is the first, checked against both."""
     from bhtcli.search.kkt import kkt_residuals
-    from bhtcli.search.kway_sketch import residual_inside
+    from bhtcli.search.sketch import residual_inside
     rng = np.random.default_rng(6)
     d, E = 30, 2.0
     Q = np.linalg.qr(rng.standard_normal((d, 5)))[0]
@@ -149,8 +149,8 @@ def test_residual_inside_is_the_subspace_part_of_the_kkt_residual():
 def test_float32_sketch_ends_at_the_lift_target():
     """float32: the lifted winner's residual inside the subspace is climbed away in float64
     (no pass), so the sketch ends below the float32 target instead of stalling above it."""
-    from bhtcli.search.kway import pair_directions
-    from bhtcli.search.kway_sketch import LIFT_KKT, sketch_bottleneck
+    from bhtcli.search.bottleneck import pair_directions
+    from bhtcli.search.bottleneck import LIFT_KKT, sketch_bottleneck
     from kway_cases import quality_case
     models = quality_case(6, 600, 48, 4, "noise")
     km = KModels(models, dtype="float32")
@@ -165,8 +165,8 @@ def test_float32_lift_in_a_subspace_that_spans_everything_does_not_polish():
     """When the basis already holds the Lagrangian gradient (here it is all of R^d), the
     float64 finish in the subspace is the better climb of the same problem: no float32
     polish in full d follows (main polished: 17-20 passes on these cases)."""
-    from bhtcli.search.kway import pair_directions
-    from bhtcli.search.kway_sketch import sketch_bottleneck
+    from bhtcli.search.bottleneck import pair_directions
+    from bhtcli.search.bottleneck import sketch_bottleneck
     from kway_cases import quality_case
     models = quality_case(13, 600, 32, 4, "noise")
     km = KModels(models, dtype="float32")

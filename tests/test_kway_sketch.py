@@ -1,4 +1,4 @@
-"""The sketched K-way search (bhtcli/search/kway_sketch.py) against the full K-way search on
+"""The sketched K-way search (bhtcli/search/bottleneck.py) against the full K-way search on
 seeded mid-size cases, its pieces against direct computations, the schedule priced in the
 subspace, and the K-way Python API against the CLI."""
 import json
@@ -11,8 +11,7 @@ from bhtcli import api
 from bhtcli.cli.main import main
 from bhtcli.errors import InputError
 from bhtcli.models.kway import KModels, PairView, ReducedKModels, block_gram
-from bhtcli.search.kway import pair_directions
-from bhtcli.search.kway_sketch import Subspace, sketch_bottleneck, use_kway_sketch
+from bhtcli.search.bottleneck import Subspace, pair_directions, sketch_bottleneck, use_kway_sketch
 from kway_cases import quality_case
 
 
@@ -61,8 +60,8 @@ def test_pair_view_rows_and_norms_match_the_pair():
         C, G = 0.5 * (A + B), A - B
         rows = np.array([3, 0, 49])
         assert np.allclose(v.C[rows], C[rows]) and np.allclose(v.G[rows], G[rows])
-        assert np.allclose(v._row_norms[0], (C * C).sum(1)) and np.allclose(v._row_norms[1], (G * G).sum(1))
-        assert np.allclose(v._row_dots, (C * G).sum(1))
+        assert np.allclose(v.cache["row_norms"][0], (C * C).sum(1)) and np.allclose(v.cache["row_norms"][1], (G * G).sum(1))
+        assert np.allclose(v.cache["row_dots"], (C * G).sum(1))
 
 
 def test_subspace_values_are_the_full_values_and_the_lift_counts_passes():

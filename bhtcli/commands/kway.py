@@ -20,9 +20,8 @@ from bhtcli.maths.kway import KwayLaw, allocate, kway_counts
 from bhtcli.models.kway import KModels, kway_scores_at, pairs_at
 from bhtcli.models.threads import beside, single_threaded
 from bhtcli.results import BoundResult, DesignResult
-from bhtcli.search.kway import best_schedule, maximize_bottleneck, pair_directions
-from bhtcli.search.kway_sketch import SPECTRAL as SKETCH_SPECTRAL
-from bhtcli.search.kway_sketch import sketch_bottleneck, use_kway_sketch
+from bhtcli.search.entry import maximize
+from bhtcli.search.schedule import best_schedule
 from bhtcli.search.result import solver_dict
 
 MAX_MODELS = 8
@@ -200,25 +199,12 @@ def pair_schedule(result: DesignResult) -> DesignResult:
 
 def search_bottleneck(km: KModels, energy: float, *, search_space: str = "auto",
                       starts: int | None = None, seed: int = 0, progress=None, carried=None):
-    """(SearchResult, subspace or None, pair directions): the bottleneck's search, sketched at
-    vocabulary scale (search/kway_sketch.py) or full; `carried` starting points climb too.
-    One BLAS thread for the small products, as the pair search (models/threads.py); the
-    passes over the K models take the threads back."""
-    with single_threaded():
-        return _search_bottleneck(km, energy, search_space, starts, seed, progress, carried)
-
-
-def _search_bottleneck(km: KModels, energy: float, search_space, starts, seed, progress,
-                       carried):
-    if use_kway_sketch(km, search_space, starts):
-        directions = pair_directions(km, SKETCH_SPECTRAL, seed)
-        found, space = sketch_bottleneck(km, energy, seed=seed, directions=directions,
-                                         progress=progress, carried=carried)
-        return found, space, directions
-    directions = pair_directions(km, 2, seed)
-    found = maximize_bottleneck(km, energy, starts=starts, seed=seed, progress=progress,
-                                directions=directions, carried=carried)
-    return found, None, directions
+    """(SearchResult, subspace or None, pair directions): the bottleneck's search through
+    the one search entry (search.maximize: sketched at vocabulary scale or full); `carried`
+    starting points climb too."""
+    found = maximize(km, energy, search_space or "auto", starts=starts, seed=seed,
+                     progress=progress, carried=carried)
+    return found, found.subspace, found.directions
 
 
 def at_query(mats, pairs_ij, x, error: float):

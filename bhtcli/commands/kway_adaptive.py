@@ -17,7 +17,7 @@ import numpy as np
 
 from bhtcli.models.softmax import SoftmaxPair
 from bhtcli.search.entry import maximize
-from bhtcli.search.kway import schedule_lp
+from bhtcli.search.schedule import schedule_lp
 
 
 def kl_matrices(logp: list) -> np.ndarray:

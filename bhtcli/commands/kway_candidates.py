@@ -181,7 +181,7 @@ def design_kway_candidates(models, H, energy, options, *, names=None, top: int =
         printed.append(sched_D)
     cert = bottleneck_certificate(facts, km.pairs, error, Dbest, printed)
     from bhtcli.models.kway import SoftBottleneck
-    from bhtcli.search.kway import SHARPNESS
+    from bhtcli.search.bottleneck import SHARPNESS
     f, g = SoftBottleneck(km, SHARPNESS[-1]).value_and_grad(x[:, None])
     residual = float(kkt_residuals(x[:, None], f, g, radius)[0])
     solver = solver_dict("candidates", 0, 0, km.passes, 0, [], residual, found.seconds,
@@ -203,7 +203,7 @@ def candidate_schedule(mats, km: KModels, H, eligible: np.ndarray, Dall: np.ndar
     §8.3 with every eligible row as a column (§8.9); no column generation, so its value is the
     optimum over these rows and `dual_bound` equals it. Returns (report, per-pair D)."""
     from bhtcli.commands.kway import schedule_report
-    from bhtcli.search.kway import schedule_lp
+    from bhtcli.search.schedule import schedule_lp
     rows = np.flatnonzero(eligible)
     value, w, _ = schedule_lp(Dall[:, rows])
     used = w > SCHEDULE_MIN_WEIGHT

@@ -27,7 +27,7 @@ import numpy as np
 from bhtcli.maths.counts import ceil_count, lower_count
 from bhtcli.maths.divergences import Tilt, logsumexp
 from bhtcli.maths.orthant import orthant_probability
-from bhtcli.maths.scalar import log_ndtr, ndtri, root_bracketed
+from bhtcli.maths.scalar import lugannani_rice_log_lower, ndtri, root_bracketed
 
 
 @dataclass(frozen=True)
@@ -82,19 +82,7 @@ def log_tail(exponent: PairExponent, N: float, under_first: bool) -> float:
     w = -math.sqrt(-2.0 * N * kap)
     theta = (lam - 1.0) if under_first else -lam
     u = theta * math.sqrt(max(N * k2, 0.0))
-    return _lr_log_lower(w, u)
-
-
-def _lr_log_lower(w: float, u: float) -> float:
-    """log [Phi(w) + phi(w) (1/w - 1/u)] (w, u < 0), the leading term far in the tail."""
-    if abs(w) < 1e-6 or abs(u) < 1e-9:
-        return math.log(0.5)
-    log_phi = -0.5 * w * w - 0.5 * math.log(2 * math.pi)
-    log_Phi = log_ndtr(w)
-    ratio = math.exp(log_phi - log_Phi) * (1.0 / w - 1.0 / u)
-    if ratio <= -1.0:
-        return log_phi - math.log(-w)
-    return log_Phi + math.log1p(ratio)
+    return lugannani_rice_log_lower(w, u)
 
 
 def llr_correlations(r_list, deltas_list, weights, k: int) -> np.ndarray:

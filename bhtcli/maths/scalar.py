@@ -134,3 +134,18 @@ def ndtri(p) -> np.ndarray:
     def one(v):
         return -math.inf if v <= 0.0 else math.inf if v >= 1.0 else inv(v)
     return np.array([one(float(v)) for v in np.ravel(p)]).reshape(np.shape(p))
+
+
+def lugannani_rice_log_lower(w: float, u: float) -> float:
+    """log P(sum <= threshold) by Lugannani-Rice: log [Phi(w) + phi(w) (1/w - 1/u)] for
+    w, u < 0 (the signed root and the standardised tilt at the saddle point); log 1/2 at the
+    centre (|w| or |u| below 1e-6, where 1/u would blow the correction up); the leading term
+    phi(w) / (-w) far in the tail, where the correction breaks down."""
+    if abs(w) < 1e-6 or abs(u) < 1e-6:
+        return math.log(0.5)
+    log_phi = -0.5 * w * w - _LOG_SQRT_2PI
+    log_Phi = log_ndtr(w)
+    ratio = math.exp(log_phi - log_Phi) * (1.0 / w - 1.0 / u)
+    if ratio <= -1.0:
+        return log_phi - math.log(-w)
+    return log_Phi + math.log1p(ratio)

@@ -26,6 +26,7 @@ import numpy as np
 from bhtcli.maths.divergences import bhattacharyya_weights
 from bhtcli.maths.kway_coefficients import coefficient_distances, coefficient_pairs
 from bhtcli.maths.kway_pairs import fused_pairs
+from bhtcli.models.problem import ProblemCache
 from bhtcli.models.softmax import block_product, own_pass_seconds, timed_product
 from bhtcli.models.threads import in_two_halves
 
@@ -74,10 +75,20 @@ class KModels:
         else:
             stack(0, len(starts))
             centre(0, self.K)
+        self._hold(S, self.K, n, timed=True)
+
+    def _hold(self, S: np.ndarray, K: int, n: int, timed: bool):
+        """The one place the K models' state is set: the stacked S (K n x d), the P = K(K-1)/2
+        pairs under the bottleneck (the search protocol, problem.py), the pass count and the
+        first products' timings (None: never timed), the shared cache."""
+        self.K, self.n, self.d = K, n, S.shape[1]
+        self.dtype = np.dtype(S.dtype)
         self.S = S
-        self.pairs = list(itertools.combinations(range(self.K), 2))
+        self.pairs = list(itertools.combinations(range(K), 2))
         self.passes = 0
-        self._first_seconds = {}    # kind -> seconds of the first counted product (pass_seconds)
+        self._first_seconds = {} if timed else None
+        self._pass_seconds = None
+        self.cache = ProblemCache()
 
     def product(self, X: np.ndarray, out_dtype=np.float64) -> np.ndarray:
         """S X: one counted pass, timed for :meth:`pass_seconds`."""
@@ -210,7 +221,7 @@ class KModels:
         own = own_pass_seconds(self)
         if own is not None:
             return own
-        if getattr(self, "_pass_seconds", None) is None:
+        if self._pass_seconds is None:
             X = np.full((self.d, width), 1.0 / np.sqrt(self.d))
             W = np.full((self.S.shape[0], width), 1e-3)
             t0 = time.perf_counter()
@@ -341,12 +352,7 @@ class ReducedKModels(KModels):
     read K n x r numbers, not the models, and are not counted as passes over them."""
 
     def __init__(self, SQ: np.ndarray, K: int, n: int):
-        self.K, self.n, self.d = K, n, SQ.shape[1]
-        self.dtype = np.dtype(SQ.dtype)
-        self.S = SQ
-        self.pairs = list(itertools.combinations(range(K), 2))
-        self.passes = 0
-        self._first_seconds = None  # products in the subspace are not passes: not timed
+        self._hold(SQ, K, n, timed=False)   # products in the subspace are not passes: not timed
 
     def _multiply(self, kind: str, M: np.ndarray, X: np.ndarray, out_dtype=np.float64):
         """M X on the calling thread's BLAS threads (one, inside a search), never all of them:
@@ -395,8 +401,9 @@ class PairView:
         self.readout = Readout()
         self.objective = "bhattacharyya"
         self.C, self.G = PairRows(models.S, n, a), PairRows(models.S, n, b)
-        self._row_norms = (np.einsum("k,nkl,l->n", a, gram, a), np.einsum("k,nkl,l->n", b, gram, b))
-        self._row_dots = np.einsum("k,nkl,l->n", a, gram, b)
+        self.cache = ProblemCache(
+            row_norms=(np.einsum("k,nkl,l->n", a, gram, a), np.einsum("k,nkl,l->n", b, gram, b)),
+            row_dots=np.einsum("k,nkl,l->n", a, gram, b))
 
 
 def block_gram(models: KModels, rows: int = 256) -> np.ndarray:

@@ -8,6 +8,7 @@ import numpy as np
 
 from bhtcli.maths.differences import reference_differences
 from bhtcli.maths.divergences import bhattacharyya_weights, column_max, divergences
+from bhtcli.models.problem import ProblemCache
 from bhtcli.models.readout import Readout
 from bhtcli.models.threads import all_threads
 
@@ -93,7 +94,7 @@ def measure_pass_seconds(pair: "SoftmaxPair", width: int = PASS_TIME_WIDTH,
 
 
 class SoftmaxPair:
-    """Holds K = [C; G] with C = (A+B)/2 and G = A-B, both row-centred when both links are
+    """One pair of models (P = 1 pair of the search protocol, problem.py). Holds K = [C; G] with C = (A+B)/2 and G = A-B, both row-centred when both links are
     exp (softmax ignores a common shift of all logits, so centring changes no probability but
     removes the large common component that would otherwise cancel). Links and biases are
     applied to the products by `readout` (readout.py).
@@ -105,6 +106,8 @@ class SoftmaxPair:
     One *pass* is one product of K (2n x d) with a block of queries, forward (K X) or
     backward (K^T W): it reads A's and B's worth of data once, whatever the block width.
     """
+
+    pairs = [(0, 1)]
 
     def __init__(self, A: np.ndarray, B: np.ndarray, objective: str = "bhattacharyya",
                  readout: Readout | None = None, dtype: str = "float64"):
@@ -136,12 +139,30 @@ class SoftmaxPair:
             # not shift-invariant, so their scores stay as they are
             C -= C.mean(axis=0, dtype=np.float64).astype(self.dtype)
             G -= G.mean(axis=0, dtype=np.float64).astype(self.dtype)
-        self.K = K
-        self.passes = 0
-        self._first_seconds = {}    # kind -> seconds of the first counted product (pass_seconds)
         if objective not in ("bhattacharyya", "kl"):
             raise ValueError(f"unknown objective {objective!r}")
-        self.objective = objective
+        self._hold(K, n, self.readout, objective, timed=True)
+
+    def _hold(self, K: np.ndarray, n: int, readout: Readout, objective: str, timed: bool):
+        """The one place a pair's state is set: the stacked K = [C; G] (2n x d), and what
+        every search on it shares (the pass count, the first products' timings, the cache)."""
+        self.n, self.d = n, K.shape[1]
+        self.readout, self.objective = readout, objective
+        self.dtype = np.dtype(K.dtype)
+        self.K = K
+        self.passes = 0
+        # kind -> seconds of the first counted product (pass_seconds); None: never timed
+        self._first_seconds = {} if timed else None
+        self._pass_seconds = None   # measure_pass_seconds, once
+        self.cache = ProblemCache()
+
+    @classmethod
+    def from_stacked(cls, K: np.ndarray, n: int, readout: Readout, objective: str) -> "SoftmaxPair":
+        """The pair restricted to x = Q y, from its stacked K Q (2n x r, already centred):
+        products in the subspace are not passes over the pair and are not timed."""
+        pair = cls.__new__(cls)
+        pair._hold(K, n, readout, objective, timed=False)
+        return pair
 
     @property
     def C(self) -> np.ndarray:
@@ -213,17 +234,6 @@ def stream_rows(d: int) -> int:
     blocks above ~2 MB made each matrix-vector product 5-10x slower here (0.6 s instead of
     0.06 s at 50,000 x 1,024)."""
     return max(16, STREAM_BLOCK_BYTES // max(8 * d, 1))
-
-
-def pair_memo(pair, name: str, build):
-    """What `build()` returns, computed once per pair object and kept on it as attribute
-    `name`: the budget-free work that every search on the pair shares (row norms, orders,
-    spectral directions, the ladder's rung climbs)."""
-    value = getattr(pair, name, None)
-    if value is None:
-        value = build()
-        setattr(pair, name, value)
-    return value
 
 
 def logits_at(A: np.ndarray, B: np.ndarray, x: np.ndarray, readout: Readout | None = None,

@@ -39,6 +39,18 @@ def enough(value: float) -> bool:
     return value >= _ENOUGH.get()
 
 
+# The gradient tolerances of every climb, pairs and K models alike: (explore, polish, ray),
+# relative. Tight in float64; float32 products resolve values to ~1e-6, so its climbs stop at
+# 1e-5 (a tighter polish only runs to the iteration cap there).
+TOLERANCES = {np.dtype(np.float64): (1e-5, 1e-10, 1e-11),
+              np.dtype(np.float32): (1e-4, 1e-5, 1e-5)}
+
+
+def gradient_tolerances(problem) -> tuple:
+    """(explore, polish, ray) gradient tolerances for the problem's precision (TOLERANCES)."""
+    return TOLERANCES[np.dtype(problem.dtype)]
+
+
 @dataclass
 class Ascent:
     """Local maxima found from a block of starts."""
@@ -253,14 +265,23 @@ def finish(objective, X: np.ndarray, f: np.ndarray, energy: float, *, polish_gto
     iterations = run.iterations
 
     # Interior check: scan the ray through x; climb again from any better point on it.
-    norm_x = np.linalg.norm(x)
-    if norm_x > 0:
-        ray = np.outer(x / norm_x, np.linspace(0.05, 1.0, 20) * energy)
-        fr = objective.value(ray)
-        j = int(np.argmax(fr))
-        if fr[j] > fx * (1 + 1e-9):
-            again = ascend(objective, ray[:, [j]], energy, max_iter=2000, gtol=ray_gtol)
-            iterations += again.iterations
-            if again.f[0] > fx:
-                x, fx = again.X[:, 0].copy(), float(again.f[0])
+    start = ray_start(objective.value, x, energy, fx * (1 + 1e-9))
+    if start is not None:
+        again = ascend(objective, start, energy, max_iter=2000, gtol=ray_gtol)
+        iterations += again.iterations
+        if again.f[0] > fx:
+            x, fx = again.X[:, 0].copy(), float(again.f[0])
     return Climb(x, fx, iterations, f, finals)
+
+
+def ray_start(value, x: np.ndarray, energy: float, above: float):
+    """The interior check of every search (the maximiser can be inside the ball, docs/maths.md
+    §5): the best of 20 points on the ray through x (radii 0.05 E to E) by `value` (a function
+    of columns), as a d x 1 column where its value exceeds `above`; else None."""
+    norm_x = np.linalg.norm(x)
+    if not norm_x > 0:
+        return None
+    ray = np.outer(x / norm_x, np.linspace(0.05, 1.0, 20) * energy)
+    fr = value(ray)
+    j = int(np.argmax(fr))
+    return ray[:, [j]] if fr[j] > above else None

@@ -29,8 +29,10 @@ def maximize(problem, energy: float, method: str = "auto", *, starts: int | None
 
     Parameters
     ----------
-    problem : SoftmaxPair or LeveragePair
-        What to maximise (its Bhattacharyya distance, or `objective` for "box").
+    problem : SoftmaxPair, LeveragePair or KModels
+        What to maximise (its Bhattacharyya distance, or `objective` for "box"; K models: the
+        bottleneck min_{i<j} D_ij, full or sketched by the pair's size rule, with "auto",
+        "full" or "sketch"; the result carries the subspace and the pairs' directions).
     energy : float
         The radius of the ball ||x|| <= energy (softmax methods; unused by "box").
     method : {"auto", "full", "sketch", "ccp", "box"}
@@ -66,15 +68,20 @@ def _maximize(problem, energy, method, *, starts, seed, max_starts, keep, progre
         if starts is None:
             starts = default_starts(problem.n, problem.a.At.shape[0])
         return maximize_box(problem, lo, hi, starts, seed, objective)
+    from bhtcli.models.kway import KModels
+    if isinstance(problem, KModels):            # P = K(K-1)/2 pairs under a bottleneck
+        return _maximize_bottleneck(problem, energy, method, starts=starts, seed=seed,
+                                    progress=progress, carried=carried)
     if method == "ccp":
         from bhtcli.search.ccp import ccp_search
         from bhtcli.search.starts import DEFAULT_STARTS
         A, B = models
         return ccp_search(problem, A, B, energy, DEFAULT_STARTS if starts is None else starts, seed)
-    from bhtcli.search.ladder import DEFAULT_MAX_STARTS, default_tolerances, search_budgets
+    from bhtcli.search.ascent import gradient_tolerances
+    from bhtcli.search.ladder import DEFAULT_MAX_STARTS, search_budgets
     if method not in ("auto", "full", "sketch"):
         raise ValueError(f"unknown search method {method!r}; one of {', '.join(METHODS)}")
-    tolerances = tolerances or default_tolerances(problem)
+    tolerances = tolerances or gradient_tolerances(problem)
     max_starts = DEFAULT_MAX_STARTS if max_starts is None else max_starts
     if carried is not None and np.size(carried):
         from bhtcli.search.ascent import project
@@ -98,3 +105,23 @@ def _maximize(problem, energy, method, *, starts, seed, max_starts, keep, progre
     return search_budgets(problem, [energy], starts=starts, seed=seed, max_starts=max_starts,
                           keep=keep, progress=progress, tolerances=tolerances,
                           carried=carried)[0]
+
+
+def _maximize_bottleneck(models, energy, method, *, starts, seed, progress, carried):
+    """K models: the sketched bottleneck search at vocabulary scale, else the full one
+    (bottleneck.py); the pairs' spectral directions are found once and handed on."""
+    from bhtcli.search.bottleneck import (SKETCH_SPECTRAL, maximize_bottleneck, pair_directions,
+                                          sketch_bottleneck, use_kway_sketch)
+    if method not in ("auto", "full", "sketch"):
+        raise ValueError(f"K models are searched by 'auto', 'full' or 'sketch', not {method!r}")
+    if use_kway_sketch(models, method, starts):
+        directions = pair_directions(models, SKETCH_SPECTRAL, seed)
+        found, space = sketch_bottleneck(models, energy, seed=seed, directions=directions,
+                                         progress=progress, carried=carried)
+        found.subspace = space
+    else:
+        directions = pair_directions(models, 2, seed)
+        found = maximize_bottleneck(models, energy, starts=starts, seed=seed, progress=progress,
+                                    directions=directions, carried=carried)
+    found.directions = directions
+    return found

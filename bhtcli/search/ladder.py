@@ -26,8 +26,9 @@ import time
 
 import numpy as np
 
-from bhtcli.models.softmax import SoftmaxPair, pair_memo
-from bhtcli.search.ascent import BatchedAscent, distinct, enough, finish, halve, project
+from bhtcli.models.softmax import SoftmaxPair
+from bhtcli.search.ascent import (BatchedAscent, distinct, enough, finish, gradient_tolerances,
+                                  halve, project)
 from bhtcli.search.kkt import kkt_state
 from bhtcli.search.result import SearchResult
 from bhtcli.search.starts import DEFAULT_STARTS, row_norms, spectral_directions, starting_points
@@ -41,11 +42,6 @@ CARRY = 4                   # best distinct points carried from rung to rung
 LATER_ROUND_HALVING = ((20, 2), (20, 4), (40, 8))   # a later round: (iterations, then keep the
                             # best distinct 1/m of its starts, at least HALVING_KEEP), in turn
 HALVING_KEEP = 4
-
-
-def default_tolerances(pair: SoftmaxPair) -> tuple:
-    """(explore, polish, ray) gradient tolerances: tight in float64, looser for float32 products."""
-    return (1e-5, 1e-10, 1e-11) if pair.dtype == np.float64 else (1e-4, 1e-5, 1e-5)
 
 
 def rung_energies(pair: SoftmaxPair, energies, max_rungs: int = MAX_GRID_RUNGS) -> list:
@@ -84,7 +80,7 @@ def rung_energies(pair: SoftmaxPair, energies, max_rungs: int = MAX_GRID_RUNGS) 
 
 
 def _rung_cache(pair) -> dict:
-    return pair_memo(pair, "_rung_climbs", dict)
+    return pair.cache.get_or_build("rung_climbs", dict)
 
 
 def _carry_starts(carried: np.ndarray, energy: float) -> np.ndarray:
@@ -120,7 +116,7 @@ def search_budgets(pair: SoftmaxPair, energies, starts: int | None = None, seed:
     carried : (d, m) array, optional
         Points to climb from as well (e.g. a design at a nearby budget); scaled into the ball.
     """
-    explore_gtol, polish_gtol, ray_gtol = tolerances or default_tolerances(pair)
+    explore_gtol, polish_gtol, ray_gtol = tolerances or gradient_tolerances(pair)
     V = spectral_directions(pair, 3, seed)
     extra = np.zeros((pair.d, 0)) if carried is None else np.asarray(carried, dtype=np.float64)
     carried = np.zeros((pair.d, 0))
@@ -282,7 +278,7 @@ def warm_climb(pair: SoftmaxPair, energy: float, points: np.ndarray, seed: int =
                tolerances=None) -> SearchResult:
     """Climb at `energy` from `points` (as they are where feasible, scaled into the ball, and
     scaled onto the sphere) and the spectral directions: the cheap trial of a bisection."""
-    explore_gtol, polish_gtol, ray_gtol = tolerances or default_tolerances(pair)
+    explore_gtol, polish_gtol, ray_gtol = tolerances or gradient_tolerances(pair)
     t0 = time.perf_counter()
     V = spectral_directions(pair, 3, seed)
     points = np.asarray(points, dtype=np.float64)

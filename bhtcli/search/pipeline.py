@@ -125,13 +125,14 @@ def screened_search(pair: SoftmaxPair, energy: float, *, seed: int = 0, progress
     survivors of the halving as they are: the full search's first round climbs them with its
     own starts, to the end, in the same passes."""
     from bhtcli.search.ascent import distinct
-    from bhtcli.search.sketch import successive_halving
+    from bhtcli.search.sketch import FULL_D_HALVING_FIRST, successive_halving
     t0 = time.perf_counter()
     explore_gtol, polish_gtol, ray_gtol = tolerances
     X0 = screened_pool(pair, energy, seed, carried)
     if progress:
         progress(f"climbing from {X0.shape[1]} screened starts in full d (budget {energy:g})")
-    run = successive_halving(pair, X0, energy, explore_gtol, climb=500 if polish else 0)
+    run, _, _ = successive_halving(pair, X0, energy, explore_gtol, climb=500 if polish else 0,
+                                   first=FULL_D_HALVING_FIRST)
     if polish:
         found = finish(pair, run.X, run.f, energy, polish_gtol=polish_gtol, ray_gtol=ray_gtol,
                        progress=progress)

@@ -31,6 +31,8 @@ class SearchResult:
     rungs: list = field(default_factory=list)    # budgets climbed up to this one (ladder.py)
     points: np.ndarray | None = None             # best distinct end points (carried further)
     search_space: str = "full"                   # "full" or "sketch" (sketch.py)
+    subspace: object = None         # K models, sketched: the Subspace the schedule prices in
+    directions: list | None = None  # K models: each pair's spectral directions (d x r)
 
 
 SOLVER_CORE = ("method", "starts", "iterations", "passes", "seconds", "kkt_residual",

@@ -8,13 +8,14 @@ span of the rows (c_i, g_i) that carry weight there (docs/maths.md §5.3). The s
 2. builds an orthonormal basis Q (d x r, r ~ 70-100) of the screened rows' (c_i, g_i), the
    swap directions, a few spectral directions of A - B and the rows of largest ||c_i||,
    ||g_i||; one wide product gives K Q (2n x r);
-3. evaluates all ~90 starts once in the subspace, climbs the best 24 a few iterations, the
+3. evaluates all ~90 starts once in the subspace, climbs the best 16 a few iterations, the
    best 4 to the exploration tolerance (successive halving);
 4. lifts the survivors: values and gradient weights from K Q (x = Q y), the full gradient from
    one backward pass; while the full KKT residual is large and (float32) a growth round could
    still raise D by more than float32 resolves (growth_gain), adds the Lagrangian gradients and
    the heaviest rows to Q and climbs again (docs/maths.md §5.3); polishes in full d only where
-   the basis cannot grow; scans the ray through the winner in the subspace.
+   the basis cannot grow; scans the ray through the winner in the subspace. The lift is
+   Subspace.lift, the one driver the K models' sketch (bottleneck.py) runs too.
 
 `solver.passes` counts full passes over A and B (the wide products K Q and the backward
 products of the lift among them); the products in the subspace read n x r numbers, not A and
@@ -24,13 +25,15 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
 from bhtcli.maths.divergences import softplus
 from bhtcli.maths.subspaces import orthonormal_span, orthonormalise
-from bhtcli.models.softmax import SoftmaxPair, pair_memo
-from bhtcli.search.ascent import BatchedAscent, distinct, enough, halve, project
+from bhtcli.models.kway import large_empty
+from bhtcli.models.softmax import SoftmaxPair
+from bhtcli.search.ascent import BatchedAscent, distinct, enough, project, ray_start
 from bhtcli.search.kkt import kkt_residuals, lagrangian_gradient
 from bhtcli.search.result import SearchResult
 from bhtcli.search.starts import norm_order, row_norms, spectral_directions, swap_directions
@@ -45,8 +48,12 @@ SKETCH_CANDIDATES = 24        # rows of the single-row screen (two starts each)
 SWAP_ANCHORS = 32             # the single-row screen's best rows, paired with every partner too
 SKETCH_RANDOM = 4             # random starts in the subspace
 SCREEN_ANGLES = 24            # angles per row in the single-row screen
-HALVING_FIRST = 24            # starts kept after one evaluation of all of them
-HALVING = ((8, 4),)           # (iterations, survivors) before the survivors climb to the end
+HALVING_FIRST = 16            # starts climbed after one evaluation of all of them, in a
+                              # subspace (pairs and K models; 24 for pairs before, §8.13 for K)
+FULL_D_HALVING_FIRST = 24     # ... and in full d, where a pass is one product whatever its
+                              # width: 16 cost 12% more passes on a --mid pair (benchmarks)
+HALVING_STEPS = 8             # their iterations before the best HALVING_KEEP continue
+HALVING_KEEP = 4
 SKETCH_HEAVY = 4              # rows of largest weight at the best lifted point added per round
 SKETCH_ROUNDS = 6             # rounds of basis growth at most
 SKETCH_KKT = (1e-7, 1e-4)     # (float64, float32): a lifted point with a smaller relative KKT residual ends the growth
@@ -56,18 +63,8 @@ SKETCH_RESOLUTION = (0.0, 1e-6)  # (float64, float32): ... and so does one where
                               # improvement); float64 keeps its residual target alone
 SKETCH_POLISH = (1e-3, 1e-2)  # (float64, float32): a stalled growth still polishes in full d above
 SKETCH_MAX_RANK = 512
-
-
-class _ReducedPair(SoftmaxPair):
-    """The pair restricted to x = Q y: K Q as the model matrix (already centred)."""
-
-    def __init__(self, KQ: np.ndarray, n: int, readout, objective: str):
-        self.n, self.d = n, KQ.shape[1]
-        self.readout, self.objective = readout, objective
-        self.dtype = np.dtype(KQ.dtype)
-        self.K = KQ
-        self.passes = 0
-        self._first_seconds = None  # products in the subspace are not passes: not timed
+RAY_MARGIN = (1e-9, 1e-5)     # (float64, float32): a point on the ray through the winner climbs
+                              # again when it beats the winner by this, relative
 
 
 def use_sketch(pair: SoftmaxPair, search_space: str | None, starts: int | None = None) -> bool:
@@ -109,7 +106,7 @@ def _orth(Q: np.ndarray, new: np.ndarray) -> np.ndarray:
     return U
 
 
-orthonormal_extension = _orth     # public: the K-way sketch (kway_sketch.py) grows its basis so
+orthonormal_extension = _orth     # public: the K-way sketch (bottleneck.py) grows its basis so
 
 
 def _heavy_rows(pair: SoftmaxPair, X: np.ndarray, count: int) -> np.ndarray:
@@ -189,7 +186,7 @@ def row_against_bulk(w, delta, midpoint=None):
 
 def _row_dots(pair: SoftmaxPair) -> np.ndarray:
     """c_i . g_i for every row (one read of K, cached)."""
-    return pair_memo(pair, "_row_dots", lambda: np.einsum("ij,ij->i", pair.C, pair.G, dtype=np.float64))
+    return pair.cache.get_or_build("row_dots", lambda: np.einsum("ij,ij->i", pair.C, pair.G, dtype=np.float64))
 
 
 def growth_gain(Q: np.ndarray, x: np.ndarray, g: np.ndarray, value: float, energy: float) -> float:
@@ -215,20 +212,237 @@ def full_pass_tick(progress, pair, before: int = 0):
     return lambda iterations, value, _passes: tick(before + iterations, value, pair.passes)
 
 
-def successive_halving(reduced: SoftmaxPair, Y0: np.ndarray, energy: float, gtol: float,
-                       climb: int = 500, tick=None):
-    """Score every column once (values only) and keep the best HALVING_FIRST distinct ones,
-    then per stage of HALVING climb that many iterations and keep the best distinct ones;
-    the last survivors climb `climb` more iterations (500: to the end)."""
+def successive_halving(objective, Y0: np.ndarray, energy: float, gtol: float,
+                       climb: int = 500, tick=None, score=None, judge=None,
+                       first: int = HALVING_FIRST):
+    """Score every column of Y0 (projected into the ball) once and climb the best `first`
+    distinct ones HALVING_STEPS iterations, keep the best HALVING_KEEP distinct
+    end points and climb them `climb` more (500: to the end). `score` ranks the starts
+    (default: the objective's values), `judge` the end points (default: the climb's own
+    values; the bottleneck's soft minimum is judged by the true minimum). Returns (run, the
+    end points' values by `judge`, their distinct indices best first)."""
     Y0 = project(Y0, energy)
+    score = objective.value if score is None else score
     # 32 columns at a time: one n x 100 block of float64 temporaries costs more in fresh pages
     # (~0.4 s at n = 50,000) than the whole evaluation in blocks that the allocator reuses
-    f0 = np.concatenate([reduced.value(Y0[:, s:s + 32]) for s in range(0, Y0.shape[1], 32)])
-    run = BatchedAscent(reduced, Y0[:, distinct(Y0, f0, energy, tol=1e-3)[:HALVING_FIRST]], energy)
+    f0 = np.concatenate([score(Y0[:, s:s + 32]) for s in range(0, Y0.shape[1], 32)])
+    run = BatchedAscent(objective, Y0[:, distinct(Y0, f0, energy, tol=1e-3)[:first]], energy)
     run.tick = tick
-    halve(run, HALVING, gtol)
+    run.run(HALVING_STEPS, gtol=gtol)
+    ends = run.f.copy() if judge is None else judge(run.X)
+    finals = distinct(run.X, ends, energy, tol=1e-3)
+    run.keep(finals[:HALVING_KEEP])
     run.run(climb, gtol=gtol)
-    return run
+    return run, ends, finals
+
+
+@dataclass(frozen=True)
+class LiftRules:
+    """How a family's lift (Subspace.lift) decides, per (float64, float32) where paired.
+    The pair's and the K models' rules were tuned apart (docs/maths.md §5.3, §8.10); they
+    stand side by side here, in one driver."""
+
+    kkt: tuple              # a lifted point below this relative KKT residual is done
+    climb: int              # iterations of the climb in the subspace after each growth
+    polish: int             # iterations of the polish in full d (each a pass)
+    every_gradient: bool    # the Lagrangian gradients of every survivor join Q (else the best's)
+    resolution: tuple | None   # stop where a growth round could raise the value by no more
+                               # than this, relative (growth_gain); None: no such stop
+    finish: bool            # float32: the first winner whose residual lies mostly inside
+                            # span(Q) climbs on there in float64 (docs/maths.md §8.10)
+
+
+PAIR_LIFT = LiftRules(kkt=SKETCH_KKT, climb=500, polish=2000, every_gradient=True,
+                      resolution=SKETCH_RESOLUTION, finish=False)
+FINISH_GTOL = 0.1           # float32 with `finish`: the lift's climbs stop at this times its
+                            # target (relative gradient): a tenth of what it asks (§8.10)
+FINISH_ITERATIONS = 300     # the float64 finish in the subspace (no pass; the sharpest soft
+                            # minimum can take more than 100 there: 107 on a d = 48 case)
+
+
+@dataclass
+class Lifted:
+    """What Subspace.lift found."""
+
+    x: np.ndarray           # the best point, full coordinates
+    value: float
+    residual: float         # its relative KKT residual in full d
+    Y: np.ndarray           # the survivors' subspace coordinates (after the last growth)
+    f: np.ndarray           # their values at the last evaluation
+    iterations: int
+    polished: bool          # the best point came from the polish in full d (outside span Q)
+
+
+class Subspace:
+    """x = Q y with Q orthonormal (d x r): a problem restricted to it (its stacked matrix
+    times Q, one counted pass), the basis growth and the lift: one driver for a pair (this
+    class) and for K models (bottleneck.py: Subspace, this class with their products). A
+    family gives its products (`_product`), its reduced problem (`_restrict`, `_stacked`), its
+    heaviest rows (`heavy_columns`) and its LiftRules."""
+
+    rules = PAIR_LIFT
+    value_name = "D"            # in the progress lines
+    growth_notes = True         # a progress line after each growth
+
+    def __init__(self, problem, Q: np.ndarray):
+        self.problem, self.Q = problem, Q
+        self.reduced = self._restrict(self._product(Q))
+
+    def _product(self, Q):
+        return self.problem.forward(Q, out_dtype=self.problem.dtype)
+
+    def _restrict(self, stacked):
+        pair = self.problem
+        return SoftmaxPair.from_stacked(stacked, pair.n, pair.readout, pair.objective)
+
+    @staticmethod
+    def _stacked(reduced):
+        return reduced.K
+
+    def heavy_columns(self, y: np.ndarray) -> np.ndarray:
+        """Rows of largest softmax weight under A or B at x = Q y (SKETCH_HEAVY of each), as
+        d-vectors: their c_i, then their g_i."""
+        heavy = _heavy_rows(self.reduced, y[:, None], SKETCH_HEAVY)
+        pair = self.problem
+        return np.concatenate([np.asarray(pair.C[heavy], np.float64).T,
+                               np.asarray(pair.G[heavy], np.float64).T], axis=1)
+
+    def grow(self, new: np.ndarray) -> np.ndarray:
+        """Add the part of the columns `new` outside span(Q) (up to SKETCH_MAX_RANK); returns
+        the columns added (d x m, possibly m = 0)."""
+        grow = _orth(self.Q, new)[:, :max(0, SKETCH_MAX_RANK - self.Q.shape[1])]
+        if grow.shape[1]:
+            stacked = fresh_copy(self._stacked(self.reduced), extra=self._product(grow))
+            self.Q = np.concatenate([self.Q, grow], axis=1)
+            self.reduced = self._restrict(stacked)
+        return grow
+
+    def _finish_in_float64(self, make, y: np.ndarray, energy: float, gtol: float):
+        """From here on the subspace's products run in float64 on the stacked matrix times Q
+        (rounded once, by the passes that made it; no pass over the models): climb from y
+        there; the end point if it is at least as good, else y. Its full gradient costs one
+        backward pass. Returns (y, f, g, iterations)."""
+        self.reduced = self._restrict(fresh_copy(self._stacked(self.reduced), dtype=np.float64))
+        objective = make(self.reduced)
+        run = BatchedAscent(objective, y[:, None], energy)
+        start = float(run.f[0])
+        run.run(FINISH_ITERATIONS, gtol=gtol)
+        end = run.X[:, 0] if run.f[0] >= start else y
+        f, *w = objective.evaluate(end[:, None])
+        return end, float(f[0]), self.problem.pullback(*w)[:, 0], run.iterations
+
+    def lift(self, make, Y: np.ndarray, energy: float, gtol: float, progress=None,
+             say=None, tick=None):
+        """Grow the basis until the best column of Y (subspace coordinates) is a KKT point of
+        the objective `make(problem)` in full d, climbing again after each growth; polish in
+        full d where the growth stalls above SKETCH_POLISH (the family's LiftRules decide
+        the rest). `say(rounds, text)` words the progress lines, `tick(iterations)` gives the
+        climbs' progress tick. Returns a Lifted."""
+        problem, rules = self.problem, self.rules
+        exact = problem.dtype == np.float64
+        say = say or (lambda rounds, text: text)
+        tick = tick or (lambda iterations: None)
+        target = rules.kkt[0 if exact else 1]
+        if rules.finish and not exact:   # float32: climbs that end at a tenth of the target suffice
+            gtol = max(gtol, FINISH_GTOL * target)
+        best_x, best_f, residual, last = None, -np.inf, np.inf, np.inf
+        stalled, finished, spanned, polished, iterations = False, False, False, False, 0
+        gain = np.inf                  # the rise a growth round could still bring, relative
+        for rounds in range(1, SKETCH_ROUNDS + 2):
+            points = self.Q @ Y
+            f, *w = make(self.reduced).evaluate(Y)
+            g = problem.pullback(*w)                # the full gradient: one backward pass
+            res = kkt_residuals(points, f, g, energy)
+            b = int(np.argmax(f))
+            improved = f[b] > best_f * (1 + (1e-9 if exact else 1e-6))
+            if f[b] >= best_f:
+                best_x, best_f, residual = points[:, b].copy(), float(f[b]), float(res[b])
+                if rules.resolution is not None:
+                    gain = growth_gain(self.Q, best_x, g[:, b], best_f, energy)
+                if rules.finish and not exact and not finished and residual > target and \
+                        residual_inside(self.Q, best_x, g[:, b], best_f, energy) > target:
+                    # the float32 climbs in the subspace stopped short of its KKT point:
+                    # climb on there in float64 before judging the subspace (§8.10)
+                    finished = True
+                    Y[:, b], f[b], g[:, b], more = self._finish_in_float64(
+                        make, Y[:, b], energy, gtol)
+                    iterations += more
+                    points[:, b] = self.Q @ Y[:, b]
+                    res[b] = kkt_residuals(points[:, [b]], f[[b]], g[:, [b]], energy)[0]
+                    best_x, best_f, residual = points[:, b].copy(), float(f[b]), float(res[b])
+            if progress:
+                progress(say(rounds, f"lifted: {self.value_name} {f[b]:.7e}, "
+                                     f"KKT residual {res[b]:.2e}"))
+            if residual <= target or rounds > SKETCH_ROUNDS or enough(best_f):
+                break
+            if rules.resolution is not None and gain <= rules.resolution[0 if exact else 1]:
+                # what is left outside the subspace is worth less than float32 resolves; the
+                # rest of the residual is the subspace's, where the climb ended as a stalled
+                # round does
+                stalled = True
+                break
+            if not improved and res[b] >= 0.5 * last:
+                stalled = True      # float32: the residual left is below what the products resolve
+                break
+            last = float(res[b])
+            g_lagrange, _ = lagrangian_gradient(points, g, energy, sphere_rtol=1e-9)
+            if not rules.every_gradient:
+                g_lagrange = g_lagrange[:, [b]]
+            grow = self.grow(np.concatenate([g_lagrange, self.heavy_columns(Y[:, b])], axis=1))
+            if grow.shape[1] == 0:
+                spanned = True          # the Lagrangian gradient lies in span Q already
+                break
+            Y = np.concatenate([Y, grow.T @ points], axis=0)   # the same points, new coordinates
+            if progress and self.growth_notes:
+                progress(say(rounds, f"sketched subspace of rank {self.Q.shape[1]} (growth {rounds})"))
+            run = BatchedAscent(make(self.reduced), Y, energy)
+            run.tick = tick(iterations)
+            run.run(rules.climb, gtol=gtol)
+            iterations += run.iterations
+            Y = run.X
+        # after a float64 finish in a subspace that holds the Lagrangian gradient, a float32
+        # polish in full d would climb the same problem less precisely (§8.10): done
+        if residual > target and not (finished and spanned) and \
+                (not stalled or residual > SKETCH_POLISH[0 if exact else 1]) and not enough(best_f):
+            if progress:
+                progress(say(None, "polishing the best point in full d"))
+            objective = make(problem)
+            run = BatchedAscent(objective, best_x[:, None], energy)
+            run.tick = tick(iterations)
+            run.run(rules.polish, gtol=gtol)
+            iterations += run.iterations
+            if run.f[0] >= best_f:
+                fx, gx = objective.value_and_grad(run.X)
+                best_x, best_f = run.X[:, 0].copy(), float(fx[0])
+                residual = float(kkt_residuals(run.X, fx, gx, energy)[0])
+                polished = True
+        return Lifted(best_x, best_f, residual, Y, f, iterations, polished)
+
+
+def fresh_copy(M: np.ndarray, dtype=None, extra: np.ndarray | None = None) -> np.ndarray:
+    """[M, extra] (columns side by side; `dtype`: M's unless given) in a fresh map without
+    huge-page advice (models/kway.py: large_empty). S Q is 70-150 MB; late in a run, with the
+    K models' 0.8 GB and their copies mapped, numpy's own allocation of such a copy took
+    0.45-0.6 s against 0.08 s this way (measured at 50,000 x 1,024 float32, K = 4: the kernel
+    compacts memory to find the huge pages numpy asks for)."""
+    dtype = M.dtype if dtype is None else np.dtype(dtype)
+    width = M.shape[1] + (0 if extra is None else extra.shape[1])
+    out = large_empty((M.shape[0], width), np.result_type(dtype, *([] if extra is None else [extra])))
+    out[:, :M.shape[1]] = M
+    if extra is not None:
+        out[:, M.shape[1]:] = extra
+    return out
+
+
+def residual_inside(Q: np.ndarray, x: np.ndarray, g: np.ndarray, value: float,
+                    energy: float) -> float:
+    """The part of the relative KKT residual (search/kkt.py) at x = Q y that lies in span(Q):
+    what a climb in the subspace removes, with no pass over the models."""
+    nx2 = float(x @ x)
+    on = nx2 >= (energy * (1 - 1e-9)) ** 2
+    mu = max(float(g @ x), 0.0) / max(nx2, 1e-300) if on else 0.0
+    scale = max(float(np.linalg.norm(g)), value / energy, 1e-300)
+    return float(np.linalg.norm(Q.T @ (g - mu * x))) / scale
 
 
 def sketch_search(pair: SoftmaxPair, energy: float, *, starts=None, seed: int = 0,
@@ -257,13 +471,11 @@ def sketch_search(pair: SoftmaxPair, energy: float, *, starts=None, seed: int = 
                  "swaps against the bulk")
     extra = np.zeros((d, 0)) if carried is None or not np.size(carried) else \
         project(np.asarray(carried, dtype=f64), energy)
-    Q = _orth(np.zeros((d, 0)),
-              np.concatenate([V, W, S, np.asarray(pair.C[top], f64).T,
-                              np.asarray(pair.G[top], f64).T, extra], axis=1))
-    KQ = pair.forward(Q, out_dtype=pair.dtype)
+    space = Subspace(pair, _orth(np.zeros((d, 0)), np.concatenate(
+        [V, W, S, np.asarray(pair.C[top], f64).T, np.asarray(pair.G[top], f64).T, extra], axis=1)))
+    Q = space.Q
     if progress:
         progress(f"[phase 2 of at most {phases}] sketched subspace of rank {Q.shape[1]}")
-    reduced = _ReducedPair(KQ, pair.n, pair.readout, pair.objective)
     rng = np.random.default_rng(seed)
     R = rng.standard_normal((Q.shape[1], SKETCH_RANDOM))
     R *= energy / np.linalg.norm(R, axis=0)
@@ -275,96 +487,36 @@ def sketch_search(pair: SoftmaxPair, energy: float, *, starts=None, seed: int = 
     if progress:
         progress(f"[phase 3 of at most {phases}] climbing from {total} starts in the subspace "
                  f"(budget {energy:g})")
-    run = successive_halving(reduced, Y0, energy, explore_gtol, tick=full_pass_tick(progress, pair))
+    run, _, _ = successive_halving(space.reduced, Y0, energy, explore_gtol,
+                                   tick=full_pass_tick(progress, pair))
     iterations = run.iterations
     values = sorted({float(v) for v in run.f}, reverse=True)
-    points = Q @ run.X
     # lift: full-d gradients at the survivors; grow the subspace until they are KKT points.
     # At x = Q y the scores K x are (K Q) y: the reduced pair gives the values and the
     # gradient weights, and one backward pass with the full K the full gradient.
+    say = lambda rounds, text: (f"[phase {phases} of {phases}] {text}" if rounds is None
+                                else f"[phase {3 + rounds} of at most {phases}] {text}")
+    lifted = space.lift(lambda problem: problem, run.X, energy, polish_gtol, progress, say=say,
+                        tick=lambda more: full_pass_tick(progress, pair, iterations + more))
+    iterations += lifted.iterations
+    best_x, best_f, residual = lifted.x, lifted.value, lifted.residual
+    Q, points, f_full = space.Q, space.Q @ lifted.Y, lifted.f
     exact = pair.dtype == np.float64
-    best_x, best_f, residual, last_res = None, -np.inf, np.inf, np.inf
-    kkt_target = SKETCH_KKT[0] if exact else SKETCH_KKT[1]
-    resolution = SKETCH_RESOLUTION[0] if exact else SKETCH_RESOLUTION[1]
-    gain = np.inf                   # the rise a growth round could still bring, relative
-    stalled = False
-    Y = run.X
-    for rounds in range(1, SKETCH_ROUNDS + 2):
-        points = Q @ Y
-        f_full, w_c, w_g = reduced.evaluate(Y)
-        g_full = pair.pullback(w_c, w_g)
-        res = kkt_residuals(points, f_full, g_full, energy)
-        b = int(np.argmax(f_full))
-        improved = f_full[b] > best_f * (1 + (1e-9 if exact else 1e-6))
-        if f_full[b] >= best_f:
-            best_x, best_f, residual = points[:, b].copy(), float(f_full[b]), float(res[b])
-            gain = growth_gain(Q, best_x, g_full[:, b], best_f, energy)
-        if progress:
-            progress(f"[phase {3 + rounds} of at most {phases}] lifted: D {f_full[b]:.7e}, "
-                     f"KKT residual {res[b]:.2e}")
-        if residual <= kkt_target or rounds > SKETCH_ROUNDS or enough(best_f):
-            break
-        if gain <= resolution:
-            # what is left outside the subspace is worth less than float32 resolves; the rest
-            # of the residual is the subspace's, where the climb ended as a stalled round does
-            stalled = True
-            break
-        if not improved and res[b] >= 0.5 * last_res:
-            stalled = True          # float32: the residual left is below what the products resolve
-            break
-        if Q.shape[1] >= SKETCH_MAX_RANK:
-            break
-        last_res = float(res[b])
-        heavy = _heavy_rows(reduced, Y[:, [b]], SKETCH_HEAVY)
-        g_lagrange, _ = lagrangian_gradient(points, g_full, energy, sphere_rtol=1e-9)
-        grow = _orth(Q, np.concatenate([g_lagrange, np.asarray(pair.C[heavy], f64).T,
-                                        np.asarray(pair.G[heavy], f64).T], axis=1))
-        if grow.shape[1] == 0:
-            break
-        grow = grow[:, :SKETCH_MAX_RANK - Q.shape[1]]
-        KQ = np.concatenate([KQ, pair.forward(grow, out_dtype=pair.dtype)], axis=1)
-        Y = np.concatenate([Y, grow.T @ points], axis=0)       # the same points, new coordinates
-        Q = np.concatenate([Q, grow], axis=1)
-        if progress:
-            progress(f"[phase {3 + rounds} of at most {phases}] sketched subspace of rank "
-                     f"{Q.shape[1]} (growth {rounds})")
-        reduced = _ReducedPair(KQ, pair.n, pair.readout, pair.objective)
-        run = BatchedAscent(reduced, Y, energy)
-        run.tick = full_pass_tick(progress, pair, iterations)
-        run.run(500, gtol=polish_gtol)
-        iterations += run.iterations
-        Y = run.X
-    if residual > kkt_target and (not stalled or residual > SKETCH_POLISH[0 if exact else 1]) \
-            and not enough(best_f):
-        # the subspace could not grow further (rank cap, nothing new): polish in full d
-        if progress:
-            progress(f"[phase {phases} of {phases}] polishing the best point in full d")
-        run = BatchedAscent(pair, best_x[:, None], energy)
-        run.tick = full_pass_tick(progress, pair, iterations)
-        run.run(2000, gtol=polish_gtol)
-        iterations += run.iterations
-        if run.f[0] >= best_f:
-            fx, gx = pair.value_and_grad(run.X)
-            best_x, best_f = run.X[:, 0].copy(), float(fx[0])
-            residual = float(kkt_residuals(run.X, fx, gx, energy)[0])
-            reduced = pair             # the winner left the subspace: check the ray in full d
+    # the winner left the subspace (polished in full d): check the ray in full d
+    reduced = pair if lifted.polished else space.reduced
     # interior check along the ray through the winner, in the subspace (x = Q y exactly)
     lift = (lambda Y: Y) if reduced is pair else (lambda Y: Q @ Y)
     y = best_x if reduced is pair else Q.T @ best_x
-    ny = np.linalg.norm(y)
-    if ny > 0:
-        ray = np.outer(y / ny, np.linspace(0.05, 1.0, 20) * energy)
-        fr = reduced.value(ray)
-        j = int(np.argmax(fr))
-        if fr[j] > best_f * (1 + (1e-9 if pair.dtype == np.float64 else 1e-5)):
-            again = BatchedAscent(reduced, ray[:, [j]], energy)
-            again.run(500, gtol=ray_gtol)
-            iterations += again.iterations
-            xr = lift(again.X)
-            fx, gx = pair.value_and_grad(xr)
-            if fx[0] > best_f:
-                best_x, best_f = xr[:, 0].copy(), float(fx[0])
-                residual = float(kkt_residuals(xr, fx, gx, energy)[0])
+    start = ray_start(reduced.value, y, energy, best_f * (1 + RAY_MARGIN[0 if exact else 1]))
+    if start is not None:
+        again = BatchedAscent(reduced, start, energy)
+        again.run(500, gtol=ray_gtol)
+        iterations += again.iterations
+        xr = lift(again.X)
+        fx, gx = pair.value_and_grad(xr)
+        if fx[0] > best_f:
+            best_x, best_f = xr[:, 0].copy(), float(fx[0])
+            residual = float(kkt_residuals(xr, fx, gx, energy)[0])
     on_boundary = bool(np.linalg.norm(best_x) >= energy * (1 - 1e-9))
     values = sorted(set(values) | {best_f}, reverse=True)
     keep_idx = distinct(points, f_full, energy, tol=1e-3)[:4]

@@ -14,7 +14,7 @@ import math
 import numpy as np
 
 from bhtcli.maths.subspaces import orthonormalise, top_right_singular_vectors
-from bhtcli.models.softmax import SoftmaxPair, block_product, pair_memo
+from bhtcli.models.softmax import SoftmaxPair, block_product
 
 from bhtcli.settings import DEFAULT_STARTS  # noqa: E402,F401  (the first round's size)
 
@@ -23,7 +23,7 @@ def spectral_directions(pair: SoftmaxPair, r: int, seed: int, power: int = 3) ->
     """Top-r right singular vectors of the row-centred A - B (columns, unit norm); with
     non-exp links, of the stacked [(A+B)/2; A-B], since the scores themselves matter there
     (A against A with a different link has A - B = 0)."""
-    cache = pair_memo(pair, "_spectral", dict)
+    cache = pair.cache.get_or_build("spectral", dict)
     G = pair.G if pair.readout.exp_links else pair.K
     if G.shape[0] * G.shape[1] <= 4_000_000:
         # exact: one decomposition serves every r (up to EXACT_SPECTRAL), seed and power
@@ -54,15 +54,20 @@ def _spectral(pair: SoftmaxPair, r: int, seed: int, power: int) -> np.ndarray:
     G = pair.G if pair.readout.exp_links else pair.K
     n, d = G.shape
     r = min(r, d, n)
-    # Randomised subspace iteration: each of the `power` rounds is two block products with G.
-    rng = np.random.default_rng(seed + 7919)
-    Q = orthonormalise(rng.standard_normal((d, r + 6)))
-    for _ in range(power):
-        Q = orthonormalise(_matmul(G.T, _matmul(G, Q)))
-        pair.passes += 2
-    Y = _matmul(G, Q)
-    pair.passes += 1
+    Q, Y = range_finder(G, r + 6, seed, power)
+    pair.passes += 2 * power + 1
     return Q @ top_right_singular_vectors(Y, r)
+
+
+def range_finder(M: np.ndarray, width: int, seed: int, power: int):
+    """(Q, M Q): an orthonormal d x `width` basis Q of M's dominant right singular subspace by
+    randomised subspace iteration (seed + 7919; `power` rounds of two block products with M),
+    and the product M Q (one more): 2 power + 1 passes over M, for pairs and K models alike."""
+    rng = np.random.default_rng(seed + 7919)
+    Q = orthonormalise(rng.standard_normal((M.shape[1], width)))
+    for _ in range(power):
+        Q = orthonormalise(_matmul(M.T, _matmul(M, Q)))
+    return Q, _matmul(M, Q)
 
 
 def _matmul(M: np.ndarray, X: np.ndarray) -> np.ndarray:
@@ -101,7 +106,7 @@ def row_directions(pair: SoftmaxPair, pool: int) -> np.ndarray:
 
 def row_norms(pair: SoftmaxPair):
     """(||c_i||^2, ||g_i||^2) for every row, computed once per pair (one read of K)."""
-    return pair_memo(pair, "_row_norms", lambda: (
+    return pair.cache.get_or_build("row_norms", lambda: (
         np.einsum("ij,ij->i", pair.C, pair.C, dtype=np.float64),
         np.einsum("ij,ij->i", pair.G, pair.G, dtype=np.float64)))
 
@@ -259,14 +264,14 @@ def norm_order(pair: SoftmaxPair):
         for order in orders:
             order.flags.writeable = False
         return orders
-    return pair_memo(pair, "_norm_order", build)
+    return pair.cache.get_or_build("norm_order", build)
 
 
 def _partners(pair: SoftmaxPair, bulk: bool):
     """The budget-free part of swap_directions, computed once per pair and mode: the partner
     rows J (by ||g_j|| and ||c_j||) and the rows R of largest ||c||, in float64, and
     c_j . g_j (read only: every budget's screen shares them, and gets the same bits)."""
-    cache = pair_memo(pair, "_swap_partners", dict)
+    cache = pair.cache.get_or_build("swap_partners", dict)
     if bulk not in cache:
         n = pair.n
         by_c, by_g = norm_order(pair)
@@ -314,6 +319,12 @@ def starting_points(pair: SoftmaxPair, energy: float, starts: int, seed: int) ->
                                     for s in range(0, cand.shape[1], starts)])
             best = np.argsort(-score, kind="stable")[:n_rows]
             cols += list(cand[:, best].T)
+    return random_fill(cols, starts, d, energy, seed)
+
+
+def random_fill(cols: list, starts: int, d: int, energy: float, seed: int) -> np.ndarray:
+    """The columns `cols` and, up to `starts`, seeded random points: uniform on the sphere of
+    radius E and, every other one, uniform in the ball (pairs and K models alike)."""
     rng = np.random.default_rng(seed)
     while len(cols) < starts:
         u = rng.standard_normal(d)
