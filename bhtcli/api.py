@@ -36,7 +36,7 @@ _LAZY = {
                      "SweepResult", "TensorsResult", "QuantizeResult", "PromptsResult"],
                     "bhtcli.results"),
     # for front ends: formats, output checks and writers, budget parsing, defaults
-    **dict.fromkeys(["check_output_path", "save_array", "atomic_file"], "bhtcli.io.load"),
+    **dict.fromkeys(["check_output_path", "save_array", "atomic_file"], "bhtcli.io.write"),
     "input_session": "bhtcli.io.reads",
     **dict.fromkeys(["SCHEDULE_SUFFIXES", "check_schedule_path", "save_schedule"],
                     "bhtcli.io.schedule_file"),

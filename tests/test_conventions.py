@@ -19,7 +19,8 @@ import numpy as np
 import pytest
 
 from cli_run import run
-from bhtcli.io.load import atomic_file, load_matrix, load_query
+from bhtcli.io.load import load_matrix, load_query
+from bhtcli.io.write import atomic_file
 
 BHT = os.path.join(os.path.dirname(sys.executable), "bht")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -302,8 +302,8 @@ def test_a_safetensors_file_named_bin_is_read_by_its_bytes(capsys, files, tmp_pa
 @pytest.mark.slow
 def test_rank_out_write_failure_names_its_option(capsys, files, tmp_path, monkeypatch):
     import errno
-    import bhtcli.io.load as load
-    real = load.tempfile.mkstemp
+    import bhtcli.io.write as write
+    real = write.tempfile.mkstemp
     calls = []
 
     def full(*args, **kwargs):          # the up-front probe passes, the write at the end fails
@@ -311,7 +311,7 @@ def test_rank_out_write_failure_names_its_option(capsys, files, tmp_path, monkey
         if len(calls) > 1:
             raise OSError(errno.ENOSPC, "No space left on device")
         return real(*args, **kwargs)
-    monkeypatch.setattr(load.tempfile, "mkstemp", full)
+    monkeypatch.setattr(write.tempfile, "mkstemp", full)
     out_file = tmp_path / "scores.csv"
     code, out, err = run(capsys, "rank", files["A.csv"], files["B.npy"], files["H.csv"], "-E", "10",
                          "--out", str(out_file))

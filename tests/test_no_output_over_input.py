@@ -14,7 +14,7 @@ from safetensors.numpy import save_file
 
 from bhtcli import InputError, load_matrix
 from bhtcli.cli.main import cli
-from bhtcli.io.load import save_array
+from bhtcli.io.write import save_array
 from cli_run import run
 
 N, D = 40, 6
@@ -173,7 +173,7 @@ def test_the_write_refuses_any_file_read_in_the_session(tmp_path, kind):
     member or shard too, whose .safetensors name no output option takes today)."""
     from bhtcli.io import reads
     from bhtcli.io.checkpoint import checkpoint_softcap
-    from bhtcli.io.load import atomic_file
+    from bhtcli.io.write import atomic_file
     a, target = _checkpoint(tmp_path, kind, ".safetensors")
     before = _snapshot(tmp_path)
     with reads.input_session():
@@ -211,7 +211,7 @@ def save(fh, array, allow_pickle=False):     # the write has begun when SIGTERM 
     os.kill(os.getpid(), signal.SIGTERM)
     raise AssertionError("SIGTERM did not stop the write")
 
-np.save = save                               # bhtcli.io.load.save_npy_atomic writes with it
+np.save = save                               # bhtcli.io.write.save_npy_atomic writes with it
 main(sys.argv[1:])
 """
 

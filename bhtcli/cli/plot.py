@@ -66,7 +66,7 @@ def plot_budget_curve(result, path: str) -> None:
 
 
 def _save(fig, path, plt) -> None:
-    """fig as a PNG at path, atomically, in the umask's mode (bhtcli.io.load.atomic_file)."""
+    """fig as a PNG at path, atomically, in the umask's mode (bhtcli.io.write.atomic_file)."""
     try:
         with atomic_file(path, "wb", option="--plot") as fh:
             fig.savefig(fh, format="png")

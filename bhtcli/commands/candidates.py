@@ -31,7 +31,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from bhtcli.errors import InputError, parameter_name
-from bhtcli.io.load import atomic_file, check_output_path, load_pair, read_array
+from bhtcli.io.load import load_pair, read_array
+from bhtcli.io.write import atomic_file, check_output_path
 from bhtcli.io.text import read_text
 from bhtcli.io.validation import MAX_ENTRY
 from bhtcli.models.spec import DesignOptions, ModelSpec

@@ -45,7 +45,7 @@ FILE_TYPES = {"f32": "ALL_F32", "f16": "MOSTLY_F16", "bf16": "MOSTLY_BF16", "q8_
 
 def quantize(src, to: str, out: str, *, progress=None) -> QuantizeResult:
     """Write SRC's round trip through the type `to` to `out`, atomically, never over SRC:
-    .npy (float32), .csv/.txt/.json (as :func:`bhtcli.io.load.save_array` writes them), or,
+    .npy (float32), .csv/.txt/.json (as :func:`bhtcli.io.write.save_array` writes them), or,
     for a GGUF SRC, .gguf: the whole build re-encoded (see the module's docstring).
 
     Parameters
@@ -70,7 +70,8 @@ def quantize(src, to: str, out: str, *, progress=None) -> QuantizeResult:
         output that names the input or has an unknown extension, a .gguf output from another
         source or with int8-row.
     """
-    from bhtcli.io.load import OUT_SUFFIXES, check_output_path, load_matrix
+    from bhtcli.io.load import load_matrix
+    from bhtcli.io.write import OUT_SUFFIXES, check_output_path
     start = time.perf_counter()
     kind = _check_type(to)
     whole = Path(os.fspath(out)).suffix.lower() == ".gguf" if not hasattr(out, "shape") else False
@@ -157,7 +158,7 @@ def int8_row_round_trip(A: np.ndarray) -> np.ndarray:
 
 
 def _write(out: str, result: np.ndarray) -> None:
-    from bhtcli.io.load import atomic_file, save_array
+    from bhtcli.io.write import atomic_file, save_array
     if Path(out).suffix.lower() == ".npy":
         with atomic_file(out, "wb", option=parameter_name("out")) as fh:
             np.save(fh, result, allow_pickle=False)

@@ -23,7 +23,8 @@ import time
 import numpy as np
 
 from bhtcli.errors import InputError, parameter_name
-from bhtcli.io.load import OUT_SUFFIXES, check_output_path, load_matrix, open_npz, save_array
+from bhtcli.io.load import load_matrix, open_npz
+from bhtcli.io.write import OUT_SUFFIXES, check_output_path, save_array
 from bhtcli.results import ShiftResult
 from bhtcli.io.validation import check_error, check_matrix, check_positive, check_seed
 

@@ -8,7 +8,7 @@ type, offset of the data relative to the data section), zero padding up to the a
 (``general.alignment``, else 32), then each tensor's bytes, each padded to the alignment.
 Metadata items are copied as they are, so the tokenizer, the chat template and every
 architecture key stay bit for bit the source's. The file is written through
-:func:`bhtcli.io.load.atomic_file`: an interrupted run leaves no partial file.
+:func:`bhtcli.io.write.atomic_file`: an interrupted run leaves no partial file.
 """
 from __future__ import annotations
 
@@ -72,7 +72,7 @@ def write_gguf(path: str, src_buf, label: str, alignment: int, plans: list, chun
         Metadata keys whose value is replaced (or added) as a u32, e.g.
         ``{"general.file_type": 7}``.
     """
-    from bhtcli.io.load import atomic_file
+    from bhtcli.io.write import atomic_file
     from gguf.constants import GGMLQuantizationType
     spans = metadata_spans(src_buf, label)
     items = [_u32_item(key, set_u32[key]) if key in set_u32 else bytes(src_buf[start:end])

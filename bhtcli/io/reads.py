@@ -4,8 +4,8 @@ Every reader in bhtcli/io records the files it opens (:func:`record`): a matrix 
 checkpoint folder's config.json, index and shards, the config.json beside a .safetensors file
 whose softcap it supplied, a GGUF file, an answers or names file, a manifest. The one guard of
 outputs refuses a path that is one of them, the same file however it is spelled (a symlink, a
-hard link, ``sub/../A.npy``): :func:`bhtcli.io.load.check_output_path` before any work,
-against the files its inputs' headers open, and :func:`bhtcli.io.load.atomic_file` at the
+hard link, ``sub/../A.npy``): :func:`bhtcli.io.write.check_output_path` before any work,
+against the files its inputs' headers open, and :func:`bhtcli.io.write.atomic_file` at the
 write, against every file the command read so far.
 
 The record lives for one command invocation (:func:`input_session`; the CLI opens one per

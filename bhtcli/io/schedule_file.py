@@ -33,8 +33,8 @@ def check_schedule_path(path: str, option: str | None = None) -> None:
 
 
 def save_schedule(path: str, queries, weights, option: str | None = None) -> None:
-    """Write the schedule atomically (io/load.atomic_file), in the format of the extension."""
-    from bhtcli.io.load import atomic_file
+    """Write the schedule atomically (io/write.atomic_file), in the format of the extension."""
+    from bhtcli.io.write import atomic_file
     option = parameter_name("out") if option is None else option
     check_schedule_path(path, option)
     Q = np.asarray(queries, dtype=np.float64)

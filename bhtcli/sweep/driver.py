@@ -14,7 +14,7 @@ import shutil
 import time
 
 from bhtcli.errors import BhtError, InputError, parameter_name
-from bhtcli.io.load import check_output_path, save_npy_atomic
+from bhtcli.io.write import check_output_path, save_npy_atomic
 from bhtcli.sweep.journal import Journal, check_export_path, export_rows
 from bhtcli.sweep.manifest import COLUMNS, Task, is_label, matrix_paths, read_manifest
 from bhtcli.results import SweepResult, json_safe

@@ -140,14 +140,14 @@ def _fsync_folder(path: str) -> None:
 
 
 def _write_atomic(path: str, text: str, newline=None) -> None:
-    from bhtcli.io.load import atomic_file
+    from bhtcli.io.write import atomic_file
     with atomic_file(path, "w", encoding="utf-8", newline=newline) as fh:
         fh.write(text)
 
 
 def check_export_path(path: str) -> str:
     """Fail before any work on an export name bht cannot write (.csv, or .parquet without pyarrow)."""
-    from bhtcli.io.load import check_output_path
+    from bhtcli.io.write import check_output_path
     check_output_path(path, f"{parameter_name('export')}")
     suffix = os.path.splitext(path)[1].lower()
     if suffix not in EXPORT_SUFFIXES:
@@ -200,6 +200,6 @@ def _write_parquet(rows: list, columns: list, path: str) -> None:
             numeric = all(v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)) for v in values)
             # counts beyond int64 (an `upper` of 1e19) become float64; mixed labels become text
             arrays[name] = pa.array([None if v is None else (float(v) if numeric else str(v)) for v in values])
-    from bhtcli.io.load import atomic_file
+    from bhtcli.io.write import atomic_file
     with atomic_file(path, "wb") as fh:
         pq.write_table(pa.table(arrays), fh)
