@@ -247,7 +247,7 @@ def test_design_with_the_exact_certificate_has_the_bounds_ceiling():
                    dict(energy=2.0, candidates=A[:3, :])):
         with pytest.raises(InputError, match="one softmax pair at one budget"):
             design(A[:40], B[:40], certificate="exact", **kwargs)
-    with pytest.raises(InputError, match="for a pair of models"):
+    with pytest.raises(InputError, match="^certificate exact is not supported with three or more models"):
         design([A[:40], B[:40], A[:40] + 1e-3], energy=1.0, certificate="exact")
     with pytest.raises(InputError, match="must be one of"):
         design(A[:40], B[:40], 1.0, certificate="maybe")

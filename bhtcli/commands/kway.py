@@ -335,7 +335,8 @@ def check_kway_options(*, model: str = "softmax", readout_plain: bool = True, **
         raise InputError("links, biases and softcaps are not supported with three or more models "
                          "yet: every model is a plain softmax model; compare two at a time with "
                          f"{p('link_a')}, {p('bias_a')} ...")
-    extra = [p(k) for k, v in given.items() if v not in (None, False)]
+    extra = [f"{p(k)} {v}" if k in ("certificate", "method") else p(k)     # "certificate exact"
+             for k, v in given.items() if v is not None and not (np.isscalar(v) and not v)]
     if extra:
         raise InputError(f"{', '.join(extra)} is not supported with three or more models "
                          "(docs/kway.md lists what is)")
