@@ -39,7 +39,7 @@ _LAZY = {
                     "bhtcli.io.schedule_file"),
     **dict.fromkeys(["check_queries", "energies_of"], "bhtcli.io.validation"),
     "COLUMNS": "bhtcli.sweep.manifest",
-    **dict.fromkeys(["SCHEMA", "HEADER", "ERROR"], "bhtcli.schema"),
+    **dict.fromkeys(["SCHEMA", "HEADER", "ERROR", "RUN"], "bhtcli.schema"),
 }
 
 
@@ -67,9 +67,21 @@ def _recorded(inputs_of):
                                  f"got {hashes!r}")
             with reads.input_session():
                 result = fn(*args, **kwargs)
-                return _with_run(result, inputs_of(*args, **kwargs), hashes, reads.files())
+                inputs = inputs_of(*args, **kwargs)
+                _record_inputs(inputs)
+                return _with_run(result, inputs, hashes, reads.files())
         return call
     return wrap
+
+
+def _record_inputs(inputs) -> None:
+    """Each input file among the files read, also where a command reads only its header
+    without recording it (bht tensors on a .npy); pipes and folders are not files here."""
+    from bhtcli.io import reads
+    from bhtcli.io.shapes import split_key
+    for spec in inputs:
+        if isinstance(spec, (str, os.PathLike)) and os.fspath(spec) != "-":
+            reads.record(split_key(os.fspath(spec))[0])
 
 
 def _with_run(result, inputs, hashes: bool, files: list):
