@@ -159,8 +159,9 @@ def json_markdown() -> str:
              "The SHA-256 is streamed after the command's work; `--no-hash` (Python: "
              "`hash_files=False`) leaves it out for huge checkpoints (every `sha256` null). "
              "Hashing reads each whole file once more, where the command may have read only a "
-             "header and one tensor: measured on 2 cores, 0.075 s for a 98 MB GGUF file in the "
-             "page cache (1.3 GB/s) and 9.4 s for a 291 MB one read cold from disk. "
+             "header and one tensor: about 0.1 s per 100 MB from the page cache (0.075 s for a "
+             "98 MB GGUF file), the disk's read time from a cold disk (9.4 s for a 291 MB one; "
+             "docs/benchmarks.md, The run record's hashes). "
              "Standard input and pipes are inputs of format `stream`, with no entry in `files` "
              "(their bytes were read once). An array given to the Python API is an input with "
              "`given` null, format `array`, its shape and dtype, and no hash.", "",
