@@ -80,6 +80,7 @@ def test_a_gguf_pair_records_the_tensor_chosen_and_the_file_hashes(tmp_path, mon
     assert tensor["files"][0]["path"] == "a.gguf"
 
 
+@pytest.mark.slow
 def test_every_command_carries_the_run_record(pair, tmp_path, capsys):
     """Every command with --json (sample prints answers, not JSON) ends with `run`, whose
     version is bhtcli.__version__ and whose files include its inputs."""
@@ -151,6 +152,7 @@ def builds(tmp_path_factory):
     return str(a), str(b)
 
 
+@pytest.mark.slow
 def test_engine_commands_carry_the_engine_record(builds, tmp_path, capsys):
     prompts = tmp_path / "p.txt"
     prompts.write_text("Beautiful is better than\nSparse is better than\n")
