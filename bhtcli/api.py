@@ -11,6 +11,7 @@ their messages name the parameters of these functions.
 """
 from __future__ import annotations
 
+import functools
 import os
 
 from bhtcli.errors import (BhtError, InputError, NotReachable, OutputError, SolverError,  # noqa: F401
@@ -26,10 +27,6 @@ from bhtcli.settings import __version__  # noqa: E402,F401  (re-exported; one ve
 _LAZY = {
     "ModelSpec": "bhtcli.models.spec",
     "load_matrix": "bhtcli.io.load",
-    "shift": "bhtcli.commands.shift",
-    "list_tensors": "bhtcli.commands.tensors",
-    "compare_tensors": "bhtcli.commands.tensors",
-    "quantize": "bhtcli.commands.quantize",
     **dict.fromkeys(["EngineSettings", "Sampler"], "bhtcli.engine.settings"),
     **dict.fromkeys(["DesignResult", "BudgetCurveResult", "BoundResult", "LeverageBoundResult",
                      "DecideResult", "SimulateResult", "ShiftResult", "RankResult",
@@ -42,7 +39,7 @@ _LAZY = {
                     "bhtcli.io.schedule_file"),
     **dict.fromkeys(["check_queries", "energies_of"], "bhtcli.io.validation"),
     "COLUMNS": "bhtcli.sweep.manifest",
-    **dict.fromkeys(["SCHEMA", "HEADER", "ERROR"], "bhtcli.schema"),
+    **dict.fromkeys(["SCHEMA", "HEADER", "ERROR", "RUN"], "bhtcli.schema"),
 }
 
 
@@ -51,6 +48,60 @@ def __getattr__(name):
         import importlib
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _recorded(inputs_of):
+    """Decorator of a public function whose result a command prints: the result gets `run`,
+    the run record (bhtcli/io/run_record.py) of the inputs ``inputs_of(*args, **kwargs)``
+    names (the models as given) and of every file the call read, with their SHA-256 unless the
+    call passes ``hash_files=False`` (a keyword each such function declares). The call runs in
+    an input session (bhtcli/io/reads.py): the CLI's when one is open, else its own, so a
+    Python caller's record lists what the call read, and nothing of earlier calls."""
+    def wrap(fn):
+        @functools.wraps(fn)
+        def call(*args, **kwargs):
+            from bhtcli.io import reads
+            hashes = kwargs.get("hash_files", True)
+            if not isinstance(hashes, bool):
+                raise InputError(f"{parameter_name('hash_files')} must be True or False, "
+                                 f"got {hashes!r}")
+            with reads.input_session():
+                result = fn(*args, **kwargs)
+                inputs = inputs_of(*args, **kwargs)
+                _record_inputs(inputs)
+                return _with_run(result, inputs, hashes, reads.files())
+        return call
+    return wrap
+
+
+def _record_inputs(inputs) -> None:
+    """Each input file among the files read, also where a command reads only its header
+    without recording it (bht tensors on a .npy); pipes and folders are not files here."""
+    from bhtcli.io import reads
+    from bhtcli.io.shapes import split_key
+    for spec in inputs:
+        if isinstance(spec, (str, os.PathLike)) and os.fspath(spec) != "-":
+            reads.record(split_key(os.fspath(spec))[0])
+
+
+def _with_run(result, inputs, hashes: bool, files: list):
+    """`result` with its run record; the engine's record is the one the command put in `run`
+    (decide --prompt) or the result's own `engine` (prompts)."""
+    from dataclasses import replace
+
+    from bhtcli.io.run_record import run_record
+    engine = (result.run or {}).get("engine")
+    if engine is None and isinstance(getattr(result, "engine", None), dict):
+        engine = result.engine
+    return replace(result, run=run_record(inputs, files=files, hashes=hashes, engine=engine))
+
+
+def _model_inputs(A, B=None, *_, **__) -> list:
+    """The models of a call as given: A's list of K models, else A and B."""
+    if isinstance(A, (list, tuple)) and A and all(
+            isinstance(m, (str, os.PathLike)) or getattr(m, "ndim", None) == 2 for m in A):
+        return list(A)
+    return [A] if B is None else [A, B]
 
 
 def model_spec(model="softmax", energy=None, floor=None, *, link_a=None, link_b=None,
@@ -73,11 +124,13 @@ def model_spec(model="softmax", energy=None, floor=None, *, link_a=None, link_b=
                            budget_list=budget_list)
 
 
+@_recorded(_model_inputs)
 def design(A, B=None, energy=None, *, model="softmax", floor=None, error: float = 0.05,
            starts: int | None = None, seed: int = 0, method: str = "lbfgs", link_a=None,
            link_b=None, bias_a=None, bias_b=None, dtype="float64", candidates=None, names=None,
            top: int | None = None, subspace=None, queries=None, max_starts=None, progress=None,
-           search_space=None, schedule: bool = False, certificate: str = "fast"):
+           search_space=None, schedule: bool = False, certificate: str = "fast",
+           hash_files: bool = True):
     """The query that best separates A from B under the budget, and how many it takes.
 
     Parameters
@@ -139,6 +192,10 @@ def design(A, B=None, energy=None, *, model="softmax", floor=None, error: float 
     certificate : {"fast", "exact"}
         "exact" adds the bilinear ceiling to the certificate, as :func:`bound` does: one pair
         at one budget, exp links, no biases (an n x n matrix in memory; minutes at n = 30,000).
+    hash_files : bool
+        The run record (the result's `run`) gives each file read its SHA-256; False leaves
+        them out (null), for huge checkpoints: hashing reads every byte once more. Every
+        function here whose result a command prints takes it.
 
     Returns
     -------
@@ -315,14 +372,17 @@ def _check_design_paths(spec, *, energies, queries, candidates, subspace, names,
                          "for comparison uses the default lbfgs")
 
 
+@_recorded(_model_inputs)
 def bound(A, B=None, energy=None, *, model="softmax", floor=None, error: float = 0.05, link_a=None,
-          link_b=None, bias_a=None, bias_b=None, certificate: str = "fast", progress=None):
+          link_b=None, bias_a=None, bias_b=None, certificate: str = "fast", progress=None,
+          hash_files: bool = True):
     """Closed-form certificate, no optimisation (docs/maths.md §4; leverage: §6.2).
 
     Parameters are those of :func:`design`, and `certificate`: "fast" (default) or "exact",
     which adds the bilinear ceiling for a softmax pair with exp links and no biases
     (docs/maths.md §4.14; an n x n matrix in memory, minutes at n = 30,000, refused above
-    40,000 rows); `progress` (a callable taking a message) hears its phases. Returns a
+    40,000 rows); `progress` (a callable taking a message) hears its phases; `hash_files` as for
+    :func:`design` (the result's `run`). Returns a
     :class:`bhtcli.results.BoundResult` or, for leverage models, a
     :class:`bhtcli.results.LeverageBoundResult`; a list of K models (A) gives each pair's
     ceiling and the bottleneck's, a :class:`bhtcli.results.BoundResult` with `models` and `pairs`.
@@ -408,11 +468,12 @@ def sample(A, query=None, count: int = 1, *, seed: int = 0, model="softmax", lin
                           bias=spec.bias_a)
 
 
+@_recorded(_model_inputs)
 def decide(A, B=None, query=None, answers=None, *, model="softmax", error: float = 0.05,
            link_a=None, link_b=None, bias_a=None, bias_b=None, stdin=None, prior=None,
            prompt=None, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0,
            min_p: float = 0.0, threads: int = 2, batch: int = 512, kv_type: str = "f16",
-           flash_attn: bool = False):
+           flash_attn: bool = False, hash_files: bool = True):
     """Which model produced `answers` (Wald's SPRT in the order observed, docs/maths.md §3.6).
 
     Parameters
@@ -426,6 +487,8 @@ def decide(A, B=None, query=None, answers=None, *, model="softmax", error: float
         As for :func:`design`.
     prior : sequence of float, optional
         K models (A a list): the prior of each model (default equal).
+    hash_files : bool
+        As for :func:`design` (the result's `run`; with `prompt`, `run.engine` too).
 
     A list of K models (A; then B is the query and query the answers) gives the K-way decision
     (maximum likelihood and the matrix SPRT), a :class:`bhtcli.results.DecideResult` with `models`;
@@ -468,11 +531,12 @@ def decide(A, B=None, query=None, answers=None, *, model="softmax", error: float
     return decide_answers(A, B, query, answers, spec, check_error(error), stdin=stdin)
 
 
+@_recorded(_model_inputs)
 def simulate(A, B=None, energy=None, *, model="softmax", floor=None, query=None,
              error: float = 0.05, trials: int = 10_000, seed: int = 0, policy: str = "all",
              starts: int | None = None, link_a=None, link_b=None, bias_a=None, bias_b=None,
              dtype="float64", predicted_points: int = 0, progress=None, schedule: bool = False,
-             weights=None):
+             weights=None, hash_files: bool = True):
     """Monte Carlo of the fixed-n test, Wald's SPRT and Chernoff's adaptive rule.
 
     Parameters
@@ -492,6 +556,8 @@ def simulate(A, B=None, energy=None, *, model="softmax", floor=None, query=None,
     weights : sequence of float, optional
         K models with `query` holding several queries (one per row): the share of each
         (default equal shares).
+    hash_files : bool
+        As for :func:`design` (the result's `run`).
 
     A list of K models (A) gives the K-way simulation (maximum likelihood at fixed n, the
     matrix SPRT, Chernoff's adaptive rule), a :class:`bhtcli.results.SimulateResult` with `models`.
@@ -526,9 +592,11 @@ def simulate(A, B=None, energy=None, *, model="softmax", floor=None, query=None,
                                predicted_points=predicted_points, progress=progress)
 
 
+@_recorded(_model_inputs)
 def rank(A, B, H=None, energy=None, *, model="softmax", floor=None, error: float = 0.05, names=None,
          top: int = 10, out=None, link_a=None, link_b=None, bias_a=None, bias_b=None,
-         dtype="float64", block_rows: int | None = None, progress=None, force: bool = False):
+         dtype="float64", block_rows: int | None = None, progress=None, force: bool = False,
+         hash_files: bool = True):
     """Score every candidate query (a row of H) and write all of them to `out`.
 
     Parameters
@@ -552,6 +620,8 @@ def rank(A, B, H=None, energy=None, *, model="softmax", floor=None, error: float
         atomically). It must not be one of the inputs unless `force`.
     block_rows : int, optional
         Candidates per block (default: about 2e6 / n).
+    hash_files : bool
+        As for :func:`design` (the result's `run`).
 
     Returns
     -------
@@ -582,25 +652,31 @@ def rank(A, B, H=None, energy=None, *, model="softmax", floor=None, error: float
                            progress=progress, force=force)
 
 
+@_recorded(lambda *_, **__: [])
 def sweep(manifest, out, scheduler: str | None = None, workers: int | None = None, *,
           export: str | None = None, retry_failed: bool = False, progress=None, notice=None,
-          engine=None, force: bool = False):
+          engine=None, force: bool = False, hash_files: bool = True):
     """Run every task of a sweep manifest (one design per row) on Dask; resumable.
 
-    Parameters are those of :func:`bhtcli.sweep.driver.sweep`; every task runs :func:`design`.
+    Parameters are those of :func:`bhtcli.sweep.driver.sweep`; every task runs :func:`design`
+    (without hashing: a task's run record is not kept, only its row). `hash_files` as for
+    :func:`design`: the result's `run` lists the manifest and every file this process read.
     Returns a :class:`bhtcli.results.SweepResult`.
     """
     from bhtcli.sweep.driver import sweep as run_sweep
     return run_sweep(manifest, out, scheduler, workers, export=export, retry_failed=retry_failed,
-                     progress=progress, notice=notice, design=design, force=force,
+                     progress=progress, notice=notice, force=force,
+                     design=functools.partial(design, hash_files=False),
                      **({} if engine is None else {"engine": engine}))
 
 
+@_recorded(lambda builds, *_, **__: list(builds))
 def prompts(builds, prompts=None, *, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0,
             min_p: float = 0.0, threads: int = 2, batch: int = 512, kv_type: str = "f16",
             flash_attn: bool = False, sequences: int = 16, context: int = 0,
             error: float = 0.05, top: int = 10, min_margin: float | None = None,
-            corpus: int = 1000, search: int | None = None, seed: int = 0, progress=None):
+            corpus: int = 1000, search: int | None = None, seed: int = 0, progress=None,
+            hash_files: bool = True):
     """Which prompts best tell K GGUF builds of one model apart, through the engine (llama.cpp).
 
     Parameters
@@ -626,6 +702,8 @@ def prompts(builds, prompts=None, *, temperature: float = 1.0, top_k: int = 0, t
         docs/llm_audit.md, "The prompt search"); the result's `search`.
     seed : int
         The search's random choices.
+    hash_files : bool
+        As for :func:`design`: the result's `run`, with the engine's record as `run.engine`.
 
     Returns
     -------
@@ -659,3 +737,60 @@ def prompts(builds, prompts=None, *, temperature: float = 1.0, top_k: int = 0, t
         searching = SearchSettings(check_budget(search, len(builds)), seed=check_seed(seed))
     return run(list(builds), items, source=source, sampler=sampler, settings=settings,
                error=error, top=top, min_margin=min_margin, search=searching, progress=progress)
+
+
+@_recorded(lambda A, *_, **__: [A])
+def shift(A, data, lr: float, steps: int = 1, *, out: str | None = None, energy=None,
+          error: float = 0.05, seed: int = 0, progress=None, force: bool = False,
+          hash_files: bool = True):
+    """Gradient steps of softmax regression move A to B: :func:`bhtcli.commands.shift.shift`
+    (its parameters), and `hash_files` as for :func:`design` (the result's `run`).
+
+    Returns
+    -------
+    bhtcli.results.ShiftResult
+    """
+    from bhtcli.commands.shift import shift as run
+    return run(A, data, lr, steps, out=out, energy=energy, error=error, seed=seed,
+               progress=progress, force=force)
+
+
+@_recorded(lambda path, *_, **__: [path])
+def list_tensors(path, stdin=None, *, hash_files: bool = True):
+    """What a checkpoint holds: :func:`bhtcli.commands.tensors.list_tensors`, and `hash_files`
+    as for :func:`design` (the result's `run`).
+
+    Returns
+    -------
+    bhtcli.results.TensorsResult
+    """
+    from bhtcli.commands.tensors import list_tensors as run
+    return run(path, stdin=stdin)
+
+
+@_recorded(lambda path, other, *_, **__: [path, other])
+def compare_tensors(path, other, *, values: bool = True, stdin=None, progress=None,
+                    hash_files: bool = True):
+    """Which tensors of two GGUF builds differ: :func:`bhtcli.commands.tensors.compare_tensors`,
+    and `hash_files` as for :func:`design` (the result's `run`).
+
+    Returns
+    -------
+    bhtcli.results.TensorsResult
+    """
+    from bhtcli.commands.tensors import compare_tensors as run
+    return run(path, other, values=values, stdin=stdin, progress=progress)
+
+
+@_recorded(lambda src, *_, **__: [src])
+def quantize(src, to: str, out: str, *, progress=None, hash_files: bool = True):
+    """A matrix's or a GGUF build's quantization round trip, written to `out`:
+    :func:`bhtcli.commands.quantize.quantize`, and `hash_files` as for :func:`design` (the
+    result's `run`: the source's files; the output is not hashed).
+
+    Returns
+    -------
+    bhtcli.results.QuantizeResult
+    """
+    from bhtcli.commands.quantize import quantize as run
+    return run(src, to, out, progress=progress)

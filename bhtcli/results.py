@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, fields
+from typing import ClassVar
 
 import numpy as np
 
@@ -33,26 +34,40 @@ def json_safe(obj):
     return obj
 
 
+@dataclass(frozen=True)
 class Result:
-    """Mixin of every command's result dataclass: the one `to_dict()`.
+    """Base of every command's result dataclass: the one `to_dict()`, and `run`.
 
     A result of any number of models (as scipy's OptimizeResult carries method-specific keys)
     names the keys only K >= 3 models have (`K_KEYS`, absent for a pair unless set) and those
-    only a pair has (`PAIR_ONLY`, absent when `models` is set)."""
+    only a pair has (`PAIR_ONLY`, absent when `models` is set).
 
-    K_KEYS: tuple = ()
-    PAIR_ONLY: tuple = ()
+    `run` is the run record (bhtcli/io/run_record.py: the inputs as given, each file read with
+    its size and SHA-256, the bht version, the engine where one ran), set by bhtcli.api; None
+    for a result built below it. It is keyword-only so that every subclass keeps its own
+    field order, and it comes last in `to_dict()`."""
+
+    K_KEYS: ClassVar[tuple] = ()
+    PAIR_ONLY: ClassVar[tuple] = ()
+    run: dict | None = field(default=None, kw_only=True)
 
     def to_dict(self) -> dict:
-        """The JSON-safe dict of the fields (header first; JSON-excluded fields left out)."""
+        """The JSON-safe dict of the fields (header first, `run` last; JSON-excluded fields
+        left out)."""
         values = {f.name: getattr(self, f.name) for f in fields(self) if f.metadata.get("json", True)}
+        run = values.pop("run")
         if self.K_KEYS and values.get("models") is not None:
             values = {k: v for k, v in values.items() if k not in self.PAIR_ONLY}
         else:
             values = {k: v for k, v in values.items() if k not in self.K_KEYS or v is not None}
         ordered = {k: values.pop(k) for k in HEADER if k in values}
         ordered.update(values)
+        ordered["run"] = run
         return json_safe(ordered)
+
+    def body(self) -> dict:
+        """`to_dict()` without `run`: the result alone, as nested in another result."""
+        return {k: v for k, v in self.to_dict().items() if k != "run"}
 
 
 def model_index(label: str) -> int | None:
@@ -145,6 +160,7 @@ class BudgetCurveResult:
     """`bht design --energy E1,E2,...`: one design per budget, from one warm-started ladder."""
 
     designs: list
+    run: dict | None = None              # the run record of the curve (as Result.run)
 
     @property
     def warnings(self) -> list:
@@ -161,8 +177,8 @@ class BudgetCurveResult:
         first = self.designs[0] if self.designs else None
         header = {k: getattr(first, k, None) for k in ("model", "n", "d", "target_error", "floor")}
         return json_safe({**header, "energies": [d.energy for d in self.designs],
-                          "designs": [d.to_dict() for d in self.designs],
-                          "seconds": self.seconds})
+                          "designs": [d.body() for d in self.designs],
+                          "seconds": self.seconds, "run": self.run})
 
 
 @dataclass(frozen=True)
@@ -211,8 +227,10 @@ class DecideResult(Result):
         return model_index(self.fixed_verdict)
 
     def to_dict(self) -> dict:
-        return {**super().to_dict(), "decision_index": self.decision_index,
-                "fixed_verdict_index": self.fixed_verdict_index}
+        out = super().to_dict()
+        run = out.pop("run")
+        return {**out, "decision_index": self.decision_index,
+                "fixed_verdict_index": self.fixed_verdict_index, "run": run}
 
 
 @dataclass(frozen=True)

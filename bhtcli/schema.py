@@ -185,7 +185,7 @@ CURVE = {
     "target_error": ("number", "alpha of every design."),
     "floor": ("number or null", "[leverage] The box's floor of every design."),
     "energies": ("array", "The budgets, increasing (leverage: the box's upper ends C)."),
-    "designs": ("array", "One design per budget, as `bht design --json` prints it (every key above)."),
+    "designs": ("array", "One design per budget, as `bht design --json` prints it (every key above but run: the curve has one run record)."),
     **_nested("designs[]", {k: v for k, v in DESIGN.items()       # one budget each: no ranking,
                             if not k.startswith(("candidates.", "energy_search."))}),  # no search
     "seconds": ("number", "Seconds in all (the designs share one search)."),
@@ -601,6 +601,35 @@ SIMULATE.update({
     "adaptive.mean_samples_predicted": ("array", "[K models] ln((K-1)/alpha) / exponent per true model: the first-order mean answers (no overshoot; null when the exponent is 0)."),
 })
 
+
+# --- the run record (bhtcli/io/run_record.py), last in every command's object ---
+RUN = {
+    "run": ("object", "The run record: what the command read and which bht read it, so that the run can be reproduced and cited (null only for a result built below bhtcli.api)."),
+    "run.bht_version": ("string", "The bht version (bht --version)."),
+    "run.inputs": ("array of objects", "The models as given, in order (A first; K models; the builds; tensors: FILE and OTHER; quantize: SRC; shift: A; sweep: none, the tasks name theirs in the results journal). Every other file read is in run.files."),
+    "run.inputs[].given": ("string or null", "The argument as given (relative paths kept, FILE:TENSOR, DIR, -); null for an array given to the Python API."),
+    "run.inputs[].format": ("string or null", "npy, npz, text, safetensors, gguf, folder, stream (standard input or a pipe: no size or hash, its bytes were read once) or array (null: not recognised)."),
+    "run.inputs[].tensor": ("string or null", "The tensor chosen (a checkpoint's head, FILE:TENSOR or an .npz key; null for a plain matrix file)."),
+    "run.inputs[].shape": ("array or null", "Its shape as bht reads it (n x d), from the headers."),
+    "run.inputs[].stored": ("string or null", "Its stored type: Q4_1, BF16, F32, ... (numpy dtype names for .npy/.npz and arrays)."),
+    "run.files": ("array of objects", "Every regular file the command read, once each, in the order read: matrix files, a folder's config.json, index and shards, a GGUF file, queries, answers, names, a manifest."),
+    "run.files[].path": ("string", "The path as read (relative paths kept)."),
+    "run.files[].size": ("integer", "Its size in bytes."),
+    "run.files[].sha256": ("string or null", "The SHA-256 of its bytes, hex (null with --no-hash, hash_files=False in Python). Computed after the command's work, reading the whole file once more: about 0.1 s per 100 MB from the page cache, more from a cold disk."),
+    "run.files[].symlink_to": ("string or null", "The file a symlink resolves to (its bytes are the ones hashed); null for a plain file."),
+    "run.hashed": ("boolean", "Whether the SHA-256s were computed (false: --no-hash)."),
+}
+ENGINE_RUN = {
+    "run.engine": ("object", "What ran the builds, the engine's record (as the engine key of bht prompts)."),
+    **{f"run.{k}": v for k, v in PROMPTS.items() if k.startswith("engine.")},
+}
+for _keys in (DESIGN, CURVE, BOUND, DECIDE, SIMULATE, SHIFT, RANK, TENSORS, QUANTIZE, PROMPTS):
+    _keys.update(RUN)
+SWEEP.update({k: v for k, v in RUN.items() if not k.startswith("run.inputs[]")})   # no models
+for _keys in (DECIDE, PROMPTS):
+    _keys.update(ENGINE_RUN)
+DECIDE["run.engine"] = ("object", "[--prompt] What ran the builds, the engine's record (as the engine key of bht prompts).")
+PROMPTS["engine"] = (PROMPTS["engine"][0], PROMPTS["engine"][1] + " The same record as run.engine (kept here for compatibility).")
 
 # command -> (result classes, keys); the classes are named for the reference.
 SCHEMA = {

@@ -88,6 +88,8 @@ def test_schema_matches_real_outputs(capsys, tmp_path):
     g8 = str(tmp_path / "g8.gguf")
     run_json(capsys, "quantize", g, "--to", "q8_0", "--out", g8)
     tiny = _tiny_builds(tmp_path)
+    tiny_answers = str(tmp_path / "tokens.txt")
+    (tmp_path / "tokens.txt").write_text("300\n301\n302\n")
     runs = {
         "design": [["design", A, B, "-E", "1"], ["design", LA, LB, *lev],
                    ["design", A, A, "--link-b", "taylor:4", "-E", "0.5"],
@@ -102,7 +104,8 @@ def test_schema_matches_real_outputs(capsys, tmp_path):
         "bound": [["bound", A, B, "-E", "1"], ["bound", LA, LB, *lev], ["bound", A, B, C, "-E", "1"],
                   ["bound", A, B, "-E", "1", "--certificate", "exact"]],
         "decide": [["decide", A, B, "-x", os.path.join(EX, "x.npy"), os.path.join(EX, "answers.txt")],
-                   ["decide", A, B, C, "-x", os.path.join(EX, "x.npy"), os.path.join(EX, "answers.txt")]],
+                   ["decide", A, B, C, "-x", os.path.join(EX, "x.npy"), os.path.join(EX, "answers.txt")],
+                   ["decide", *tiny[:2], tiny_answers, "--prompt", "Beautiful is better than"]],
         "simulate": [["simulate", A, B, "-E", "1", "--trials", "200", "--plot", str(tmp_path / "p.png")],
                      ["simulate", LA, LB, *lev, "--trials", "200", "--policy", "sprt"],
                      ["simulate", A, B, C, "-E", "1", "--trials", "200", "--schedule"]],
@@ -157,7 +160,7 @@ def test_schema_declares_every_field_of_the_result_classes():
             assert fields <= top, f"{command}: {name} fields not in the schema: {sorted(fields - top)}"
     curve = SCHEMA["design --energy E1,E2,..."][1]
     assert {k for k in curve if "." not in k and "[]" not in k} == {
-        "model", "n", "d", "target_error", "floor", "energies", "designs", "seconds"}
+        "model", "n", "d", "target_error", "floor", "energies", "designs", "seconds", "run"}
 
 
 def test_every_cited_maths_section_exists():

@@ -291,8 +291,9 @@ def test_a_safetensors_file_named_bin_is_read_by_its_bytes(capsys, files, tmp_pa
     save_file({"lm_head.weight": A}, str(tmp_path / "model.bin"))
     code, out, err = run(capsys, "bound", str(tmp_path / "model.bin"), files["B.npy"], "-E", "1", "--json")
     assert code == 0
-    untimed = lambda text: {k: v for k, v in json.loads(text).items() if k != "seconds"}
+    untimed = lambda text: {k: v for k, v in json.loads(text).items() if k not in ("seconds", "run")}
     assert untimed(out) == untimed(run(capsys, "bound", files["A.csv"], files["B.npy"], "-E", "1", "--json")[1])
+    assert json.loads(out)["run"]["inputs"][0]["format"] == "safetensors"
     import pickle
     (tmp_path / "real.bin").write_bytes(pickle.dumps(A, protocol=4))
     code, out, err = run(capsys, "bound", str(tmp_path / "real.bin"), files["B.npy"], "-E", "1")

@@ -17,7 +17,7 @@ from bhtcli.commands.shift import (load_data, softmax_regression_grad, softmax_r
 shift_module = importlib.import_module("bhtcli.commands.shift")   # the package's `shift` is the function
 SHIFT_KEYS = {"n", "d", "m", "lr", "steps", "loss_before", "loss_after", "loss_history", "grad_norm",
               "delta_frobenius", "row_norm_2inf", "out", "detection", "seconds", "warnings",
-              "model", "energy", "target_error"}
+              "model", "energy", "target_error", "run"}
 
 
 def plain_loss(A, Q, Y):

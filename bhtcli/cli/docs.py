@@ -14,7 +14,7 @@ import sys
 import click
 
 from bhtcli.cli.main import EXIT_STATUSES, cli
-from bhtcli.api import ERROR, FORMATS, HEADER, OUT_FORMATS, SCHEMA
+from bhtcli.api import ERROR, FORMATS, HEADER, OUT_FORMATS, RUN, SCHEMA
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 WIDTH = 100
@@ -151,9 +151,25 @@ def json_markdown() -> str:
              "rounds them; jq 1.7 keeps integer literals it does not compute with). Counts that "
              "large only come from models that are nearly the same; read them with a parser that "
              "keeps integers (Python's json) when exact digits matter.", "",
-             "On failure, with `--json`, stdout holds one object instead:", "", _table(ERROR)]
+             "On failure, with `--json`, stdout holds one object instead:", "", _table(ERROR), "",
+             "## The run record", "",
+             "Every command's object ends with `run`: the inputs as given, every file read with "
+             "its size and SHA-256, and the bht version, so that an audit can be reproduced and "
+             "cited; `bht prompts` and `decide --prompt` add the engine's record as `run.engine`. "
+             "The SHA-256 is streamed after the command's work; `--no-hash` (Python: "
+             "`hash_files=False`) leaves it out for huge checkpoints (every `sha256` null). "
+             "Hashing reads each whole file once more, where the command may have read only a "
+             "header and one tensor: about 0.1 s per 100 MB from the page cache (0.075 s for a "
+             "98 MB GGUF file), the disk's read time from a cold disk (9.4 s for a 291 MB one; "
+             "docs/benchmarks.md, The run record's hashes). "
+             "Standard input and pipes are inputs of format `stream`, with no entry in `files` "
+             "(their bytes were read once). An array given to the Python API is an input with "
+             "`given` null, format `array`, its shape and dtype, and no hash.", "",
+             _table(RUN), "",
+             "`run.engine` (`prompts`, `decide --prompt`) holds the keys of `prompts`' `engine`."]
     for command, (classes, keys) in SCHEMA.items():
-        body = {k: v for k, v in keys.items() if k not in HEADER and not k.startswith("designs[].")}
+        body = {k: v for k, v in keys.items() if k not in HEADER and not k.startswith("designs[].")
+                and k != "run" and not k.startswith("run.")}
         parts += ["", f"## {command}", "",
                   f"From `{'` and `'.join(classes)}` (`to_dict()`); after the header:", "",
                   _table(body)]

@@ -14,7 +14,7 @@ import sys
 import click
 
 from bhtcli.cli.options import (CONTEXT, INPUTS_HELP, LINK_DEFAULT, LINK_HELP, PATH, OneBudget, design_pair_options, dtype_option, error_option,
-                                force_option, json_option, model_option, model_pair_options,
+                                force_option, hash_option, json_option, model_option, model_pair_options,
                                 out_option, query_option, quiet_option, rank_pair_options,
                                 readout_options, sampler_options, engine_options,
                                 seed_option, starts_option)
@@ -149,6 +149,7 @@ certificate_option = click.option(
 @click.option("--method", type=click.Choice(api.DESIGN_METHODS), default="lbfgs", show_default=True,
               help="lbfgs: batched projected L-BFGS (scales); ccp: cvxpy cross-check (small models).")
 @json_option
+@hash_option
 @out_option("the query (x, or s for leverage)")
 @force_option
 @dtype_option
@@ -162,8 +163,8 @@ certificate_option = click.option(
               help="Only queries x = V z (V: d x r, orthonormalised by bht, rank r), ||x|| <= E.")
 @certificate_option
 def design(a, b, more, schedule, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, starts,
-           max_starts, search_space, queries, plot, seed, method, as_json, out, force, dtype, quiet,
-           candidates, names, top, subspace, certificate):
+           max_starts, search_space, queries, plot, seed, method, as_json, no_hash, out, force, dtype,
+           quiet, candidates, names, top, subspace, certificate):
     """Find the query x (||x|| <= E) that best separates A from B, and how many it takes.
 
     {inputs} With three or more models (M3 ...) the query best names the true one of them:
@@ -204,7 +205,8 @@ def design(a, b, more, schedule, model, energy, floor, alpha, link_a, link_b, bi
                            link_b=link_b, bias_a=bias_a, bias_b=bias_b, dtype=dtype, error=alpha, seed=seed, starts=starts,
                            method=method, progress=progress, candidates=candidates, names=names,
                            top=top, subspace=subspace, queries=queries, max_starts=max_starts,
-                           search_space=search_space, schedule=schedule, certificate=certificate)
+                           search_space=search_space, schedule=schedule, certificate=certificate,
+                           hash_files=not no_hash)
         if plot and isinstance(result, BudgetCurveResult):
             progress("plotting")
             from bhtcli.cli.plot import plot_budget_curve
@@ -221,9 +223,10 @@ def design(a, b, more, schedule, model, energy, floor, alpha, link_a, link_b, bi
 @click.argument("more", nargs=-1, metavar="[M3 ...]", type=PATH)
 @certificate_option
 @json_option
+@hash_option
 @quiet_option
 def bound(a, b, more, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, certificate,
-          as_json, quiet):
+          as_json, no_hash, quiet):
     """Closed-form bounds, no optimisation: certified sup H^2 and query lower bounds.
 
     {inputs} With three or more models: each pair's ceiling and the bottleneck's.
@@ -240,11 +243,12 @@ def bound(a, b, more, model, energy, floor, alpha, link_a, link_b, bias_a, bias_
             raise click.UsageError("Missing option '--energy' / '-E'.", ctx=click.get_current_context())
         _emit(bound_fn([a, b, *more], energy=energy, model=model, floor=floor, error=alpha,
                        link_a=link_a, link_b=link_b, bias_a=bias_a, bias_b=bias_b,
-                       certificate=certificate), as_json)
+                       certificate=certificate, hash_files=not no_hash), as_json)
         return
     spec = _spec(model, energy, floor, link_a, link_b, bias_a, bias_b, inputs=(a, b))
     with _reporter(quiet) as progress:
-        result = bound_fn(a, b, model=spec, error=alpha, certificate=certificate, progress=progress)
+        result = bound_fn(a, b, model=spec, error=alpha, certificate=certificate, progress=progress,
+                          hash_files=not no_hash)
     _emit(result, as_json)
 
 
@@ -315,9 +319,10 @@ def sample(a, model, query, schedule, prompt, as_text, temperature, top_k, top_p
 @click.option("--prior", default=None, metavar="P1,P2,...",
               help="Three or more models: prior probabilities, one per model [default: equal].")
 @json_option
+@hash_option
 @quiet_option
 def decide(a, b, rest, model, query, prompt, temperature, top_k, top_p, min_p, alpha, link_a,
-           link_b, bias_a, bias_b, prior, as_json, quiet):
+           link_b, bias_a, bias_b, prior, as_json, no_hash, quiet):
     """Decide from observed answers (a file or -, one index per line or a JSON list) which model answered.
 
     The SPRT uses the thresholds +-ln((1-ALPHA)/ALPHA). Whatever it decides (A, B or
@@ -337,7 +342,8 @@ def decide(a, b, rest, model, query, prompt, temperature, top_k, top_p, min_p, a
         raise InputError("the models must be files for decide (standard input carries the answers)")
     if prompt is not None:
         _emit(decide_fn([a, b, *more], answers=answers, error=alpha, prompt=prompt,
-                        temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p), as_json)
+                        temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
+                        hash_files=not no_hash), as_json)
         return
     if query is None:
         raise click.UsageError("Missing option '--query' / '-x' (or --prompt for GGUF builds).",
@@ -350,10 +356,11 @@ def decide(a, b, rest, model, query, prompt, temperature, top_k, top_p, min_p, a
             except ValueError:
                 raise InputError(f"--prior must be comma-separated numbers, got {prior!r}") from None
         _emit(decide_fn([a, b, *more], query, answers, model=model, link_a=link_a, link_b=link_b,
-                        bias_a=bias_a, bias_b=bias_b, error=alpha, prior=priors), as_json)
+                        bias_a=bias_a, bias_b=bias_b, error=alpha, prior=priors,
+                        hash_files=not no_hash), as_json)
         return
     spec = _spec(model, None, None, link_a, link_b, bias_a, bias_b, need_energy=False, inputs=(a, b))
-    _emit(decide_fn(a, b, query, answers, model=spec, error=alpha), as_json)
+    _emit(decide_fn(a, b, query, answers, model=spec, error=alpha, hash_files=not no_hash), as_json)
 
 
 @cli.command(context_settings=CONTEXT)
@@ -370,10 +377,11 @@ def decide(a, b, rest, model, query, prompt, temperature, top_k, top_p, min_p, a
               help="Write a PNG: max error against n, empirical vs predicted and bounds (needs fixed).")
 @force_option
 @json_option
+@hash_option
 @dtype_option
 @quiet_option
 def simulate(a, b, more, schedule, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, query,
-             trials, seed, policy, plot, force, as_json, dtype, quiet):
+             trials, seed, policy, plot, force, as_json, no_hash, dtype, quiet):
     """Simulate how many queries it really takes: fixed n, Wald's SPRT, Chernoff's adaptive rule.
 
     When A and B cannot be told apart nothing is simulated: the result says why (exit 0).
@@ -397,7 +405,8 @@ def simulate(a, b, more, schedule, model, energy, floor, alpha, link_a, link_b, 
                                  query=query, error=alpha, trials=trials, seed=seed,
                                  policy=policy,
                                  link_a=link_a, link_b=link_b, bias_a=bias_a, bias_b=bias_b,
-                                 dtype=dtype, progress=progress, schedule=schedule)
+                                 dtype=dtype, progress=progress, schedule=schedule,
+                                 hash_files=not no_hash)
         _emit(result, as_json)
         return
     spec = _spec(model, energy, floor, link_a, link_b, bias_a, bias_b, dtype, inputs=(a, b))
@@ -408,7 +417,8 @@ def simulate(a, b, more, schedule, model, energy, floor, alpha, link_a, link_b, 
             raise InputError("--plot draws the fixed-n experiment; use --policy fixed or all")
     with _reporter(quiet, bar=True) as progress:
         result = simulate_fn(a, b, model=spec, query=query, error=alpha, trials=trials, seed=seed,
-                             policy=policy, progress=progress, predicted_points=80 if plot else 0)
+                             policy=policy, progress=progress, predicted_points=80 if plot else 0,
+                             hash_files=not no_hash)
         if plot and result.fixed:
             progress("plotting")
             from bhtcli.cli.plot import plot_fixed
@@ -426,10 +436,11 @@ def simulate(a, b, more, schedule, model, energy, floor, alpha, link_a, link_b, 
               help="Write every candidate's scores to FILE.jsonl or FILE.csv (in the order of H).")
 @force_option
 @json_option
+@hash_option
 @dtype_option
 @quiet_option
 def rank(a, b, more, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, names, top, out,
-         force, as_json, dtype, quiet):
+         force, as_json, no_hash, dtype, quiet):
     """Score every candidate query (one per row of H) and rank them; no search.
 
     H is m x d (leverage: m x n weight vectors s), any matrix format, streamed in blocks.
@@ -452,7 +463,7 @@ def rank(a, b, more, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b
             result = rank_fn([a, b, *more[:-1]], h, energy=energy, model=model, floor=floor,
                              error=alpha, names=names, top=top, out=out, link_a=link_a,
                              link_b=link_b, bias_a=bias_a, bias_b=bias_b, dtype=dtype,
-                             progress=progress, force=force)
+                             progress=progress, force=force, hash_files=not no_hash)
         _emit(result, as_json)
         return
     spec = _spec(model, energy, floor, link_a, link_b, bias_a, bias_b, dtype, need_energy=False,
@@ -460,7 +471,7 @@ def rank(a, b, more, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b
     with _reporter(quiet, bar=True) as progress:
         result = rank_fn(a, b, h, spec.energy, model=spec.family, floor=spec.floor, error=alpha,
                          names=names, top=top, out=out, dtype=spec.dtype, progress=progress,
-                         force=force, **spec.readout_options())
+                         force=force, hash_files=not no_hash, **spec.readout_options())
     _emit(result, as_json)
 
 
@@ -476,8 +487,10 @@ def rank(a, b, more, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b
 @click.option("--retry-failed", is_flag=True, help="Run the tasks whose rows say failed again.")
 @force_option
 @json_option
+@hash_option
 @quiet_option
-def sweep(manifest, results, scheduler, workers, export, retry_failed, force, as_json, quiet):
+def sweep(manifest, results, scheduler, workers, export, retry_failed, force, as_json, no_hash,
+          quiet):
     """Run design for every row of a manifest (a, b, energy, ...) on Dask, resumably.
 
     {columns}
@@ -495,7 +508,7 @@ def sweep(manifest, results, scheduler, workers, export, retry_failed, force, as
                               retry_failed=retry_failed, force=force,
                               progress=lambda done, total, failed: progress(
                                   f"sweep ({failed:,} failed)", done, total),
-                              notice=_note)
+                              notice=_note, hash_files=not no_hash)
         except (KeyboardInterrupt, Terminated) as exc:
             how, status = ("terminated", 143) if isinstance(exc, Terminated) else ("interrupted", 130)
             if not (os.path.isfile(results) and os.path.getsize(results) > 0):
@@ -521,8 +534,9 @@ def sweep(manifest, results, scheduler, workers, export, retry_failed, force, as
 @error_option
 @seed_option
 @json_option
+@hash_option
 @quiet_option
-def shift(a, data, lr, steps, out, force, energy, alpha, seed, as_json, quiet):
+def shift(a, data, lr, steps, out, force, energy, alpha, seed, as_json, no_hash, quiet):
     """Gradient steps of softmax regression move A to B: write B, report the loss and the shift.
 
     The loss is L(A) = (1/2m) sum_j ||softmax(A q_j) - y_j||^2 over the data set.
@@ -535,7 +549,7 @@ def shift(a, data, lr, steps, out, force, energy, alpha, seed, as_json, quiet):
     from bhtcli.api import shift as shift_fn
     with _reporter(quiet) as progress:
         result = shift_fn(a, data, lr, steps, out=out, energy=energy, error=alpha, seed=seed,
-                          progress=progress, force=force)
+                          progress=progress, force=force, hash_files=not no_hash)
     _emit(result, as_json)
 
 
@@ -560,9 +574,10 @@ def shift(a, data, lr, steps, out, force, energy, alpha, seed, as_json, quiet):
 @engine_options
 @error_option
 @json_option
+@hash_option
 @quiet_option
 def prompts(builds, prompt_file, corpus, top, min_margin, search, seed, temperature, top_k, top_p,
-            min_p, threads, batch, kv_type, flash_attn, sequences, alpha, as_json, quiet):
+            min_p, threads, batch, kv_type, flash_attn, sequences, alpha, as_json, no_hash, quiet):
     """Which prompts best tell GGUF builds of one model apart, through llama.cpp.
 
     Every prompt's next-token law is computed by the engine for each build (2 to 8) and passed
@@ -584,7 +599,8 @@ def prompts(builds, prompt_file, corpus, top, min_margin, search, seed, temperat
                              top_p=top_p, min_p=min_p, threads=threads, batch=batch,
                              kv_type=kv_type, flash_attn=flash_attn, sequences=sequences,
                              error=alpha, top=top, min_margin=min_margin, corpus=corpus,
-                             search=search, seed=seed, progress=progress)
+                             search=search, seed=seed, progress=progress,
+                             hash_files=not no_hash)
     _emit(result, as_json)
 
 
@@ -592,8 +608,9 @@ def prompts(builds, prompt_file, corpus, top, min_margin, search, seed, temperat
 @click.argument("path", metavar="FILE|DIR", type=PATH)
 @click.argument("other", metavar="[OTHER]", type=PATH, required=False)
 @json_option
+@hash_option
 @quiet_option
-def tensors(path, other, as_json, quiet):
+def tensors(path, other, as_json, no_hash, quiet):
     """List a checkpoint's tensors (name, shape, stored type, bytes) and the head bht reads;
     with OTHER, which tensors of two GGUF builds differ.
 
@@ -612,10 +629,10 @@ def tensors(path, other, as_json, quiet):
       bht tensors SmolLM2-135M-Instruct.Q4_1.gguf SmolLM2-q8_0.gguf
     """
     if other is None:
-        _emit(api.list_tensors(path), as_json)
+        _emit(api.list_tensors(path, hash_files=not no_hash), as_json)
         return
     with _reporter(quiet) as progress:
-        result = api.compare_tensors(path, other, progress=progress)
+        result = api.compare_tensors(path, other, progress=progress, hash_files=not no_hash)
     _emit(result, as_json)
 
 
@@ -628,8 +645,9 @@ def tensors(path, other, as_json, quiet):
               help="Write SRC's round trip to FILE: .npy, .csv, .txt or .json (float32), or .gguf (a GGUF "
                    "SRC's whole build, re-encoded, that llama.cpp loads). Never over SRC.")
 @json_option
+@hash_option
 @quiet_option
-def quantize(src, to, out, as_json, quiet):
+def quantize(src, to, out, as_json, no_hash, quiet):
     """Write SRC's round trip through a quantization type: how detectable would it be?
 
     SRC is any matrix bht reads (FILE.gguf, DIR, FILE.safetensors:TENSOR, .npy, ...). The GGML
@@ -648,7 +666,7 @@ def quantize(src, to, out, as_json, quiet):
       bht quantize SmolLM2-135M-Instruct.Q4_1.gguf --to q8_0 --out SmolLM2-q8_0.gguf
     """
     with _reporter(quiet) as progress:
-        result = api.quantize(src, to, out, progress=progress)
+        result = api.quantize(src, to, out, progress=progress, hash_files=not no_hash)
     _emit(result, as_json)
 
 

@@ -4,6 +4,7 @@ mapped through the vocabulary) which build answered, with decide's SPRT and fixe
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import numpy as np
 
@@ -86,13 +87,15 @@ def decide_prompt(builds, prompt, answers, sampler: Sampler = Sampler(),
                          "sampler: give the sampler settings the API runs")
     if len(L) == 2:
         la, lb = L
-        return decide_laws(la, lb, obs, error, floored_tilt(la, lb), "causal-lm",
-                           engines[0].n_vocab, None, t0)
+        result = decide_laws(la, lb, obs, error, floored_tilt(la, lb), "causal-lm",
+                             engines[0].n_vocab, None, t0)
+        return replace(result, run={"engine": engines[0].record()})  # bhtcli.api completes `run`
     if not possible[:, obs].all(axis=1).any():
         raise InputError("no build gives every answer a positive probability with this sampler: "
                          "the answers come from none of them (or give the sampler settings the "
                          "API runs)")
     steps = np.stack(L, axis=1)[obs]                          # answers x K
     K = len(L)
-    return decide_steps(steps, np.full(K, 1.0 / K), error, kway_law(L), paths, "causal-lm",
-                        engines[0].n_vocab, None, 1, t0)
+    result = decide_steps(steps, np.full(K, 1.0 / K), error, kway_law(L), paths, "causal-lm",
+                          engines[0].n_vocab, None, 1, t0)
+    return replace(result, run={"engine": engines[0].record()})

@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 from bhtcli.errors import InputError, parameter_name
+from bhtcli.io import reads
 
 
 def read_prompts(path) -> list[tuple[str | None, list[int] | None]]:
@@ -17,6 +18,7 @@ def read_prompts(path) -> list[tuple[str | None, list[int] | None]]:
     prompt's text (its end-of-line removed, other whitespace kept)."""
     p = Path(os.fspath(path))
     name = f"{parameter_name('prompts')} {p}"
+    reads.record(p)                     # an input: never written over, listed in the run record
     try:
         lines = p.read_text(encoding="utf-8").splitlines()
     except FileNotFoundError:
