@@ -132,3 +132,24 @@ def test_min_margin_drops_found_prompts_below_it(builds, monkeypatch):
         z_b = open_engine(b, EngineSettings(sequences=1)).next_logits([ids])[0]
         z_b32 = open_engine(b, EngineSettings(sequences=1, kv_type="f32")).next_logits([ids])[0]
         assert e["hellinger_squared"] >= 10 * float(plain_h2(z_b, z_b32)) * (1 - 1e-6)
+
+
+def test_error_shift_bounds_the_exact_total_variation_of_n_answers():
+    """Le Cam's bound against the total variation of the n-answer laws, enumerated."""
+    import itertools
+    from bhtcli.maths.laws import error_shift, setting_floors
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        p, q = rng.dirichlet(np.ones(4)), rng.dirichlet(np.ones(4))
+        h2 = 1 - np.sum(np.sqrt(p * q))
+        for n in (1, 2, 4):
+            tv = 0.5 * sum(abs(np.prod(p[list(w)]) - np.prod(q[list(w)]))
+                           for w in itertools.product(range(4), repeat=n))
+            bound = error_shift(h2, n)
+            assert bound == pytest.approx(np.sqrt(1 - (1 - h2) ** (2 * n)), rel=1e-12)
+            assert tv <= bound + 1e-12
+    assert error_shift(0.0, 5) == 0 and error_shift(1.0, 1) == 1 and error_shift(0.1, None) is None
+    # the floor of each build: the largest H^2 over its other settings
+    la, lb = np.log([[0.5, 0.5]]), np.log([[0.9, 0.1]])
+    f = setting_floors([la, la], [[la, lb], [la]])
+    assert f[0, 0] == pytest.approx(1 - np.sqrt(0.45) - np.sqrt(0.05)) and f[1, 0] == 0
