@@ -101,4 +101,6 @@ def error_shift(floor: float, n) -> float | None:
     "The engine floor"). None when n is None."""
     if n is None:
         return None
-    return math.sqrt(max(0.0, -math.expm1(2 * int(n) * math.log1p(-min(float(floor), 1.0)))))
+    if floor >= 1.0:                            # disjoint laws: any error can move by 1
+        return 1.0
+    return math.sqrt(max(0.0, -math.expm1(2 * int(n) * math.log1p(-float(floor)))))
