@@ -682,7 +682,7 @@ def prompts(builds, prompts=None, *, temperature: float = 1.0, top_k: int = 0, t
     Parameters
     ----------
     builds : sequence of path
-        2 to 8 GGUF files of one vocabulary and tokenizer (A first: the floor is A's).
+        2 to 8 GGUF files of one vocabulary and tokenizer (A first).
     prompts : path or sequence, optional
         A file (one prompt a line, or JSON Lines with `text` or `token_ids`), or a list of
         strings or of token-id lists; default: `corpus` natural prompts from text Python ships.
@@ -695,7 +695,8 @@ def prompts(builds, prompts=None, *, temperature: float = 1.0, top_k: int = 0, t
     top : int
         Prompts reported.
     min_margin : float, optional
-        Leave out prompts whose H^2 is below this times their engine floor.
+        Leave out prompts whose H^2 is below this times their engine floor (the largest over
+        the builds); with `search`, the found prompts too.
     search : int, optional
         Also search for better prompts from the best natural ones, within this many forward
         passes (one prompt scored on one build is one pass, however many an engine call packs;

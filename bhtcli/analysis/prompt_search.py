@@ -22,6 +22,11 @@ It talks to the builds only through the engine's public interface (`tokenize`, `
 - **The end.** The best candidates by their batched H^2 are re-scored alone (a prompt's logits
   depend slightly on the prompts decoded beside it); the found prompts are the best by that
   H^2 among them and the starts, so the best found prompt is never worse than the best start.
+- **The margin.** Each found prompt is scored again alone on every build and under every floor
+  setting of every build (the engine floor, as the ranking's); these passes are the report's,
+  counted apart from the budget (`report_passes`). With `min_margin`, the candidates are
+  checked best first (the starts always among them, at most MARGIN_WALK x found others) and
+  those below `min_margin` times their floor are dropped: every found prompt passes.
 """
 from __future__ import annotations
 
@@ -31,8 +36,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from bhtcli.errors import InputError, parameter_name
-from bhtcli.maths.laws import bhattacharyya, hellinger_squared, law_counts
+from bhtcli.maths.laws import (bhattacharyya, error_shift, hellinger_squared, law_counts,
+                              setting_floors)
 from bhtcli.maths.sampler import sampler_log_probs
+
+MARGIN_WALK = 8             # with min_margin: candidates checked per found prompt, at most
 
 
 @dataclass(frozen=True)
@@ -163,7 +171,8 @@ def _proposals(member, s: SearchSettings, n_vocab: int, context: int, prompter: 
 
 
 def search_prompts(engines, singles, floor_engines, starts, sampler, settings: SearchSettings,
-                   error: float = 0.05, flag_margin: float = 10.0, progress=None) -> dict:
+                   error: float = 0.05, flag_margin: float = 10.0, min_margin: float | None = None,
+                   progress=None) -> dict:
     """The prompt search (see the module docstring) from `starts` ((text, ids), best first).
 
     Parameters
@@ -172,8 +181,9 @@ def search_prompts(engines, singles, floor_engines, starts, sampler, settings: S
         The K builds' engines that score candidates (many prompts per call).
     singles : list
         The same builds scoring one prompt per call: the starts and the final re-scores.
-    floor_engines : list
-        Build A under the other engine settings of the floor (each scores the found prompts).
+    floor_engines : list of lists
+        floor_engines[k]: build k under each other engine setting of the floor (each scores
+        the found prompts).
     starts : list of (str, list of int)
     sampler : bhtcli.engine.Sampler
     settings : SearchSettings
@@ -181,6 +191,8 @@ def search_prompts(engines, singles, floor_engines, starts, sampler, settings: S
         alpha of the counts.
     flag_margin : float
         A found prompt whose H^2 is below this times its floor is flagged.
+    min_margin : float, optional
+        Found prompts must have H^2 at least this times their floor (others are dropped).
 
     Returns
     -------
@@ -246,35 +258,83 @@ def search_prompts(engines, singles, floor_engines, starts, sampler, settings: S
         for r, c in enumerate(best):
             c["batched_h2"], c["h2"], c["pair"] = c["h2"], float(h2[r]), pairs[int(b[r])]
         verified += best
-    found = sorted(verified, key=lambda c: -c["h2"])[:s.found]
-    history.append({"passes": count.used, "hellinger_squared": found[0]["h2"]})
+    found, checked, dropped = pick(verified, scored, starts_n=len(starts), want=s.found,
+                                   singles=singles, floor_engines=floor_engines, sampler=sampler,
+                                   error=error, flag_margin=flag_margin, min_margin=min_margin,
+                                   say=lambda *a: say("search: the floor of the found prompts", *a))
+    history.append({"passes": count.used,
+                    "hellinger_squared": found[0]["hellinger_squared"] if found else None})
     search_seconds = time.perf_counter() - t0
-    entries = describe(found, singles, floor_engines, sampler, error, flag_margin)
-    return {"budget": s.budget, "passes": count.used, "report_passes": len(found) * (K + len(floor_engines)),
+    per_prompt = K + sum(len(fs) for fs in floor_engines)
+    return {"budget": s.budget, "passes": count.used, "report_passes": checked * per_prompt,
             "seed": s.seed, "beam": s.beam, "proposals": s.proposals, "rounds": rounds,
             "candidates": len(scored), "extensions": stats["extensions"],
             "substitutions": stats["substitutions"],
             "rejected_tokenization": stats["rejected"],
             "starts": [{"text": text, "token_ids": ids, "hellinger_squared": v["h2"]}
                        for (text, ids), v in zip(starts, verified)],
-            "start_hellinger_squared": start_best, "found": entries, "history": history,
+            "start_hellinger_squared": start_best, "found": found, "history": history,
+            "margin_checked": checked, "margin_dropped": dropped,
             "search_seconds": search_seconds, "seconds": time.perf_counter() - t0}
+
+
+def pick(verified, scored, *, starts_n, want, singles, floor_engines, sampler, error,
+         flag_margin, min_margin, say) -> tuple[list, int, int]:
+    """The found prompts, described (see :func:`describe`), and how many were checked and
+    dropped. Without `min_margin`: the best `want` of `verified` (the starts and the candidates
+    re-scored alone). With it: candidates best first -- by H^2 alone where known, else batched
+    --, the starts always among them, `want` at a time, each kept when its H^2 is at least
+    `min_margin` times its floor, until `want` are kept."""
+    pool = sorted(verified, key=lambda c: -c["h2"])
+    if min_margin is None:
+        pool = pool[:want]
+        return renumber(describe(pool, singles, floor_engines, sampler, error, flag_margin)), \
+            len(pool), 0
+    alone = {id(c) for c in verified}
+    batched = [dict(c, batched_h2=c["h2"]) for c in scored if id(c) not in alone]
+    pool = sorted(pool + batched, key=lambda c: -c["h2"])
+    starts = verified[:starts_n]
+    pool = [c for c in pool[:MARGIN_WALK * want] if not any(c is t for t in starts)] + starts
+    pool.sort(key=lambda c: -c["h2"])
+    kept, checked, dropped = [], 0, 0
+    for at in range(0, len(pool), want):
+        if len(kept) >= want:
+            break
+        chunk = pool[at:at + want]
+        checked += len(chunk)
+        say(checked, len(pool))
+        for e in describe(chunk, singles, floor_engines, sampler, error, flag_margin):
+            if e["floor_hellinger_squared"] == 0 or \
+                    e["hellinger_squared"] >= min_margin * e["floor_hellinger_squared"]:
+                kept.append(e)
+            else:
+                dropped += 1
+    kept = sorted(kept, key=lambda e: -e["hellinger_squared"])[:want]
+    return renumber(kept), checked, dropped
+
+
+def renumber(entries: list) -> list:
+    """Best first by H^2 alone, ranks from 1."""
+    entries = sorted(entries, key=lambda e: -e["hellinger_squared"])
+    for k, e in enumerate(entries, start=1):
+        e["rank"] = k
+    return entries
 
 
 def describe(found, singles, floor_engines, sampler, error: float, flag_margin: float) -> list:
     """The found prompts as the ranking reports its prompts: H^2 and counts of the bottleneck
-    pair (scored alone), the engine floor, each build's top token."""
+    pair (scored alone), the engine floor over every build, each build's top token."""
     ids = [c["ids"] for c in found]
     L = [sampler_laws(e, ids, sampler) for e in singles]
     K, pairs = len(L), pair_list(len(L))
-    others = [sampler_laws(f, ids, sampler) for f in floor_engines]
-    floors = np.max([hellinger_squared(L[0], o) for o in others], axis=0) if others \
-        else np.zeros(len(ids))
+    per_build = setting_floors(L, [[sampler_laws(f, ids, sampler) for f in fs]
+                                   for fs in floor_engines])
     h2, b = bottleneck(L)
     out = []
     for r, c in enumerate(found):
         bi, bj = pairs[int(b[r])]
-        value, floor = float(h2[r]), float(floors[r])
+        fb = int(np.argmax(per_build[:, r]))
+        value, floor = float(h2[r]), float(per_build[fb, r])
         counts = law_counts(L[bi][r], L[bj][r], error)
         out.append({
             "rank": r + 1, "text": c["text"], "token_ids": c["ids"], "hellinger_squared": value,
@@ -282,8 +342,11 @@ def describe(found, singles, floor_engines, sampler, error: float, flag_margin: 
             "samples": {"lower": counts.lower, "predicted": counts.predicted,
                         "upper": counts.upper, "method": counts.method},
             "bottleneck": {"i": bi, "j": bj},
-            "floor_hellinger_squared": floor, "margin": None if floor == 0 else value / floor,
+            "floor_hellinger_squared": floor, "floor_build": fb,
+            "floors": [float(x) for x in per_build[:, r]],
+            "margin": None if floor == 0 else value / floor,
             "flagged": not (floor == 0 or value >= flag_margin * floor),
+            "error_shift": error_shift(floor, counts.predicted),
             "start": c["start"], "edits": c["edits"],
             "batched_hellinger_squared": c.get("batched_h2"),
             "top_tokens": [{"id": t, "piece": singles[0].piece(t),

@@ -562,7 +562,8 @@ def shift(a, data, lr, steps, out, force, energy, alpha, seed, as_json, no_hash,
               help="Natural prompts scored when --prompts is not given.")
 @click.option("--top", type=int, default=10, show_default=True, help="Prompts reported.")
 @click.option("--min-margin", type=float, default=None,
-              help="Leave out prompts whose H^2 is below M x their engine floor.")
+              help="Leave out prompts whose H^2 is below M x their engine floor; with "
+                   "--search, the found prompts too.")
 @click.option("--search", type=int, default=None, metavar="BUDGET",
               help="Also search (token substitution and extension, a beam) from the best "
                    "prompts for better ones, within BUDGET forward passes: one prompt scored on "
@@ -583,9 +584,9 @@ def prompts(builds, prompt_file, corpus, top, min_margin, search, seed, temperat
     Every prompt's next-token law is computed by the engine for each build (2 to 8) and passed
     through the sampler's law (default: the raw softmax; APIs usually sample otherwise);
     prompts are ranked by H^2 (K builds: the closest pair). The top prompts come with the
-    counts of design and the engine floor: H^2 between A's laws under these engine settings and
-    under an F32/F16 KV cache or flash attention toggled; a prompt below 10x its floor is
-    flagged.
+    counts of design and the engine floor: the largest H^2, over the builds, between a build's
+    laws under these engine settings and under an F32/F16 KV cache, flash attention toggled or
+    batching; a prompt below 10x its floor is flagged.
 
     \b
     Examples:

@@ -704,11 +704,17 @@ def render_prompts_table(result, console: Console) -> None:
         tokens = " | ".join(repr(x["piece"]) for x in row["top_tokens"])
         t.add_row(str(row["rank"]), _num(row["hellinger_squared"]), _num(row["bhattacharyya_distance"]),
                   _count(c["lower"]), _count(c["predicted"]), _count(c["upper"]),
-                  _num(row["floor_hellinger_squared"]), margin, tokens, row["text"])
+                  _floor(row), margin, tokens, row["text"])
     console.print()
     console.print(t)
     if r["search"] is not None:
         _render_prompt_search(r["search"], console)
+
+
+def _floor(row: dict) -> str:
+    """The engine floor and the build it is of ("9.7e-05 B")."""
+    k = row["floor_build"]
+    return f"{_num(row['floor_hellinger_squared'])} {chr(65 + k) if k < 26 else k}"
 
 
 def _render_prompt_search(s: dict, console: Console) -> None:
@@ -718,7 +724,9 @@ def _render_prompt_search(s: dict, console: Console) -> None:
                   f"one build each), {s['rounds']} rounds, {s['candidates']:,} candidates, "
                   f"{s['rejected_tokenization']:,} proposals dropped (not the same ids after "
                   f"tokenizing their text), {s['search_seconds']:.1f} s; best start H^2 "
-                  f"{_num(s['start_hellinger_squared'])}")
+                  f"{_num(s['start_hellinger_squared'])}"
+                  + (f"; {s['margin_dropped']:,} of {s['margin_checked']:,} checked dropped by "
+                     "--min-margin" if s["margin_dropped"] else ""))
     t = Table(box=None, pad_edge=False, show_edge=False)
     for name, justify in (("#", "right"), ("H^2", "right"), ("lower", "right"),
                           ("predicted", "right"), ("upper", "right"), ("floor", "right"),
@@ -729,7 +737,7 @@ def _render_prompt_search(s: dict, console: Console) -> None:
         c = row["samples"]
         margin = "-" if row["margin"] is None else f"{row['margin']:.3g}" + (" !" if row["flagged"] else "")
         t.add_row(str(row["rank"]), _num(row["hellinger_squared"]), _count(c["lower"]),
-                  _count(c["predicted"]), _count(c["upper"]), _num(row["floor_hellinger_squared"]),
+                  _count(c["predicted"]), _count(c["upper"]), _floor(row),
                   margin, str(row["edits"]), " ".join(map(str, row["token_ids"])), repr(row["text"]))
     console.print(t)
     console.print()

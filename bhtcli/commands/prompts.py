@@ -3,10 +3,11 @@
 Every prompt's next-token law is computed by the serving engine (`bhtcli.engine`) for each
 build and passed through the sampler's law (`maths/sampler.py`); prompts are ranked by H^2
 (K builds: the closest pair, the bottleneck). For the top prompts the report gives the counts
-of `design` (maths/counts.py through maths/laws.py) and the engine floor: H^2 between build
-A's laws under the engine settings used and under other settings a provider might run (an
-F32 KV cache, flash attention); a prompt whose H^2 is not `min_margin` times its floor is
-flagged, or left out of the ranking when `min_margin` is given (docs/maths.md §13).
+of `design` (maths/counts.py through maths/laws.py) and the engine floor: the largest H^2,
+over the builds, between a build's laws under the engine settings used and under other
+settings a provider might run (an F32 KV cache, flash attention, batching); a prompt whose H^2
+is not 10 times its floor is flagged, and left out of the ranking when it is not `min_margin`
+times its floor (docs/maths.md §13, docs/llm_audit.md "The engine floor").
 """
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ import numpy as np
 from bhtcli.analysis.prompt_search import SearchSettings, search_prompts
 from bhtcli.engine import EngineSettings, Sampler, open_engine
 from bhtcli.errors import InputError, note, parameter_name
-from bhtcli.maths.laws import bhattacharyya, hellinger_squared, law_counts
+from bhtcli.maths.laws import (bhattacharyya, error_shift, hellinger_squared, law_counts,
+                              setting_floors)
 from bhtcli.maths.sampler import sampler_log_probs
 from bhtcli.results import PromptsResult
 
@@ -129,11 +131,12 @@ def prompts(builds, prompt_list, *, source: str, sampler: Sampler = Sampler(),
     entries, excluded, walked = [], 0, 0
     # The reported numbers come from one prompt per engine call: a prompt's logits depend on
     # the prompts decoded beside it (the kernels' summation order), so the batched scores only
-    # choose which prompts to report. How far batching moves A's law joins the floor.
+    # choose which prompts to report. How far batching moves each build's law joins the floor.
     variants = floor_variants(settings)
-    floor_engines = [open_engine(paths[0], v) for v in variants]
     singles = engines if settings.sequences == 1 else \
         [open_engine(p, replace(settings, sequences=1)) for p in paths]
+    floor_engines = [[open_engine(p, v) for v in variants] + ([] if singles is engines else [e])
+                     for p, e in zip(paths, engines)]
     for s in range(0, m, CHUNK):
         if len(entries) >= top:
             break
@@ -141,16 +144,15 @@ def prompts(builds, prompt_list, *, source: str, sampler: Sampler = Sampler(),
         say("the engine floor", min(s, m), m)
         chunk = [ids[i] for i in idx]
         L = [laws(e, chunk, sampler) for e in singles]
-        base = L[0]
-        others = [laws(f, chunk, sampler) for f in floor_engines]
-        if singles is not engines:
-            others.append(laws(engines[0], chunk, sampler))       # batched, as ranked
-        floors = np.max([hellinger_squared(base, o) for o in others], axis=0)
+        per_build = setting_floors(L, [[laws(f, chunk, sampler) for f in fs]
+                                       for fs in floor_engines])      # (K, len(chunk))
         single_h2 = pair_h2(L)                                    # (pairs, len(chunk))
         for r, i in enumerate(idx):
             walked += 1
             bottleneck[i] = int(np.argmin(single_h2[:, r]))
-            value, floor = float(single_h2[bottleneck[i], r]), float(floors[r])
+            value = float(single_h2[bottleneck[i], r])
+            fb = int(np.argmax(per_build[:, r]))
+            floor = float(per_build[fb, r])
             margin = None if floor == 0 else value / floor
             ok = floor == 0 or value >= FLAG_MARGIN * floor
             if min_margin is not None and not (floor == 0 or value >= min_margin * floor):
@@ -167,7 +169,9 @@ def prompts(builds, prompt_list, *, source: str, sampler: Sampler = Sampler(),
                 "samples": {"lower": counts.lower, "predicted": counts.predicted,
                             "upper": counts.upper, "method": counts.method},
                 "bottleneck": {"i": bi, "j": bj},
-                "floor_hellinger_squared": floor, "margin": margin, "flagged": not ok,
+                "floor_hellinger_squared": floor, "floor_build": fb,
+                "floors": [float(x) for x in per_build[:, r]], "margin": margin,
+                "flagged": not ok, "error_shift": error_shift(floor, counts.predicted),
                 "top_tokens": [{"id": t, "piece": engines[0].piece(t),
                                 "probability": float(np.exp(L[k][r][t]))}
                                for k, t in ((k, int(np.argmax(L[k][r]))) for k in range(K))]})
@@ -188,9 +192,8 @@ def prompts(builds, prompt_list, *, source: str, sampler: Sampler = Sampler(),
     searched = None
     if search is not None and entries:             # from the best natural prompts, best first
         searched = search_prompts(
-            engines, singles, floor_engines + ([] if singles is engines else [engines[0]]),
-            [(e["text"], e["token_ids"]) for e in entries], sampler, search, error,
-            FLAG_MARGIN, progress)
+            engines, singles, floor_engines, [(e["text"], e["token_ids"]) for e in entries],
+            sampler, search, error, FLAG_MARGIN, min_margin, progress)
     elif search is not None:
         notes.append(f"{parameter_name('search')}: no prompt of the ranking to start from (every "
                      f"one left out by {parameter_name('min_margin')})")

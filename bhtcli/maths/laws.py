@@ -82,3 +82,25 @@ def law_decisions(la: np.ndarray, lb: np.ndarray, alpha: float, answers: np.ndar
         return only_b[:, 0].astype(np.float64), 0.0, "support"
     tilt = floored_tilt(la, lb)
     return fixed_tests(tilt, bhattacharyya(h2), alpha, index[answers])
+
+
+def setting_floors(base, others) -> np.ndarray:
+    """The engine floor of each build (docs/llm_audit.md, "The engine floor"): (K, m), row k the
+    largest H^2 between build k's laws under the settings used, base[k] (m, n), and under each
+    other setting, others[k] (a list of (m, n) arrays). A row with no other setting is 0."""
+    out = np.zeros((len(base), np.shape(base[0])[0]))
+    for k, (b, alts) in enumerate(zip(base, others)):
+        for o in alts:
+            out[k] = np.maximum(out[k], hellinger_squared(b, o))
+    return out
+
+
+def error_shift(floor: float, n) -> float | None:
+    """Le Cam's bound on how far any test's error on n answers moves when each answer's law
+    moves by `floor` in H^2: TV(P^n, Q^n) <= sqrt(1 - (1 - H^2)^(2n)) (docs/llm_audit.md,
+    "The engine floor"). None when n is None."""
+    if n is None:
+        return None
+    if floor >= 1.0:                            # disjoint laws: any error can move by 1
+        return 1.0
+    return math.sqrt(max(0.0, -math.expm1(2 * int(n) * math.log1p(-float(floor)))))
