@@ -11,32 +11,29 @@ seconds of both, then the CPU of `rank` on a 6 x 3 pair with 20 candidate rows b
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
-from bhtcli.maths import counts
-from bhtcli.maths.counts import LatticeTest, lattice_count, lower_count, upper_count
-from bhtcli.maths.divergences import Tilt, divergences_from_tilt
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from bhtcli.maths.counts import LatticeTest, lattice_count  # noqa: E402
+from count_cases import draw_problem, finest as finest_cells  # noqa: E402
 
 
 def finest(self, N):
-    return int(min(4096, max(64, counts.LATTICE_CELLS // N)))
+    return finest_cells(N)
 
 
 def problems(count, seed):
-    """The seeded problems of tests/test_counts_lattice.py, drawn the same way."""
+    """The problems of `count` seeded draws (tests/count_cases.py, as the tests draw them)."""
     rng = np.random.default_rng(seed)
     for _ in range(count):
-        n = int(rng.choice([2, 3, 4, 6, 12, 50, 300, 2000]))
-        c = rng.standard_normal(n) * rng.choice([0.3, 1.0, 3.0])
-        delta = rng.choice([0.05, 0.1, 0.2, 0.3, 0.6, 1.0]) * rng.standard_normal(n)
-        alpha = float(rng.choice([0.2, 0.1, 0.05, 0.01, 1e-3, 1e-6, 1e-9]))
-        tilt = Tilt.from_logits(c, delta)
-        D = divergences_from_tilt(tilt).bhattacharyya_distance
-        lo, up = lower_count(D, alpha), upper_count(D, alpha)
-        if lo is not None and up <= counts.LATTICE_MAX_N:
-            yield n, tilt, alpha, lo, up
+        problem = draw_problem(rng)
+        if problem is not None:
+            yield problem
 
 
 def timed(fn):

@@ -10,29 +10,19 @@ from scipy.special import gammaln, softmax
 from bhtcli.maths import counts
 from bhtcli.maths.counts import LatticeTest, lattice_count, lower_count, upper_count
 from bhtcli.maths.divergences import Tilt, divergences_from_tilt
+from count_cases import draw_problem, finest
 from test_samples import empirical_minimax_exact
 
 
-def finest(N):
-    """The grid every N used before the lattice was sized: min(4096, 2^18 / N) cells."""
-    return int(min(4096, max(64, counts.LATTICE_CELLS // N)))
-
-
 def seeded_problems(count, seed=0):
-    """(tilt, alpha, lower, upper) of seeded pairs whose counts the lattice computes: 2 to 2,000
-    answers, models close and far, alpha from 0.2 to 1e-9."""
+    """(tilt, alpha, lower, upper) of `count` seeded pairs whose counts the lattice computes
+    (tests/count_cases.py)."""
     rng = np.random.default_rng(seed)
     out = []
     while len(out) < count:
-        n = int(rng.choice([2, 3, 4, 6, 12, 50, 300, 2000]))
-        c = rng.standard_normal(n) * rng.choice([0.3, 1.0, 3.0])
-        delta = rng.choice([0.05, 0.1, 0.2, 0.3, 0.6, 1.0]) * rng.standard_normal(n)
-        alpha = float(rng.choice([0.2, 0.1, 0.05, 0.01, 1e-3, 1e-6, 1e-9]))
-        tilt = Tilt.from_logits(c, delta)
-        D = divergences_from_tilt(tilt).bhattacharyya_distance
-        lo, up = lower_count(D, alpha), upper_count(D, alpha)
-        if lo is not None and up <= counts.LATTICE_MAX_N:
-            out.append((tilt, alpha, lo, up))
+        problem = draw_problem(rng)
+        if problem is not None:
+            out.append(problem[1:])
     return out
 
 
