@@ -78,6 +78,20 @@ def test_subspace_values_are_the_full_values_and_the_lift_counts_passes():
     assert np.allclose(space.Q.T @ space.Q, np.eye(10), atol=1e-10)
 
 
+def test_pairs_and_k_models_lift_under_one_set_of_rules():
+    """One lift driver and one set of rules (docs/benchmarks.md, "One set of lift rules"): the
+    float32 KKT target 1e-3, 100 climbing iterations after a growth, 200 polishing ones,
+    every survivor's gradient. Only how a float32 lift ends where its climbs stall is the
+    family's: a pair stops where the rise left is below float32's resolution (growth_gain),
+    the K models finish in float64; each loses with the other's."""
+    from bhtcli.search import bottleneck, sketch
+    assert Subspace.lift is sketch.Subspace.lift
+    assert Subspace.finish and not sketch.Subspace.finish
+    assert (sketch.SKETCH_KKT, sketch.LIFT_CLIMB, sketch.LIFT_POLISH) == ((1e-7, 1e-3), 100, 200)
+    assert not any(hasattr(m, name) for m in (sketch, bottleneck)
+                   for name in ("LiftRules", "PAIR_LIFT", "MODELS_LIFT", "LIFT_KKT"))
+
+
 def test_the_size_rule():
     small = KModels([np.zeros((10, 4)), np.eye(10, 4)])
     assert not use_kway_sketch(small, "auto", None) and use_kway_sketch(small, "sketch", None)
