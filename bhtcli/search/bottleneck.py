@@ -248,6 +248,7 @@ class Subspace(PairSubspace):
     pass), grown and lifted by the pair's driver (sketch.py: Subspace), finishing in float64."""
 
     finish = True
+    float32_kkt = 1e-3          # the finish's climbs stop at a tenth of it (FINISH_GTOL)
     value_name = "objective"
     growth_notes = False
 

@@ -57,7 +57,8 @@ HALVING_STEPS = 8             # their iterations before the best HALVING_KEEP co
 HALVING_KEEP = 4
 SKETCH_HEAVY = 4              # rows of largest weight at the best lifted point added per round
 SKETCH_ROUNDS = 6             # rounds of basis growth at most
-SKETCH_KKT = (1e-7, 1e-3)     # (float64, float32): a lifted point with a smaller relative KKT residual ends the growth
+SKETCH_KKT = (1e-7, 1e-4)     # (float64, float32): a lifted point with a smaller relative KKT residual ends the growth
+                              # (float32: a pair's; the K models', which finish in float64, 1e-3)
 SKETCH_RESOLUTION = (0.0, 1e-6)  # (float64, float32): ... and so does one where a growth round could
                               # raise D by no more than this, relative (growth_gain): float32
                               # values resolve ~1e-6 (the rise the rounds count as an
@@ -264,16 +265,17 @@ class Subspace:
     times Q, one counted pass), the basis growth and the lift: one driver for a pair (this
     class) and for K models (bottleneck.py: Subspace, this class with their products). A
     family gives its products (`_product`), its reduced problem (`_restrict`, `_stacked`) and
-    its heaviest rows (`heavy_columns`); the lift's rules are one set for both (SKETCH_KKT,
-    SKETCH_POLISH, LIFT_CLIMB, LIFT_POLISH, every survivor's gradient), but for how a float32
-    lift ends where its climbs in the subspace stall (`finish`)."""
+    its heaviest rows (`heavy_columns`); the lift's rules are one set for both (the float64
+    target, SKETCH_POLISH, LIFT_CLIMB, LIFT_POLISH, every survivor's gradient), but for how a
+    float32 lift ends (`finish`, `float32_kkt`)."""
 
     finish = False              # float32: False, the growth stops where the rise left outside
-                                # span(Q) is below float32's resolution (SKETCH_RESOLUTION);
-                                # True, the first winner whose residual lies mostly inside
-                                # span(Q) climbs on there in float64 (docs/maths.md §8.10).
-                                # Each family loses with the other's (docs/benchmarks.md,
-                                # "One set of lift rules")
+                                # span(Q) is below float32's resolution (SKETCH_RESOLUTION) or
+                                # the residual below float32_kkt; True, the first winner whose
+                                # residual lies mostly inside span(Q) climbs on there in float64
+                                # (docs/maths.md §8.10). Each family loses with the other's
+                                # ending (docs/benchmarks.md, "One set of lift rules")
+    float32_kkt = SKETCH_KKT[1]
     value_name = "D"            # in the progress lines
     growth_notes = True         # a progress line after each growth
 
@@ -334,7 +336,7 @@ class Subspace:
         exact = problem.dtype == np.float64
         say = say or (lambda rounds, text: text)
         tick = tick or (lambda iterations: None)
-        target = SKETCH_KKT[0 if exact else 1]
+        target = SKETCH_KKT[0] if exact else self.float32_kkt
         if self.finish and not exact:   # float32: climbs that end at a tenth of the target suffice
             gtol = max(gtol, FINISH_GTOL * target)
         best_x, best_f, residual, last = None, -np.inf, np.inf, np.inf
