@@ -150,12 +150,13 @@ def test_float32_sketch_ends_at_the_lift_target():
     """float32: the lifted winner's residual inside the subspace is climbed away in float64
     (no pass), so the sketch ends below the float32 target instead of stalling above it."""
     from bhtcli.search.bottleneck import pair_directions
-    from bhtcli.search.bottleneck import LIFT_KKT, sketch_bottleneck
+    from bhtcli.search.bottleneck import sketch_bottleneck
+    from bhtcli.search.sketch import SKETCH_KKT
     from kway_cases import quality_case
     models = quality_case(6, 600, 48, 4, "noise")
     km = KModels(models, dtype="float32")
     r, _ = sketch_bottleneck(km, 3.0, directions=pair_directions(km, 4, 0))
-    assert r.kkt_residual <= LIFT_KKT[1]
+    assert r.kkt_residual <= SKETCH_KKT[1]
     full = KModels(models)                          # float64: the value is the bottleneck there
     assert r.value == pytest.approx(full.pair_distances(r.x).min(), rel=1e-5)
 

@@ -78,6 +78,21 @@ def test_subspace_values_are_the_full_values_and_the_lift_counts_passes():
     assert np.allclose(space.Q.T @ space.Q, np.eye(10), atol=1e-10)
 
 
+def test_pairs_and_k_models_lift_under_one_set_of_rules():
+    """One lift driver and one set of rules (docs/benchmarks.md, "One set of lift rules"): the
+    float64 KKT target 1e-7, 100 climbing iterations after a growth, 200 polishing ones,
+    every survivor's gradient. Only how a float32 lift ends is the family's: a pair stops at
+    a residual of 1e-4 or where the rise left is below float32's resolution (growth_gain), the
+    K models at 1e-3 after a float64 finish; each loses with the other's ending."""
+    from bhtcli.search import bottleneck, sketch
+    assert Subspace.lift is sketch.Subspace.lift
+    assert (Subspace.finish, Subspace.float32_kkt) == (True, 1e-3)
+    assert (sketch.Subspace.finish, sketch.Subspace.float32_kkt) == (False, 1e-4)
+    assert (sketch.SKETCH_KKT[0], sketch.LIFT_CLIMB, sketch.LIFT_POLISH) == (1e-7, 100, 200)
+    assert not any(hasattr(m, name) for m in (sketch, bottleneck)
+                   for name in ("LiftRules", "PAIR_LIFT", "MODELS_LIFT", "LIFT_KKT"))
+
+
 def test_the_size_rule():
     small = KModels([np.zeros((10, 4)), np.eye(10, 4)])
     assert not use_kway_sketch(small, "auto", None) and use_kway_sketch(small, "sketch", None)

@@ -89,3 +89,13 @@ def test_root_bracketed_is_brentq_step_for_step(shift, scale, power, xtol):
     ours = len(calls)
     want, info = brentq(f, a, b, xtol=xtol, full_output=True)
     assert got == want and ours == info.function_calls
+
+
+def test_first_passing_is_the_smallest_passing_integer():
+    from bhtcli.maths.scalar import first_passing
+    for target in (1, 2, 7, 64, 1000, 10 ** 17 + 3):
+        calls = []
+        ok = lambda N: calls.append(N) or N >= target
+        assert first_passing(ok, target - 1, max(target, 2 ** 60) if target > 10 ** 6 else 1024) == target
+        assert all(c > target - 1 for c in calls)          # never asks about the failing end
+    assert first_passing(lambda N: True, 4, 5) == 5         # an empty range: hi, no call

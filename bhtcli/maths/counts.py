@@ -30,7 +30,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from bhtcli.maths.divergences import Tilt
-from bhtcli.maths.scalar import log_ndtr, ndtri, next_fast_len, root_bracketed
+from bhtcli.maths.scalar import (first_passing, lugannani_rice_log_lower, ndtri, next_fast_len,
+                                 root_bracketed)
 
 LATTICE_MAX_N = 4000
 LATTICE_CELLS = 1 << 18     # most cells of the N-fold sum's grid (the finest grid used)
@@ -205,7 +206,7 @@ class Saddlepoint:
         # Under B it is kappa(theta); the saddle is theta = lam > 0.
         wb = math.sqrt(max(2.0 * N * (lam * k1 - k), 0.0))
         ub = lam * math.sqrt(N * k2)
-        return _lr_log_lower(wa, ua), _lr_log_lower(-wb, -ub)
+        return lugannani_rice_log_lower(wa, ua), lugannani_rice_log_lower(-wb, -ub)
 
     def minimax_log_error(self, N: float) -> float:
         return self.minimax_log_test(N)[0]
@@ -232,20 +233,6 @@ class Saddlepoint:
         if f(b) > 0:
             return upper
         return math.ceil(math.exp(root_bracketed(f, a, b, xtol=1e-7)))
-
-
-def _lr_log_lower(w: float, u: float) -> float:
-    """log P(sum <= threshold) by Lugannani-Rice: Phi(w) + phi(w) (1/w - 1/u); w, u < 0."""
-    if abs(w) < 1e-6 or abs(u) < 1e-6:
-        return math.log(0.5)
-    log_phi_w = -0.5 * w * w - 0.5 * math.log(2 * math.pi)
-    log_Phi_w = log_ndtr(w)
-    corr = 1.0 / w - 1.0 / u
-    # Phi(w) + phi(w) corr = Phi(w) (1 + exp(log phi - log Phi) corr)
-    ratio = math.exp(log_phi_w - log_Phi_w) * corr
-    if ratio <= -1.0:          # breakdown far in the tail: fall back to the leading term
-        return log_phi_w - math.log(-w) if w < 0 else log_Phi_w
-    return log_Phi_w + math.log1p(ratio)
 
 
 # ---------------------------------------------------------------- public entry point
@@ -284,13 +271,7 @@ def lattice_count(tilt: Tilt, alpha: float, lower: int, upper: int) -> int:
             lo, step = hi, step * 2
             hi = lo + step
         hi = min(hi, upper)
-    while hi - lo > 1:                           # invariant: lo fails (or < lower), hi passes
-        mid = (lo + hi) // 2
-        if ok(mid):
-            hi = mid
-        else:
-            lo = mid
-    return hi
+    return first_passing(ok, lo, hi)             # lo fails (or < lower), hi passes
 
 
 def normal_guess(llr: np.ndarray, p: np.ndarray, q: np.ndarray, alpha: float) -> int:

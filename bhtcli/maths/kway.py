@@ -27,7 +27,7 @@ import numpy as np
 from bhtcli.maths.counts import ceil_count, lower_count
 from bhtcli.maths.divergences import Tilt, logsumexp
 from bhtcli.maths.orthant import orthant_probability
-from bhtcli.maths.scalar import lugannani_rice_log_lower, ndtri, root_bracketed
+from bhtcli.maths.scalar import first_passing, lugannani_rice_log_lower, ndtri, root_bracketed
 
 
 @dataclass(frozen=True)
@@ -210,11 +210,8 @@ def union_upper(Dm: np.ndarray, alpha: float) -> int | None:
         step = 1
         while f(n + step) > 1e-12:
             step *= 2
-        lo, hi = n + step // 2, n + step          # f(lo) > tol (lo = n when step = 1), f(hi) <= tol
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            lo, hi = (mid, hi) if f(mid) > 1e-12 else (lo, mid)
-        n = hi
+        # f(n + step // 2) > tol (n itself when step = 1), f(n + step) <= tol
+        n = first_passing(lambda N: f(N) <= 1e-12, n + step // 2, n + step)
     return n
 
 
@@ -231,13 +228,7 @@ def kway_counts(law: KwayLaw, alpha: float) -> dict:
     if lo >= 1 and ok(lo):
         hi = lo
         lo = 0
-    while hi - lo > 1:             # invariant: lo fails (or 0), hi passes
-        mid = (lo + hi) // 2
-        if ok(mid):
-            hi = mid
-        else:
-            lo = mid
-    predicted = max(hi, lower)
+    predicted = max(first_passing(ok, lo, hi), lower)     # lo fails (or 0), hi passes
     return {"lower": lower, "predicted": predicted, "upper": upper, "method": "saddlepoint-copula"}
 
 

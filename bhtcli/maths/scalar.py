@@ -61,6 +61,16 @@ def root_bracketed(f, a: float, b: float, xtol: float = 1e-12, max_iter: int = 4
     return xcur
 
 
+def first_passing(ok, lo: int, hi: int) -> int:
+    """The smallest integer N in (lo, hi] with ok(N), for a predicate that stays true once true
+    and holds at hi (lo fails, or lies below the range): bisection, one ok per halving. The
+    counts' searches (maths/counts.py, maths/kway.py) end here."""
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if ok(mid) else (mid, hi)
+    return hi
+
+
 def minimize_convex(f, a: float, b: float, xtol: float = 1e-10, max_iter: int = 200):
     """(x, f(x)) minimising a convex (or unimodal) f over [a, b] by golden-section search;
     the ends are candidates too."""

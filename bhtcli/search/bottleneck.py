@@ -28,7 +28,7 @@ every binding pair. The search
    at every other stage of SHARPNESS (docs/maths.md §8.8);
    the climbs before the sharpest stage take the pairs' D and weights from the
    Bhattacharyya coefficients (maths/kway_coefficients.py, docs/maths.md §8.13);
-4. lifts (sketch.py: Subspace.lift, the pair's driver under MODELS_LIFT) the better of
+4. lifts (sketch.py: Subspace.lift, the pair's driver and its rules) the better of
    the last two: at the survivor the full
    gradient costs one backward pass; while the relative KKT residual is large, the
    Lagrangian gradient and the rows of largest weight under each model join Q and the
@@ -56,7 +56,7 @@ from bhtcli.search.kkt import HULL_MAX, hull_residual, kkt_residuals
 from bhtcli.search.result import SearchResult, maxima_values
 from bhtcli.search.scan import SCAN_KEEP, bottleneck_scan, scan_applies, with_scan, zoom
 from bhtcli.search.sketch import (HALVING_KEEP, RAY_MARGIN, SKETCH_MIN_D, SKETCH_MIN_SIZE,
-                                  LiftRules, orthonormal_extension, single_row_screen,
+                                  orthonormal_extension, single_row_screen,
                                   successive_halving)
 from bhtcli.search.sketch import Subspace as PairSubspace
 from bhtcli.search.starts import random_fill, range_finder, swap_directions
@@ -80,10 +80,7 @@ LADDER_KEEP = (4, 2, 2)      # survivors (distinct, best by the bottleneck) ente
 LIFTED = 1                   # the best of the last stage's survivors that the lift takes
 ROUGH = (True, True, False)  # the coefficient form for: the halving, the ladder before its
                              # sharpest stage, that stage (§8.13)
-LIFT_ITERATIONS = 100        # the climb after each growth of the basis
-POLISH_ITERATIONS = 200      # the polish in full d (each iteration a pass over the K models)
-LIFT_KKT = (1e-7, 1e-3)      # (float64, float32): a lifted point below this residual is done
-                             # (the lift's rounds and its stalled-polish threshold: sketch.py)
+RAY_ITERATIONS = 100         # the climb from the ray through the winner
 
 
 def pair_directions(models: KModels, r: int, seed: int) -> list:
@@ -246,15 +243,12 @@ def use_kway_sketch(models: KModels, search_space: str | None, starts: int | Non
     return models.n * models.d >= SKETCH_MIN_SIZE and models.d >= SKETCH_MIN_D
 
 
-MODELS_LIFT = LiftRules(kkt=LIFT_KKT, climb=LIFT_ITERATIONS, polish=POLISH_ITERATIONS,
-                        every_gradient=False, resolution=None, finish=True)
-
-
 class Subspace(PairSubspace):
     """x = Q y with Q orthonormal (d x r): the K models restricted to it (S Q, one counted
-    pass), grown and lifted by the pair's driver (sketch.py: Subspace) under MODELS_LIFT."""
+    pass), grown and lifted by the pair's driver (sketch.py: Subspace), finishing in float64."""
 
-    rules = MODELS_LIFT
+    finish = True
+    float32_kkt = 1e-3          # the finish's climbs stop at a tenth of it (FINISH_GTOL)
     value_name = "objective"
     growth_notes = False
 
@@ -365,7 +359,7 @@ def sketch_bottleneck(models: KModels, energy: float, *, seed: int = 0, directio
         if inside else None
     if start is not None and bottleneck(space.reduced, start)[0] > margin:   # the exact value confirms
         again = BatchedAscent(make(space.reduced), start, energy)
-        again.run(LIFT_ITERATIONS, gtol=polish_gtol)
+        again.run(RAY_ITERATIONS, gtol=polish_gtol)
         iterations += again.iterations
         xr = space.Q @ again.X
         vr = float(bottleneck(models, xr)[0])

@@ -15,7 +15,8 @@ span of the rows (c_i, g_i) that carry weight there (docs/maths.md §5.3). The s
    still raise D by more than float32 resolves (growth_gain), adds the Lagrangian gradients and
    the heaviest rows to Q and climbs again (docs/maths.md §5.3); polishes in full d only where
    the basis cannot grow; scans the ray through the winner in the subspace. The lift is
-   Subspace.lift, the one driver the K models' sketch (bottleneck.py) runs too.
+   Subspace.lift, the one driver, under one set of rules, that the K models' sketch
+   (bottleneck.py) runs too.
 
 `solver.passes` counts full passes over A and B (the wide products K Q and the backward
 products of the lift among them); the products in the subspace read n x r numbers, not A and
@@ -57,11 +58,15 @@ HALVING_KEEP = 4
 SKETCH_HEAVY = 4              # rows of largest weight at the best lifted point added per round
 SKETCH_ROUNDS = 6             # rounds of basis growth at most
 SKETCH_KKT = (1e-7, 1e-4)     # (float64, float32): a lifted point with a smaller relative KKT residual ends the growth
+                              # (float32: a pair's; the K models', which finish in float64, 1e-3)
 SKETCH_RESOLUTION = (0.0, 1e-6)  # (float64, float32): ... and so does one where a growth round could
                               # raise D by no more than this, relative (growth_gain): float32
                               # values resolve ~1e-6 (the rise the rounds count as an
-                              # improvement); float64 keeps its residual target alone
+                              # improvement); float64 keeps its residual target alone. A pair's
+                              # stop; the K models finish in float64 instead (Subspace.finish)
 SKETCH_POLISH = (1e-3, 1e-2)  # (float64, float32): a stalled growth still polishes in full d above
+LIFT_CLIMB = 100              # iterations of the lift's climb in the subspace after each growth
+LIFT_POLISH = 200             # iterations of its polish in full d (each one a pass)
 SKETCH_MAX_RANK = 512
 RAY_MARGIN = (1e-9, 1e-5)     # (float64, float32): a point on the ray through the winner climbs
                               # again when it beats the winner by this, relative
@@ -236,24 +241,6 @@ def successive_halving(objective, Y0: np.ndarray, energy: float, gtol: float,
     return run, ends, finals
 
 
-@dataclass(frozen=True)
-class LiftRules:
-    """How a family's lift (Subspace.lift) decides, per (float64, float32) where paired.
-    The pair's and the K models' rules were tuned apart (docs/maths.md §5.3, §8.10); they
-    stand side by side here, in one driver."""
-
-    kkt: tuple              # a lifted point below this relative KKT residual is done
-    climb: int              # iterations of the climb in the subspace after each growth
-    polish: int             # iterations of the polish in full d (each a pass)
-    every_gradient: bool    # the Lagrangian gradients of every survivor join Q (else the best's)
-    resolution: tuple | None   # stop where a growth round could raise the value by no more
-                               # than this, relative (growth_gain); None: no such stop
-    finish: bool            # float32: the first winner whose residual lies mostly inside
-                            # span(Q) climbs on there in float64 (docs/maths.md §8.10)
-
-
-PAIR_LIFT = LiftRules(kkt=SKETCH_KKT, climb=500, polish=2000, every_gradient=True,
-                      resolution=SKETCH_RESOLUTION, finish=False)
 FINISH_GTOL = 0.1           # float32 with `finish`: the lift's climbs stop at this times its
                             # target (relative gradient): a tenth of what it asks (§8.10)
 FINISH_ITERATIONS = 300     # the float64 finish in the subspace (no pass; the sharpest soft
@@ -277,10 +264,18 @@ class Subspace:
     """x = Q y with Q orthonormal (d x r): a problem restricted to it (its stacked matrix
     times Q, one counted pass), the basis growth and the lift: one driver for a pair (this
     class) and for K models (bottleneck.py: Subspace, this class with their products). A
-    family gives its products (`_product`), its reduced problem (`_restrict`, `_stacked`), its
-    heaviest rows (`heavy_columns`) and its LiftRules."""
+    family gives its products (`_product`), its reduced problem (`_restrict`, `_stacked`) and
+    its heaviest rows (`heavy_columns`); the lift's rules are one set for both (the float64
+    target, SKETCH_POLISH, LIFT_CLIMB, LIFT_POLISH, every survivor's gradient), but for how a
+    float32 lift ends (`finish`, `float32_kkt`)."""
 
-    rules = PAIR_LIFT
+    finish = False              # float32: False, the growth stops where the rise left outside
+                                # span(Q) is below float32's resolution (SKETCH_RESOLUTION) or
+                                # the residual below float32_kkt; True, the first winner whose
+                                # residual lies mostly inside span(Q) climbs on there in float64
+                                # (docs/maths.md §8.10). Each family loses with the other's
+                                # ending (docs/benchmarks.md, "One set of lift rules")
+    float32_kkt = SKETCH_KKT[1]
     value_name = "D"            # in the progress lines
     growth_notes = True         # a progress line after each growth
 
@@ -335,15 +330,14 @@ class Subspace:
              say=None, tick=None):
         """Grow the basis until the best column of Y (subspace coordinates) is a KKT point of
         the objective `make(problem)` in full d, climbing again after each growth; polish in
-        full d where the growth stalls above SKETCH_POLISH (the family's LiftRules decide
-        the rest). `say(rounds, text)` words the progress lines, `tick(iterations)` gives the
-        climbs' progress tick. Returns a Lifted."""
-        problem, rules = self.problem, self.rules
+        full d where the growth stalls above SKETCH_POLISH. `say(rounds, text)` words the
+        progress lines, `tick(iterations)` gives the climbs' progress tick. Returns a Lifted."""
+        problem = self.problem
         exact = problem.dtype == np.float64
         say = say or (lambda rounds, text: text)
         tick = tick or (lambda iterations: None)
-        target = rules.kkt[0 if exact else 1]
-        if rules.finish and not exact:   # float32: climbs that end at a tenth of the target suffice
+        target = SKETCH_KKT[0] if exact else self.float32_kkt
+        if self.finish and not exact:   # float32: climbs that end at a tenth of the target suffice
             gtol = max(gtol, FINISH_GTOL * target)
         best_x, best_f, residual, last = None, -np.inf, np.inf, np.inf
         stalled, finished, spanned, polished, iterations = False, False, False, False, 0
@@ -357,9 +351,9 @@ class Subspace:
             improved = f[b] > best_f * (1 + (1e-9 if exact else 1e-6))
             if f[b] >= best_f:
                 best_x, best_f, residual = points[:, b].copy(), float(f[b]), float(res[b])
-                if rules.resolution is not None:
+                if not self.finish:
                     gain = growth_gain(self.Q, best_x, g[:, b], best_f, energy)
-                if rules.finish and not exact and not finished and residual > target and \
+                if self.finish and not exact and not finished and residual > target and \
                         residual_inside(self.Q, best_x, g[:, b], best_f, energy) > target:
                     # the float32 climbs in the subspace stopped short of its KKT point:
                     # climb on there in float64 before judging the subspace (§8.10)
@@ -375,7 +369,7 @@ class Subspace:
                                      f"KKT residual {res[b]:.2e}"))
             if residual <= target or rounds > SKETCH_ROUNDS or enough(best_f):
                 break
-            if rules.resolution is not None and gain <= rules.resolution[0 if exact else 1]:
+            if gain <= SKETCH_RESOLUTION[0 if exact else 1]:
                 # what is left outside the subspace is worth less than float32 resolves; the
                 # rest of the residual is the subspace's, where the climb ended as a stalled
                 # round does
@@ -386,8 +380,6 @@ class Subspace:
                 break
             last = float(res[b])
             g_lagrange, _ = lagrangian_gradient(points, g, energy, sphere_rtol=1e-9)
-            if not rules.every_gradient:
-                g_lagrange = g_lagrange[:, [b]]
             grow = self.grow(np.concatenate([g_lagrange, self.heavy_columns(Y[:, b])], axis=1))
             if grow.shape[1] == 0:
                 spanned = True          # the Lagrangian gradient lies in span Q already
@@ -397,7 +389,7 @@ class Subspace:
                 progress(say(rounds, f"sketched subspace of rank {self.Q.shape[1]} (growth {rounds})"))
             run = BatchedAscent(make(self.reduced), Y, energy)
             run.tick = tick(iterations)
-            run.run(rules.climb, gtol=gtol)
+            run.run(LIFT_CLIMB, gtol=gtol)
             iterations += run.iterations
             Y = run.X
         # after a float64 finish in a subspace that holds the Lagrangian gradient, a float32
@@ -409,7 +401,7 @@ class Subspace:
             objective = make(problem)
             run = BatchedAscent(objective, best_x[:, None], energy)
             run.tick = tick(iterations)
-            run.run(rules.polish, gtol=gtol)
+            run.run(LIFT_POLISH, gtol=gtol)
             iterations += run.iterations
             if run.f[0] >= best_f:
                 fx, gx = objective.value_and_grad(run.X)
