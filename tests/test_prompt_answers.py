@@ -8,18 +8,15 @@ from bhtcli import api
 from bhtcli.commands.decide import decide_laws
 from bhtcli.maths.laws import floored_tilt
 from cli_run import run
-from tiny_llama import write_tiny
+from tiny_llama import three_builds as tiny_three_builds
+from tiny_llama import two_builds
 
 PROMPT = "Beautiful is better than"
 
 
 @pytest.fixture(scope="module")
 def builds(tmp_path_factory):
-    d = tmp_path_factory.mktemp("pa")
-    a, b = d / "A.gguf", d / "B.gguf"
-    write_tiny(a, seed=0)
-    write_tiny(b, seed=1)
-    return str(a), str(b)
+    return two_builds(tmp_path_factory.mktemp("pa"))
 
 
 def test_sample_and_decide_each_build(builds, tmp_path, capsys):
@@ -73,14 +70,7 @@ def test_bad_answers(builds, tmp_path, capsys):
 @pytest.fixture(scope="module")
 def three_builds(tmp_path_factory):
     """A, and B and C further and further from it (predicted n about 21 at this prompt)."""
-    d = tmp_path_factory.mktemp("pa3")
-    paths = [d / "A.gguf", d / "B.gguf", d / "C.gguf"]
-    ta = write_tiny(paths[0], seed=0)
-    rng = np.random.default_rng(5)
-    for p, scale in zip(paths[1:], (0.05, 0.1)):
-        write_tiny(p, tensors={k: v + scale * rng.standard_normal(v.shape).astype(np.float32)
-                               for k, v in ta.items()})
-    return [str(p) for p in paths]
+    return [str(p) for p in tiny_three_builds(tmp_path_factory.mktemp("pa3"), (0.05, 0.1))]
 
 
 def test_k_builds_decide_names_the_build_that_answered(three_builds, tmp_path, capsys):

@@ -11,7 +11,7 @@ from bhtcli.engine import EngineSettings, open_engine
 from bhtcli.maths.laws import hellinger_squared
 from bhtcli.maths.sampler import sampler_log_probs
 from cli_run import run
-from tiny_llama import write_tiny
+from tiny_llama import three_builds
 
 PROMPTS = ["Beautiful is better than", "Simple is better than complex and flat is",
            "Errors should never pass", "the better one", "it is not the one", "which one is more"]
@@ -20,12 +20,7 @@ PROMPTS = ["Beautiful is better than", "Simple is better than complex and flat i
 @pytest.fixture(scope="module")
 def builds(tmp_path_factory):
     d = tmp_path_factory.mktemp("search")
-    a, b, c = d / "A.gguf", d / "B.gguf", d / "C.gguf"
-    ta = write_tiny(a, seed=0)
-    rng = np.random.default_rng(5)
-    for p, scale in ((b, 0.02), (c, 0.05)):
-        write_tiny(p, tensors={k: v + scale * rng.standard_normal(v.shape).astype(np.float32)
-                               for k, v in ta.items()})
+    a, b, c = three_builds(d)
     f = d / "prompts.txt"
     f.write_text("\n".join(PROMPTS) + "\n", encoding="utf-8")
     return str(a), str(b), str(c), str(f)

@@ -8,7 +8,7 @@ import pytest
 from bhtcli import api
 from bhtcli.errors import InputError
 from cli_run import run
-from tiny_llama import weights, vocabulary, write_tiny
+from tiny_llama import three_builds, weights, vocabulary, write_tiny
 
 PROMPTS = ["Beautiful is better than", "Simple is better than complex and flat is",
            "Errors should never pass", "the a of to and in is it that", "Sparse is better than",
@@ -21,14 +21,7 @@ PROMPTS = ["Beautiful is better than", "Simple is better than complex and flat i
 @pytest.fixture(scope="module")
 def builds(tmp_path_factory):
     d = tmp_path_factory.mktemp("builds")
-    a, b, c = d / "A.gguf", d / "B.gguf", d / "C.gguf"
-    ta = write_tiny(a, seed=0)
-    # B: A with small changes (a quantization-sized perturbation); C: further away
-    rng = np.random.default_rng(5)
-    write_tiny(b, tensors={k: v + 0.02 * rng.standard_normal(v.shape).astype(np.float32)
-                           for k, v in ta.items()})
-    write_tiny(c, tensors={k: v + 0.05 * rng.standard_normal(v.shape).astype(np.float32)
-                           for k, v in ta.items()})
+    a, b, c = three_builds(d)
     f = d / "prompts.txt"
     f.write_text("\n".join(PROMPTS) + "\n", encoding="utf-8")
     return a, b, c, f

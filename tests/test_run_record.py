@@ -144,12 +144,8 @@ def test_the_sweep_summary_records_its_manifest(pair, capsys):
 
 @pytest.fixture(scope="module")
 def builds(tmp_path_factory):
-    from tiny_llama import write_tiny
-    folder = tmp_path_factory.mktemp("builds")
-    a, b = folder / "a.gguf", folder / "b.gguf"
-    write_tiny(a, seed=0)
-    write_tiny(b, seed=1)
-    return str(a), str(b)
+    from tiny_llama import two_builds
+    return two_builds(tmp_path_factory.mktemp("builds"))
 
 
 @pytest.mark.slow

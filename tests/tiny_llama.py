@@ -126,3 +126,23 @@ def forward(tensors: dict, ids) -> np.ndarray:
         gate, up = n @ t[p + "ffn_gate.weight"].T, n @ t[p + "ffn_up.weight"].T
         x = x + (gate / (1 + np.exp(-gate)) * up) @ t[p + "ffn_down.weight"].T
     return _rms(x[-1], t["output_norm.weight"]) @ t["output.weight"].T
+
+
+def three_builds(folder, scales=(0.02, 0.05)):
+    """(A, B, C) tiny GGUF builds in `folder`: A (seed 0); B its weights plus scales[0] of
+    seeded noise (0.02: a quantization-sized change); C plus scales[1] (further away)."""
+    a, b, c = folder / "A.gguf", folder / "B.gguf", folder / "C.gguf"
+    ta = write_tiny(a, seed=0)
+    rng = np.random.default_rng(5)
+    for p, scale in zip((b, c), scales):
+        write_tiny(p, tensors={k: v + scale * rng.standard_normal(v.shape).astype(np.float32)
+                               for k, v in ta.items()})
+    return a, b, c
+
+
+def two_builds(folder):
+    """(A, B) paths of two unrelated tiny GGUF builds (seeds 0 and 1) in `folder`."""
+    a, b = folder / "a.gguf", folder / "b.gguf"
+    write_tiny(a, seed=0)
+    write_tiny(b, seed=1)
+    return str(a), str(b)
