@@ -33,7 +33,7 @@ import numpy as np
 from bhtcli import api
 from bhtcli.commands.prompts import laws
 from bhtcli.engine import EngineSettings, Sampler, open_engine
-from bhtcli.maths.laws import law_decisions
+from bhtcli.maths.laws import kway_law, law_decisions
 
 HERE = Path(__file__).resolve().parent
 CACHE = Path(os.environ.get("LLM_AUDIT_CACHE", Path.home() / ".cache" / "bht" / "llm_audit"))
@@ -43,6 +43,7 @@ SAMPLERS = {"T=1": Sampler(),
             "truncated": Sampler(temperature=0.8, top_k=40, top_p=0.95, min_p=0.05)}
 ALPHA = 0.05
 THREADS = [1]               # llama.cpp threads (--threads)
+KWAY = "K = 3: SmolLM2 Q4_1, Q8_0, Q5_0"
 
 
 def sampler_args(s: Sampler) -> dict:
@@ -82,6 +83,34 @@ def monte_carlo(paths, ids, sampler: Sampler, n: int, trials: int, seed: int) ->
         out["test_error"], out["method"] = float(error), method
     # both errors <= alpha within Monte Carlo error (two standard errors of a rate alpha)
     out["holds"] = all(out[k]["error"] <= ALPHA + 2 * out[k]["se_at_alpha"] for k in "AB")
+    for e in engines:
+        e.close()
+    return out
+
+
+def monte_carlo_k(paths, ids, sampler: Sampler, n: int, trials: int, seed: int) -> dict:
+    """K builds: `trials` runs under each true build, n answers drawn by that build's engine
+    sampler, named by the maximum-likelihood verdict (what `bht decide --prompt A B C` gives
+    as its fixed-n verdict; a tie shared among the tied builds), against the verdict's
+    predicted error per build (`kway_law(...).ml_errors(n)`, docs/kway.md)."""
+    settings = EngineSettings(threads=THREADS[0])
+    engines = [open_engine(p, settings) for p in paths]
+    L = np.array([laws(e, [ids], sampler)[0] for e in engines])         # K x V
+    predicted = kway_law(list(L)).ml_errors(n)
+    out = {"n": n, "trials": trials, "verdict": "maximum likelihood", "builds": {}}
+    se_alpha = math.sqrt(ALPHA * (1 - ALPHA) / trials)
+    for k, e in enumerate(engines):
+        t0 = time.perf_counter()
+        draws = np.asarray(e.draw(ids, sampler, trials * n, seed=seed + k)).reshape(trials, n)
+        with np.errstate(invalid="ignore"):
+            total = L[:, draws].sum(axis=2).T                          # trials x K
+        best = total == total.max(axis=1, keepdims=True)
+        wrong = 1.0 - best[:, k] / best.sum(axis=1)
+        out["builds"]["ABCDEFGH"[k]] = {
+            "error": float(wrong.mean()), "se": float(wrong.std(ddof=1) / math.sqrt(trials)),
+            "predicted_error": float(predicted[k]), "se_at_alpha": se_alpha,
+            "seconds": time.perf_counter() - t0}
+    out["holds"] = all(b["error"] <= ALPHA + 2 * se_alpha for b in out["builds"].values())
     for e in engines:
         e.close()
     return out
@@ -136,7 +165,7 @@ def eval_h2(paths, texts, sampler: Sampler) -> np.ndarray:
 def ranking_check(paths, texts, sampler: Sampler, folder: Path, tag: str) -> dict:
     f = folder / f"check_prompts_{tag}.txt"
     f.write_text("\n".join(texts) + "\n", encoding="utf-8")
-    r = api.prompts([str(p) for p in paths], str(f), top=len(texts), threads=2,
+    r = api.prompts([str(p) for p in paths], str(f), top=len(texts), threads=THREADS[0],
                     **sampler_args(sampler))
     got = np.array([e["hellinger_squared"] for e in sorted(r.top, key=lambda e: e["index"])])
     ref = eval_h2(paths, texts, sampler)
@@ -177,6 +206,39 @@ def best_prompt(paths, sampler: Sampler, corpus: int, min_margin: float) -> dict
             "engine_seconds": d["scoring_seconds"], "seconds": d["seconds"]}
 
 
+def run_part(part: dict) -> dict:
+    """One part of the audit, in its own process: a pair under a sampler (the ranking, the
+    engine-drawn Monte Carlo at the best prompt, the ranking check) or the K = 3 builds under
+    a sampler (the ranking and the maximum-likelihood verdict's Monte Carlo)."""
+    THREADS[0] = part["threads"]
+    label, sname, paths = part["label"], part["sampler"], [Path(p) for p in part["paths"]]
+    sampler, trials = SAMPLERS[sname], part["trials"]
+    t0 = time.perf_counter()
+    say(f"{label}, {sname}: bht prompts over {part['corpus']} natural prompts")
+    res = best_prompt(paths, sampler, part["corpus"], part["min_margin"])
+    b = res["best"]
+    n = b["samples"]["predicted"]
+    K = len(paths)
+    # fewer trials rather than none when n x trials draws per build exceed --max-answers
+    trials = min(trials, part["max_answers"] // max(n, 1))
+    if trials >= part["min_trials"]:
+        say(f"{label}, {sname}: best H^2 {b['hellinger_squared']:.3g}, predicted n {n}: "
+            f"{trials} trials per build, answers drawn by the engine")
+        mc = monte_carlo if K == 2 else monte_carlo_k
+        res["monte_carlo"] = mc(paths, b["token_ids"], sampler, n, trials, part["seed"])
+    else:
+        say(f"{label}, {sname}: predicted n {n}: Monte Carlo skipped (fewer than "
+            f"{part['min_trials']} trials within --max-answers {part['max_answers']})")
+    if part["check"]:
+        say(f"{label}, {sname}: ranking check on {len(part['check'])} prompts (Llama.eval, "
+            "llama.cpp's sampler chain)")
+        res["ranking_check"] = ranking_check(paths, part["check"], sampler, Path(part["out"]),
+                                             f"{label.split()[0]}_{sname}")
+    res["seconds_total"] = time.perf_counter() - t0
+    say(f"{label}, {sname}: done in {res['seconds_total']:.0f} s")
+    return res
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true",
@@ -188,15 +250,20 @@ def main(argv=None) -> int:
     ap.add_argument("--pairs", default="smol,gemma", help="the pairs audited (smol,gemma)")
     ap.add_argument("--samplers", default="T=1,truncated", help="the samplers (T=1,truncated)")
     ap.add_argument("--max-answers", type=int, default=200_000,
-                    help="skip a Monte Carlo needing more engine draws per build (n x trials)")
+                    help="at most this many engine draws per build (n x trials): fewer trials "
+                         "above it, none below --min-trials (200,000)")
+    ap.add_argument("--min-trials", type=int, default=200,
+                    help="skip a Monte Carlo that --max-answers cuts below this (200)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--min-margin", type=float, default=3.0,
                     help="the best prompt's H^2 must be this times its engine floor (3)")
     ap.add_argument("--threads", type=int, default=1,
-                    help="llama.cpp threads (1: on a loaded machine 2 threads spin-wait)")
+                    help="llama.cpp threads per part (1: on a loaded machine 2 threads "
+                         "spin-wait)")
+    ap.add_argument("--jobs", type=int, default=2,
+                    help="parts run side by side, one process each (2: one per core)")
     ap.add_argument("--out", type=Path, default=HERE / "out")
     args = ap.parse_args(argv)
-    THREADS[0] = args.threads
     corpus = args.corpus or (48 if args.quick else 200)
     trials = args.trials or 400
     check = args.check or (8 if args.quick else 24)
@@ -213,44 +280,42 @@ def main(argv=None) -> int:
     gemma_q8 = build(gemma, "q8_0", "gemma-3-270m.q8_0.gguf")
     pairs = {"SmolLM2 Q4_1 vs Q8_0": (smol, smol_q8),
              "gemma-3 Q4_K_M vs Q8_0": (gemma, gemma_q8)}
-    samplers = {k: v for k, v in SAMPLERS.items() if k in args.samplers.split(",")}
-    chosen = args.pairs.split(",")
-    pairs = {k: v for k, v in pairs.items() if k.split()[0].lower()[:4] in
-             [c.strip().lower()[:4] for c in chosen]}
-    report = {"corpus": corpus, "trials": trials, "alpha": ALPHA, "min_margin": args.min_margin,
-              "samplers": {k: s.to_dict() for k, s in SAMPLERS.items()}, "pairs": {}}
+    samplers = [k for k in SAMPLERS if k in args.samplers.split(",")]
+    chosen = [c.strip().lower()[:4] for c in args.pairs.split(",")]
+    pairs = {k: v for k, v in pairs.items() if k.split()[0].lower()[:4] in chosen}
     from bhtcli.io.corpus import natural_prompts
     check_texts = natural_prompts(check, seed=1)
-    for label, paths in pairs.items():
-        entry = report["pairs"][label] = {"builds": [p.name for p in paths]}
-        for sname, sampler in samplers.items():
-            say(f"{label}, {sname}: bht prompts over {corpus} natural prompts")
-            t0 = time.perf_counter()
-            res = best_prompt(paths, sampler, corpus, args.min_margin)
-            b = res["best"]
-            n = b["samples"]["predicted"]
-            if n * trials <= args.max_answers:
-                say(f"  best H^2 {b['hellinger_squared']:.3g}, predicted n {n}: {trials} trials "
-                    "per build, answers drawn by the engine")
-                res["monte_carlo"] = monte_carlo(paths, b["token_ids"], sampler, n, trials,
-                                                 args.seed)
-            else:
-                say(f"  predicted n {n}: Monte Carlo skipped ({n} x {trials} answers per build "
-                    f"> --max-answers {args.max_answers})")
-            say(f"  ranking check on {check} prompts (Llama.eval, llama.cpp's sampler chain)")
-            res["ranking_check"] = ranking_check(paths, check_texts, sampler, args.out,
-                                                 f"{label.split()[0]}_{sname}")
-            res["seconds_total"] = time.perf_counter() - t0
-            entry[sname] = res
-            json.dump(report, open(args.out / "audit.json", "w"), indent=1)
+    common = {"corpus": corpus, "trials": trials, "min_margin": args.min_margin,
+              "max_answers": args.max_answers, "min_trials": args.min_trials,
+              "seed": args.seed, "threads": args.threads, "out": str(args.out)}
+    parts = [dict(common, label=label, sampler=s, paths=[str(p) for p in paths],
+                  check=check_texts) for label, paths in pairs.items() for s in samplers]
     if not args.no_kway:
-        report["kway"] = {}
-        for sname, sampler in samplers.items():
-            say(f"K = 3 (Q4_1, Q8_0, Q5_0), {sname}: bht prompts A B C")
-            report["kway"][sname] = best_prompt((smol, smol_q8, smol_q5), sampler, corpus,
-                                                    args.min_margin)
+        parts += [dict(common, label=KWAY, sampler=s, paths=[str(smol), str(smol_q8),
+                                                               str(smol_q5)], check=[])
+                  for s in samplers]
+    # longest first (minutes on a quiet 2-core machine, one engine thread), so that the
+    # two processes end together
+    cost = {("gemm", "T=1"): 8, ("Smol", "truncated"): 5, ("K = ", "T=1"): 5,
+            ("Smol", "T=1"): 4, ("gemm", "truncated"): 3}
+    parts.sort(key=lambda p: -cost.get((p["label"][:4], p["sampler"]), 1))
+    report = {"corpus": corpus, "trials": trials, "alpha": ALPHA, "min_margin": args.min_margin,
+              "jobs": args.jobs, "threads": args.threads,
+              "samplers": {k: s.to_dict() for k, s in SAMPLERS.items()}, "pairs": {}}
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+    with ProcessPoolExecutor(args.jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        results = list(pool.map(run_part, parts))
+    for part, res in zip(parts, results):
+        if part["label"] == KWAY:
+            report.setdefault("kway", {"builds": [Path(p).name for p in part["paths"]]})
+            report["kway"][part["sampler"]] = res
+        else:
+            entry = report["pairs"].setdefault(
+                part["label"], {"builds": [Path(p).name for p in part["paths"]]})
+            entry[part["sampler"]] = res
     report["seconds"] = time.perf_counter() - t_start
-    report["engine"] = open_engine(smol, EngineSettings(threads=THREADS[0])).record()
+    report["engine"] = open_engine(smol, EngineSettings(threads=args.threads)).record()
     with open(args.out / "audit.json", "w") as f:
         json.dump(report, f, indent=1)
     print(summary(report))
@@ -281,13 +346,19 @@ def summary(report: dict) -> str:
                 lines.append(f"| {label} | {sname} | {rc['prompts']} | {rc['same_order']} | "
                              f"{rc['swapped_pairs']} | {rc['max_rel_diff_h2']:.2g} |")
     if "kway" in report:
-        lines += ["", "| K = 3 | sampler | best prompt | bottleneck | H^2 | predicted |",
-                  "|" + "---|" * 6]
-        for sname, r in report["kway"].items():
-            b = r["best"]
+        lines += ["", "| K = 3 | sampler | best prompt | bottleneck | H^2 | predicted | "
+                  "ML error A / B / C (predicted) | holds |", "|" + "---|" * 8]
+        for sname in SAMPLERS:
+            r = report["kway"].get(sname)
+            if r is None:
+                continue
+            b, mc = r["best"], r.get("monte_carlo")
+            errs = " / ".join(f"{v['error']:.4f} ({v['predicted_error']:.3f})"
+                              for v in mc["builds"].values()) if mc else "–"
             lines.append(f"| Q4_1, Q8_0, Q5_0 | {sname} | {b['text']!r} | "
                          f"{'ABC'[b['bottleneck']['i']]}-{'ABC'[b['bottleneck']['j']]} | "
-                         f"{b['hellinger_squared']:.3g} | {b['samples']['predicted']} |")
+                         f"{b['hellinger_squared']:.3g} | {b['samples']['predicted']} | {errs} | "
+                         f"{mc['holds'] if mc else '–'} |")
     lines.append(f"\nwall {report['seconds']:.0f} s")
     return "\n".join(lines)
 
