@@ -137,11 +137,15 @@ def prompts(builds, prompt_list, *, source: str, sampler: Sampler = Sampler(),
         [open_engine(p, replace(settings, sequences=1)) for p in paths]
     floor_engines = [[open_engine(p, v) for v in variants] + ([] if singles is engines else [e])
                      for p, e in zip(paths, engines)]
-    for s in range(0, m, CHUNK):
-        if len(entries) >= top:
-            break
-        idx = order[s:s + CHUNK]
+    s = 0
+    while s < m and len(entries) < top:
+        # as many prompts as the report still needs (with --min-margin, at least 16: some
+        # will be left out); each costs K + K * (V + b) passes
+        wanted = top - len(entries)
+        size = min(CHUNK, wanted if min_margin is None else max(wanted, 16))
+        idx = order[s:s + size]
         say("the engine floor", min(s, m), m)
+        s += size
         chunk = [ids[i] for i in idx]
         L = [laws(e, chunk, sampler) for e in singles]
         per_build = setting_floors(L, [[laws(f, chunk, sampler) for f in fs]
