@@ -30,7 +30,8 @@ _LAZY = {
     **dict.fromkeys(["EngineSettings", "Sampler"], "bhtcli.engine.settings"),
     **dict.fromkeys(["DesignResult", "BudgetCurveResult", "BoundResult", "LeverageBoundResult",
                      "DecideResult", "SimulateResult", "ShiftResult", "RankResult",
-                     "SweepResult", "TensorsResult", "QuantizeResult", "PromptsResult"],
+                     "SweepResult", "TensorsResult", "QuantizeResult", "PromptsResult",
+                     "SampleResult"],
                     "bhtcli.results"),
     # for front ends: formats, output checks and writers, budget parsing, defaults
     **dict.fromkeys(["check_output_path", "save_array", "atomic_file"], "bhtcli.io.write"),
@@ -446,7 +447,8 @@ def sample(A, query=None, count: int = 1, *, seed: int = 0, model="softmax", lin
 
     With `prompt` (text, or a list of token ids), A is a GGUF build and the answers are the
     tokens the engine's sampler (temperature, top_k, top_p, min_p) draws after the prompt:
-    token ids, or with `text` the vocabulary's token strings.
+    token ids, or with `text` the vocabulary's token strings (:func:`sample_prompt`: the same
+    draw as a result with the engine's record).
     """
     if prompt is not None:
         from bhtcli.commands.prompt_answers import sample_prompt
@@ -466,6 +468,47 @@ def sample(A, query=None, count: int = 1, *, seed: int = 0, model="softmax", lin
         return sample_schedule(A, schedule, count, seed=seed, spec=spec)
     return sample_answers(A, query, count, seed=seed, model=spec, link=spec.link_a,
                           bias=spec.bias_a)
+
+
+def _build_input(build, *_, **__) -> list:
+    return [build]
+
+
+@_recorded(_build_input)
+def sample_prompt(build, prompt, count: int = 1, *, seed: int = 0, temperature: float = 1.0,
+                  top_k: int = 0, top_p: float = 1.0, min_p: float = 0.0, threads: int = 2,
+                  batch: int = 512, kv_type: str = "f16", flash_attn: bool = False,
+                  hash_files: bool = True):
+    """The tokens a GGUF build's engine (llama.cpp) draws after `prompt`, and what drew them:
+    ``bht sample BUILD --prompt TEXT --json``.
+
+    Parameters
+    ----------
+    build : path
+        A GGUF file.
+    prompt : str or sequence of int
+        The prompt's text (tokenized by the engine) or its token ids.
+    count : int
+        Tokens to draw, each the first token of an independent completion.
+    seed, temperature, top_k, top_p, min_p
+        The sampler (llama.cpp's chain) and its seed, as for :func:`sample` with `prompt`.
+    threads, batch, kv_type, flash_attn
+        The engine's settings (:class:`bhtcli.engine.EngineSettings`).
+    hash_files : bool
+        As for :func:`design`.
+
+    Returns
+    -------
+    bhtcli.results.SampleResult
+        The drawn `token_ids` (those :func:`sample` returns for the same arguments), their
+        `pieces` and vocabulary strings (`tokens`), the prompt's ids, the sampler, the seed;
+        `run.engine` is the engine's record (binding, llama.cpp build, CPU features, threads,
+        batch, KV type).
+    """
+    from bhtcli.commands.prompt_answers import draw_prompt
+    sampler, settings = _engine_args(temperature, top_k, top_p, min_p, threads, batch,
+                                     kv_type, flash_attn)
+    return draw_prompt(build, prompt, count, sampler, settings, seed=seed)
 
 
 @_recorded(_model_inputs)

@@ -435,3 +435,26 @@ class PromptsResult(Result):
     seconds: float
     search: dict | None = None
     notes: list = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class SampleResult(Result):
+    """`bht sample A.gguf --prompt TEXT --json`: the tokens the engine's sampler drew after a
+    prompt (each the first token of an independent completion); the engine's record is in
+    `run.engine`."""
+
+    model: str                    # "causal-lm"
+    n: int                        # the vocabulary's size
+    d: None
+    energy: None
+    target_error: None            # nothing is decided
+    build: str                    # the GGUF file as given
+    prompt: str                   # the prompt's text (token ids given: detokenized)
+    prompt_token_ids: list        # as the engine reads them (BOS included when the model adds one)
+    sampler: dict                 # temperature, top_k, top_p, min_p
+    seed: int
+    count: int
+    token_ids: list               # the drawn tokens, in order: what `bht sample --prompt` prints
+    pieces: list                  # each drawn token's text as the engine renders it
+    tokens: list                  # each drawn token's vocabulary string (what --text prints)
+    seconds: float

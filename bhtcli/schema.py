@@ -610,6 +610,28 @@ SIMULATE.update({
 })
 
 
+SAMPLE = {
+    "model": ("string", "causal-lm: tokens drawn by the engine from a whole model."),
+    "n": ("integer", "Tokens in the build's vocabulary."),
+    "d": ("null", "Null: the query is a prompt, not a vector."),
+    "energy": ("null", "Null: no budget."),
+    "target_error": ("null", "Null: nothing is decided."),
+    "build": ("string", "The GGUF build as given."),
+    "prompt": ("string", "The prompt's text (--prompt; token ids given to the Python API: detokenized)."),
+    "prompt_token_ids": ("array", "Its token ids as the engine reads them (BOS included when the model adds one)."),
+    "sampler": ("object", "The sampler the tokens were drawn with (llama.cpp's chain: top-k, top-p, min-p, temperature, then the draw; temperature 0: greedy)."),
+    "sampler.temperature": ("number", "--temperature."),
+    "sampler.top_k": ("integer", "--top-k (0: off)."),
+    "sampler.top_p": ("number", "--top-p (1: off)."),
+    "sampler.min_p": ("number", "--min-p (0: off)."),
+    "seed": ("integer", "--seed of the draw."),
+    "count": ("integer", "Tokens drawn (--count)."),
+    "token_ids": ("array", "The drawn token ids in order, each the first token of an independent completion: the lines bht sample --prompt prints without --json."),
+    "pieces": ("array", "Each drawn token's text as the engine renders it (llama_token_to_piece; bytes that are not UTF-8 on their own become U+FFFD)."),
+    "tokens": ("array", "Each drawn token's vocabulary string (what --text prints; what decide --prompt reads as answers)."),
+    "seconds": ("number", "Seconds in all (loading the build, the draw)."),
+}
+
 # --- the run record (bhtcli/io/run_record.py), last in every command's object ---
 RUN = {
     "run": ("object", "The run record: what the command read and which bht read it, so that the run can be reproduced and cited (null only for a result built below bhtcli.api)."),
@@ -631,10 +653,11 @@ ENGINE_RUN = {
     "run.engine": ("object", "What ran the builds, the engine's record (as the engine key of bht prompts)."),
     **{f"run.{k}": v for k, v in PROMPTS.items() if k.startswith("engine.")},
 }
-for _keys in (DESIGN, CURVE, BOUND, DECIDE, SIMULATE, SHIFT, RANK, TENSORS, QUANTIZE, PROMPTS):
+for _keys in (DESIGN, CURVE, BOUND, DECIDE, SIMULATE, SHIFT, RANK, TENSORS, QUANTIZE, PROMPTS,
+              SAMPLE):
     _keys.update(RUN)
 SWEEP.update({k: v for k, v in RUN.items() if not k.startswith("run.inputs[]")})   # no models
-for _keys in (DECIDE, PROMPTS):
+for _keys in (DECIDE, PROMPTS, SAMPLE):
     _keys.update(ENGINE_RUN)
 DECIDE["run.engine"] = ("object", "[--prompt] What ran the builds, the engine's record (as the engine key of bht prompts).")
 PROMPTS["engine"] = (PROMPTS["engine"][0], PROMPTS["engine"][1] + " The same record as run.engine (kept here for compatibility).")
@@ -652,6 +675,7 @@ SCHEMA = {
     "tensors": (("TensorsResult",), TENSORS),
     "quantize": (("QuantizeResult",), QUANTIZE),
     "prompts": (("PromptsResult",), PROMPTS),
+    "sample --prompt": (("SampleResult",), SAMPLE),
 }
 
 

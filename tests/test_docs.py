@@ -118,6 +118,7 @@ def test_schema_matches_real_outputs(capsys, tmp_path):
                     ["prompts", *tiny[:2], "--prompts", tiny[2], "--temperature", "0",
                      "--min-margin", "1"],
                     ["prompts", *tiny[:2], "--prompts", tiny[2], "--search", "80"]],
+        "sample --prompt": [["sample", tiny[0], "--prompt", "Beautiful is better than", "-n", "5"]],
     }
     seen = {command: {} for command in SCHEMA}
     for command, invocations in runs.items():
@@ -138,8 +139,8 @@ def test_schema_matches_real_outputs(capsys, tmp_path):
 def test_every_command_has_a_schema_and_the_header_first(capsys):
     from bhtcli.cli.main import cli
     from bhtcli.results import HEADER
-    # sample writes answers, not JSON; design has two shapes (one budget, a budget curve)
-    assert set(cli.commands) - {"sample"} == {command.split()[0] for command in SCHEMA}
+    # sample writes JSON with --prompt only; design has two shapes (one budget, a budget curve)
+    assert set(cli.commands) == {command.split()[0] for command in SCHEMA}
     r = run_json(capsys, "bound", os.path.join(EX, "A.npy"), os.path.join(EX, "B.npy"), "-E", "1")
     assert tuple(r)[:5] == HEADER
 

@@ -32,6 +32,57 @@ def test_sample_and_decide_each_build(builds, tmp_path, capsys):
         assert r["decision"] == truth and r["model"] == "causal-lm" and r["d"] is None
 
 
+def test_sample_json_is_the_same_draw_with_the_engine_record(builds, tmp_path, capsys):
+    """sample --prompt --json: the ids printed without --json for the same seed, their pieces and
+    token strings, the prompt's ids, and the engine's record in run.engine; decide --prompt
+    --json carries the same record there."""
+    from bhtcli.schema import SCHEMA, accepts, key_paths
+    a, b = builds
+    args = ("sample", a, "--prompt", PROMPT, "-n", "25", "--seed", "5", "--temperature", "0.8",
+            "--top-k", "40")
+    code, plain, err = run(capsys, *args)
+    assert code == 0 and err == ""
+    code, out, err = run(capsys, *args, "--json")
+    assert code == 0 and err == ""
+    r = json.loads(out)
+    assert r["token_ids"] == [int(v) for v in plain.split()]
+    assert r["count"] == 25 and r["seed"] == 5 and r["build"] == a and r["prompt"] == PROMPT
+    assert r["sampler"] == {"temperature": 0.8, "top_k": 40, "top_p": 1.0, "min_p": 0.0}
+    assert r["prompt_token_ids"][0] == 1                           # the tiny model adds BOS
+    assert r["tokens"] == list(api.sample(a, count=25, prompt=PROMPT, seed=5, temperature=0.8,
+                                          top_k=40, text=True))
+    assert len(r["pieces"]) == 25 and all(isinstance(p, str) for p in r["pieces"])
+    engine = r["run"]["engine"]
+    assert engine["engine"] == "llama.cpp" and engine["threads"] == 2 and engine["kv_type"] == "f16"
+    assert list(r)[:5] == ["model", "n", "d", "energy", "target_error"] and list(r)[-1] == "run"
+    assert [i["given"] for i in r["run"]["inputs"]] == [a]
+    declared = SCHEMA["sample --prompt"][1]
+    produced = key_paths(r)
+    assert set(produced) == set(declared)
+    assert all(accepts(declared[k][0], v) for k, v in produced.items())
+    # --no-hash, and --text changes only the plain lines
+    code, out, err = run(capsys, *args, "--json", "--no-hash", "--text")
+    r2 = json.loads(out)
+    assert code == 0 and r2["token_ids"] == r["token_ids"] and r2["run"]["hashed"] is False
+    # decide --prompt --json: the engine's record under run.engine
+    f = tmp_path / "drawn.txt"
+    f.write_text(plain)
+    code, out, err = run(capsys, "decide", a, b, str(f), "--prompt", PROMPT, "--temperature",
+                         "0.8", "--top-k", "40", "--json")
+    assert code == 0, err
+    d = json.loads(out)["run"]["engine"]
+    assert d["threads"] == 2 and d["kv_type"] == "f16" and d["engine"] == "llama.cpp"
+
+
+def test_sample_json_needs_a_prompt(capsys):
+    import os
+    ex = os.path.join(os.path.dirname(__file__), "..", "examples")
+    code, out, err = run(capsys, "sample", os.path.join(ex, "A.npy"), "-x",
+                         os.path.join(ex, "x.npy"), "-n", "3", "--json")
+    assert code == 2 and err.startswith("Error: --json is for --prompt") and err.count("\n") == 1
+    assert json.loads(out)["exit_status"] == 2
+
+
 @pytest.mark.slow
 def test_token_strings_decide_as_ids(builds, tmp_path, capsys):
     a, b = builds
@@ -65,6 +116,9 @@ def test_bad_answers(builds, tmp_path, capsys):
     assert code == 2 and err.startswith("Error: --prompt is empty")
     code, out, err = run(capsys, "sample", a, "--prompt", PROMPT, "-n", "3", "--min-p", "2")
     assert code == 2 and "--min-p" in err
+    code, out, err = run(capsys, "sample", a, "--prompt", PROMPT, "-n", "0", "--json")
+    assert code == 2 and err.startswith("Error: --count") and err.count("\n") == 1
+    assert json.loads(out)["exit_status"] == 2
 
 
 @pytest.fixture(scope="module")

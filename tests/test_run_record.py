@@ -1,6 +1,7 @@
 """The run record in every command's JSON (`run`): the bht version, the inputs as given, every
 file read with its size and SHA-256 (checked against hashlib), `--no-hash`, the engine's record
-of `prompts` and `decide --prompt`, arrays given to the Python API, the sweep's manifest."""
+of `prompts`, `decide --prompt` and `sample --prompt`, arrays given to the Python API, the
+sweep's manifest."""
 import hashlib
 import json
 import os
@@ -82,7 +83,7 @@ def test_a_gguf_pair_records_the_tensor_chosen_and_the_file_hashes(tmp_path, mon
 
 @pytest.mark.slow
 def test_every_command_carries_the_run_record(pair, tmp_path, capsys):
-    """Every command with --json (sample prints answers, not JSON) ends with `run`, whose
+    """Every command with --json (sample only with --prompt: below) ends with `run`, whose
     version is bhtcli.__version__ and whose files include its inputs."""
     from bhtcli.cli.main import cli
     np.save("H.npy", 0.3 * RNG.standard_normal((10, 8)))
@@ -97,7 +98,7 @@ def test_every_command_carries_the_run_record(pair, tmp_path, capsys):
             "shift": ["shift", shift_A, "--data", data, "--lr", "1", "--out", "S.npy"],
             "tensors": ["tensors", "A.npy"],
             "quantize": ["quantize", "A.npy", "--to", "bf16", "--out", "A16.npy"]}
-    assert set(cli.commands) - {"sample", "sweep", "prompts"} == set(runs)  # sweep, prompts: below
+    assert set(cli.commands) - {"sample", "sweep", "prompts"} == set(runs)  # the other three: below
     for command, args in runs.items():
         r = json_of(capsys, *args)
         assert list(r)[-1] == "run", command
@@ -164,3 +165,7 @@ def test_engine_commands_carry_the_engine_record(builds, tmp_path, capsys):
     assert "engine" not in r                                 # decide's own keys are unchanged
     assert r["run"]["bht_version"] == bhtcli.__version__
     assert {f["path"] for f in r["run"]["files"]} == {*builds, str(answers)}
+    r = json_of(capsys, "sample", builds[0], "--prompt", "Beautiful is better than", "-n", "3")
+    assert r["run"]["engine"]["engine"] == "llama.cpp" and r["run"]["engine"]["kv_type"] == "f16"
+    assert list(r)[-1] == "run" and r["run"]["bht_version"] == bhtcli.__version__
+    assert [(f["path"], f["sha256"]) for f in r["run"]["files"]] == [(builds[0], sha(builds[0]))]

@@ -34,7 +34,7 @@ The same table applies to every command (`bht --help` shows it too).
 ### Streams
 
 - **stdout** carries the result only: tables, or with `--json` exactly one JSON object
-  (`sample`: the answers, one per line).
+  (`sample`: the answers, one per line; `sample --prompt --json`: one JSON object).
 - **stderr** carries everything else: `Error: ...` (one line), `Warning: ...`, `Note: ...` and the
   progress display.
 - When stdout is not a terminal (a pipe, a file, `less`), tables are plain lines: no colour or
@@ -155,7 +155,9 @@ def json_markdown() -> str:
              "## The run record", "",
              "Every command's object ends with `run`: the inputs as given, every file read with "
              "its size and SHA-256, and the bht version, so that an audit can be reproduced and "
-             "cited; `bht prompts` and `decide --prompt` add the engine's record as `run.engine`. "
+             "cited; `bht prompts`, `decide --prompt` and `sample --prompt --json` add the "
+             "engine's record (binding and llama.cpp build, CPU features, threads, batch, KV type) as "
+             "`run.engine`. "
              "The SHA-256 is streamed after the command's work; `--no-hash` (Python: "
              "`hash_files=False`) leaves it out for huge checkpoints (every `sha256` null). "
              "Hashing reads each whole file once more, where the command may have read only a "
@@ -166,7 +168,8 @@ def json_markdown() -> str:
              "(their bytes were read once). An array given to the Python API is an input with "
              "`given` null, format `array`, its shape and dtype, and no hash.", "",
              _table(RUN), "",
-             "`run.engine` (`prompts`, `decide --prompt`) holds the keys of `prompts`' `engine`."]
+             "`run.engine` (`prompts`, `decide --prompt`, `sample --prompt`) holds the keys of "
+             "`prompts`' `engine`."]
     for command, (classes, keys) in SCHEMA.items():
         body = {k: v for k, v in keys.items() if k not in HEADER and not k.startswith("designs[].")
                 and k != "run" and not k.startswith("run.")}

@@ -271,14 +271,20 @@ def bound(a, b, more, model, energy, floor, alpha, link_a, link_b, bias_a, bias_
 @click.option("--link-a", "link", default=None, metavar="LINK",
               help="Link of model A: " + LINK_HELP + LINK_DEFAULT)
 @click.option("--bias-a", "bias", type=PATH, default=None, metavar="FILE", help="Bias of model A, one entry per row.")
+@click.option("--json", "as_json", is_flag=True,
+              help="With --prompt: one JSON object instead of lines: the prompt and its token ids, "
+                   "the sampler, the seed, the drawn ids with their pieces and token strings, and "
+                   "run.engine, the engine's record (docs/json.md).")
+@hash_option
 @quiet_option
 def sample(a, model, query, schedule, prompt, as_text, temperature, top_k, top_p, min_p, count,
-           seed, link, bias, quiet):
+           seed, link, bias, as_json, no_hash, quiet):
     """Draw answers of model A to query x: 0-based indices, one per line (a stand-in black box).
 
     With --prompt, A is a GGUF build and the answers are tokens drawn by llama.cpp's sampler
     chain (top-k, top-p, min-p, temperature), each the first token of an independent
-    completion: token ids one a line, or with --text the vocabulary's token strings.
+    completion: token ids one a line, or with --text the vocabulary's token strings, or with
+    --json one object that also records the engine that drew them.
 
     \b
     Examples:
@@ -286,9 +292,18 @@ def sample(a, model, query, schedule, prompt, as_text, temperature, top_k, top_p
       bht sample A.npy --query x.npy --count 50 | bht decide A.npy B.npy --query x.npy -
       bht sample A.npy --schedule s.json --count 50 | bht decide A.npy B.npy C.npy --query s.json -
       bht sample A.gguf --prompt "Beautiful is better than" --count 40 --temperature 0.8
+      bht sample A.gguf --prompt "Beautiful is better than" --count 40 --json | jq .run.engine
     """
     from bhtcli.cli.render import write_lines
     from bhtcli.api import sample as sample_fn
+    if as_json and prompt is None:
+        raise InputError("--json is for --prompt (a GGUF build's tokens); without it sample "
+                         "writes the answers one per line")
+    if prompt is not None and as_json:
+        from bhtcli.api import sample_prompt
+        _emit(sample_prompt(a, prompt, count, seed=seed, temperature=temperature, top_k=top_k,
+                            top_p=top_p, min_p=min_p, hash_files=not no_hash), True)
+        return
     if prompt is not None:
         write_lines(sample_fn(a, count=count, seed=seed, prompt=prompt, text=as_text,
                               temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p))

@@ -1,8 +1,10 @@
 """Tokens in and out of the engine: `sample --prompt` draws a build's answers to a prompt with
-the engine's sampler; `decide --prompt` decides from answers (token ids, or token strings
-mapped through the vocabulary) which build answered, with decide's SPRT and fixed-n test."""
+the engine's sampler (with --json, a SampleResult that carries the engine's record);
+`decide --prompt` decides from answers (token ids, or token strings mapped through the
+vocabulary) which build answered, with decide's SPRT and fixed-n test."""
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import replace
 
@@ -14,6 +16,7 @@ from bhtcli.engine import EngineSettings, Sampler, open_engine
 from bhtcli.errors import InputError, parameter_name
 from bhtcli.maths.laws import floored_tilt, kway_law
 from bhtcli.models.answers import answer_entries, as_index
+from bhtcli.results import SampleResult
 
 
 def prompt_ids(engine, prompt) -> list[int]:
@@ -28,19 +31,36 @@ def prompt_ids(engine, prompt) -> list[int]:
     return ids
 
 
-def sample_prompt(path, prompt, count: int, sampler: Sampler = Sampler(),
-                  settings: EngineSettings = EngineSettings(), seed: int = 0,
-                  text: bool = False) -> list:
+def draw_prompt(path, prompt, count: int, sampler: Sampler = Sampler(),
+                settings: EngineSettings = EngineSettings(), seed: int = 0) -> SampleResult:
     """`count` tokens the engine's sampler draws after `prompt` (each the first token of an
-    independent completion): ids (int64), or with `text` the vocabulary's token strings."""
+    independent completion), with their pieces and vocabulary strings; the engine's record is
+    in `run` (bhtcli.api completes it)."""
     if not (isinstance(count, int) and count >= 1):
         raise InputError(f"{parameter_name('count')} must be an integer >= 1")
+    t0 = time.perf_counter()
     engine = open_engine(path, settings)
-    drawn = engine.draw(prompt_ids(engine, prompt), sampler, count, seed)
+    ids = prompt_ids(engine, prompt)
+    drawn = engine.draw(ids, sampler, count, seed)
+    text = prompt if isinstance(prompt, str) else engine.detokenize(ids)
+    return SampleResult(model="causal-lm", n=engine.n_vocab, d=None, energy=None,
+                        target_error=None, build=os.fspath(path), prompt=text,
+                        prompt_token_ids=ids, sampler=sampler.to_dict(), seed=int(seed),
+                        count=count, token_ids=drawn, pieces=[engine.piece(t) for t in drawn],
+                        tokens=[engine.token_text(t) for t in drawn],
+                        seconds=time.perf_counter() - t0,
+                        run={"engine": engine.record()})
+
+
+def sample_prompt(path, prompt, count: int, sampler: Sampler = Sampler(),
+                  settings: EngineSettings = EngineSettings(), seed: int = 0,
+                  text: bool = False) -> np.ndarray:
+    """`count` tokens the engine's sampler draws after `prompt` (each the first token of an
+    independent completion): ids (int64), or with `text` the vocabulary's token strings."""
+    result = draw_prompt(path, prompt, count, sampler, settings, seed)
     if text:
-        vocab = engine.vocabulary()
-        return np.array([vocab[t] for t in drawn], dtype=object)
-    return np.array(drawn, dtype=np.int64)
+        return np.array(result.tokens, dtype=object)
+    return np.array(result.token_ids, dtype=np.int64)
 
 
 def read_token_answers(spec, vocab: list[str], stdin=None) -> np.ndarray:

@@ -3,7 +3,8 @@
 One small interface, so that another backend (transformers for Hugging Face folders, a GPU
 build) can be added beside the first: `open_engine(path, settings)` returns an object with
 
-- `tokenize(text) -> list[int]` and `piece(token) -> str`, `vocabulary() -> list[str]`;
+- `tokenize(text) -> list[int]` and `piece(token) -> str`, `vocabulary() -> list[str]`,
+  `token_text(token) -> str` (one entry of the vocabulary);
 - `next_logits(prompts) -> (m, n_vocab) float32`: the logits at the end of each prompt (lists
   of token ids), many prompts per engine call;
 - `draw(ids, sampler, count, seed) -> list[int]`: tokens the engine's own sampler draws;

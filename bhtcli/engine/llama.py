@@ -143,6 +143,11 @@ class LlamaEngine:
     def detokenize(self, ids) -> str:
         return b"".join(self.piece_bytes(t) for t in ids).decode("utf-8", errors="replace")
 
+    def token_text(self, token: int) -> str:
+        """One token's string as stored in the file (an entry of `vocabulary()`)."""
+        text = self.lib.llama_vocab_get_text(self.vocab, int(token))
+        return text.decode("utf-8", errors="replace")
+
     def vocabulary(self) -> list[str]:
         """The token strings as stored in the file (tokenizer.ggml.tokens)."""
         get = self.lib.llama_vocab_get_text
