@@ -15,6 +15,7 @@ import time
 
 import numpy as np
 
+from bhtcli.commands.simulate import sequential_runs
 from bhtcli.models.softmax import SoftmaxPair
 from bhtcli.search.entry import maximize
 from bhtcli.search.schedule import schedule_lp
@@ -60,37 +61,15 @@ def leader_mixes(kl: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def matrix_sprt_runs(logp: list, choose, threshold: float, trials: int, rng, cap: int) -> dict:
-    """Monte Carlo of the matrix SPRT under each true model, the query of every answer given by
-    choose(t, L) (t the answer's 0-based position, L the live trials' K log-likelihoods; an
-    array of query indices): mean answers, errors, undecided (still running after `cap`)."""
-    K = logp[0].shape[0]
-    cdfs = [np.cumsum(np.exp(lp), axis=1) for lp in logp]
-    means, errors, undecided = [], [], 0
-    for k in range(K):
-        L = np.zeros((trials, K))
-        stop = np.full(trials, cap)
-        named = np.full(trials, -1)
-        live = np.ones(trials, dtype=bool)
-        for t in range(cap):
-            idx = np.flatnonzero(live)
-            if idx.size == 0:
-                break
-            q = choose(t, L[idx])
-            for query in np.unique(q):
-                rows = idx[q == query]
-                cdf = cdfs[query][k]
-                a = np.minimum(np.searchsorted(cdf, rng.uniform(size=rows.size) * cdf[-1],
-                                               side="right"), cdf.size - 1)
-                L[rows] += logp[query][:, a].T
-            top2 = np.sort(L[idx], axis=1)[:, -2:]
-            fin = idx[top2[:, 1] - top2[:, 0] >= threshold]
-            stop[fin] = t + 1
-            named[fin] = np.argmax(L[fin], axis=1)
-            live[fin] = False
-        undecided += int(live.sum())
-        means.append(float(stop.mean()))
-        errors.append(float(np.mean(named[~live] != k)) if (~live).any() else 0.0)
-    return {"mean_samples": means, "error": errors, "undecided": undecided, "cap": cap}
+    """The matrix SPRT's Monte Carlo (simulate.sequential_runs) from each query's K x n
+    log-probabilities, the query of every answer given by choose(t, L): mean answers, errors of
+    the decided trials, undecided (still running after `cap`)."""
+    runs = sequential_runs([lp.T for lp in logp], [np.cumsum(np.exp(lp), axis=1) for lp in logp],
+                           threshold, trials, rng, cap, choose)
+    decided = [named[named >= 0] for _, named in runs]
+    return {"mean_samples": [float(stop.mean()) for stop, _ in runs],
+            "error": [float(np.mean(d != k)) if d.size else 0.0 for k, d in enumerate(decided)],
+            "undecided": sum(int((named < 0).sum()) for _, named in runs), "cap": cap}
 
 
 def simulate_chernoff(logp: list, mixes: np.ndarray, first: int, threshold: float, trials: int,

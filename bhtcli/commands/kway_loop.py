@@ -81,13 +81,10 @@ def _answer_sums(lp: np.ndarray, k: int, c: int, t: int, rng) -> np.ndarray:
     p = np.exp(lp[k])
     if c * DRAW_FRACTION >= n:
         return rng.multinomial(c, p / p.sum(), size=t) @ lp.T
-    cdf = np.cumsum(p)
-    out = np.zeros((t, K))
+    cdf, out = np.cumsum(p), np.zeros((t, K))
     rows = max(1, DRAW_CELLS // c)
     for s in range(0, t, rows):
-        u = rng.uniform(size=(min(rows, t - s), c)) * cdf[-1]
-        a = np.minimum(np.searchsorted(cdf, u, side="right"), n - 1)
-        out[s:s + u.shape[0]] = lp.T[a].sum(axis=1)
+        out[s:s + rows] = lp.T[draw(cdf, (min(rows, t - s), c), rng)].sum(axis=1)
     return out
 
 

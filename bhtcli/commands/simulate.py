@@ -155,71 +155,70 @@ def _first_below(values, alpha):
     return int(hit[0]) if hit.size else None
 
 
+def sequential_runs(steps: list, cdfs: list, threshold: float, trials: int, rng, cap: int,
+                    choose=None, block: int = 1) -> list:
+    """Monte Carlo of the sequential test under each true model k, vectorised over trials: it
+    stops once the leader's log-likelihood leads every other model's by `threshold` (decide's
+    sequential_stop: Wald's SPRT for two models, the matrix SPRT for K). steps[q] (n x K): what
+    each answer to query q adds to the K log-likelihoods (a pair: [llr, 0]); cdfs[q][k]: model
+    k's answer CDF there. choose(t, L): the query of answer t for the live trials (L, their
+    log-likelihoods); None: query 0, answers drawn `block` at a time. Per true model: (answers
+    used, the model named, -1 for a trial still running after `cap` answers)."""
+    K = steps[0].shape[1]
+    out = []
+    for k in range(K):
+        L = np.zeros((trials, K))
+        stop, named = np.zeros(trials, dtype=np.int64), np.full(trials, -1)
+        live, t = np.arange(trials), 0
+        while live.size and t < cap:
+            if choose is None:
+                path = L[live, None] + np.cumsum(steps[0][draw(cdfs[0][k], (live.size, block), rng)],
+                                                 axis=1)
+            else:
+                q, step = choose(t, L[live]), np.empty((live.size, K))
+                for query in np.unique(q):
+                    at = q == query
+                    step[at] = steps[query][draw(cdfs[query][k], int(at.sum()), rng)]
+                path = (L[live] + step)[:, None]
+            if K == 2:
+                margin = np.abs(path[..., 0] - path[..., 1])
+            else:
+                top2 = np.sort(path, axis=2)[..., -2:]
+                margin = top2[..., 1] - top2[..., 0]
+            hit = margin >= threshold
+            done, first = hit.any(axis=1), np.argmax(hit, axis=1)
+            stop[live[done]] = t + first[done] + 1
+            named[live[done]] = np.argmax(path[done, first[done]], axis=1)
+            L[live[~done]] = path[~done, -1]
+            live, t = live[~done], t + path.shape[1]
+        stop[live] = t
+        out.append((stop, named))
+    return out
+
+
+def _pair_runs(laws, alpha: float, trials: int, rng, **how) -> dict:
+    """Wald's SPRT (thresholds +-ln((1 - alpha)/alpha)) with the queries of `laws`, per true
+    model: samples used and errors (an undecided trial counts as an error under A)."""
+    (ua, na), (ub, nb) = sequential_runs(
+        [np.column_stack([law.llr, np.zeros(law.llr.size)]) for law in laws],
+        [[law.cdf("A"), law.cdf("B")] for law in laws], math.log((1 - alpha) / alpha), trials,
+        rng, MAX_SEQUENTIAL_STEPS, **how)
+    return {"mean_samples_a": float(ua.mean()), "mean_samples_b": float(ub.mean()),
+            "p95_samples_a": int(np.percentile(ua, 95, method="higher")),
+            "p95_samples_b": int(np.percentile(ub, 95, method="higher")),
+            "error_a": float(np.mean(na != 0)), "error_b": float(np.mean(nb == 0)),
+            "undecided": int((na < 0).sum() + (nb < 0).sum())}
+
+
 def simulate_sprt(law: AnswerLaw, alpha: float, trials: int, rng, block: int = 256):
     """Wald's SPRT with one query: samples used and decisions, per true model."""
-    a = math.log((1 - alpha) / alpha)
-    out = {}
-    for model in ("A", "B"):
-        cdf, llr = law.cdf(model), law.llr
-        used = np.zeros(trials, dtype=np.int64)
-        said_a = np.zeros(trials, dtype=bool)
-        pos = np.zeros(trials)
-        active = np.arange(trials)
-        steps = 0
-        while active.size and steps < MAX_SEQUENTIAL_STEPS:
-            path = pos[active, None] + np.cumsum(llr[draw(cdf, (active.size, block), rng)], axis=1)
-            hit = np.abs(path) >= a
-            done = hit.any(axis=1)
-            first = np.argmax(hit, axis=1)
-            idx = active[done]
-            used[idx] = steps + first[done] + 1
-            said_a[idx] = path[done, first[done]] > 0
-            pos[active[~done]] = path[~done, -1]
-            active = active[~done]
-            steps += block
-        used[active] = steps                      # never decided (reported as errors)
-        out[model] = (used, said_a, active.size)
-    return _sequential_stats(out)
+    return _pair_runs([law], alpha, trials, rng, block=block)
 
 
 def simulate_adaptive(law_a: AnswerLaw, law_b: AnswerLaw, alpha: float, trials: int, rng):
     """Chernoff's rule: x_A while llr >= 0, x_B otherwise; SPRT stopping."""
-    a = math.log((1 - alpha) / alpha)
-    out = {}
-    for model in ("A", "B"):
-        laws = (law_a, law_b)
-        cdfs = [law.cdf(model) for law in laws]
-        llrs = [law.llr for law in laws]
-        used = np.zeros(trials, dtype=np.int64)
-        said_a = np.zeros(trials, dtype=bool)
-        pos = np.zeros(trials)
-        active = np.arange(trials)
-        step = 0
-        while active.size and step < MAX_SEQUENTIAL_STEPS:
-            step += 1
-            use_a = pos[active] >= 0
-            for which, mask in ((0, use_a), (1, ~use_a)):
-                if mask.any():
-                    rows = active[mask]
-                    pos[rows] += llrs[which][draw(cdfs[which], rows.size, rng)]
-            cur = pos[active]
-            done = np.abs(cur) >= a
-            idx = active[done]
-            used[idx] = step
-            said_a[idx] = cur[done] > 0
-            active = active[~done]
-        used[active] = step
-        out[model] = (used, said_a, active.size)
-    return _sequential_stats(out)
-
-
-def _sequential_stats(out):
-    (ua, saa, una), (ub, sab, unb) = out["A"], out["B"]
-    return {"mean_samples_a": float(ua.mean()), "mean_samples_b": float(ub.mean()),
-            "p95_samples_a": int(np.percentile(ua, 95, method="higher")),
-            "p95_samples_b": int(np.percentile(ub, 95, method="higher")),
-            "error_a": float(np.mean(~saa)), "error_b": float(np.mean(sab)),
-            "undecided": int(una + unb)}
+    return _pair_runs([law_a, law_b], alpha, trials, rng,
+                      choose=lambda t, L: (L[:, 0] < L[:, 1]).astype(np.int64))
 
 
 def simulate(A, B, spec: ModelSpec, options: DesignOptions = DesignOptions(), *, query=None,

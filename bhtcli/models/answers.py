@@ -39,8 +39,8 @@ class AnswerLaw:
 
 
 def draw(cdf: np.ndarray, size, rng: np.random.Generator) -> np.ndarray:
-    """Answers drawn by inverse CDF (vectorised; `size` may be a shape)."""
-    idx = np.searchsorted(cdf, rng.random(size), side="right")
+    """Answers drawn by inverse CDF (vectorised; `size` may be a shape; `cdf` need not end at 1)."""
+    idx = np.searchsorted(cdf, rng.random(size) * cdf[-1], side="right")
     return np.minimum(idx, len(cdf) - 1)
 
 
