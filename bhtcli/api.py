@@ -611,13 +611,13 @@ def simulate(A, B=None, energy=None, *, model="softmax", floor=None, query=None,
     -------
     bhtcli.commands.simulate.SimulateResult
     """
+    from bhtcli.commands.simulate import check_policy, check_trials
+    from bhtcli.models.spec import DesignOptions
     models = _models_of(A, B)
     if models is not None:
         energy = B if energy is None and B is not None else energy
         if len(models) != 2 or schedule or weights is not None:
             from bhtcli.commands.kway_loop import simulate_kway
-            from bhtcli.commands.simulate import check_policy, check_trials
-            from bhtcli.models.spec import DesignOptions
             spec = _model_set(models, model, energy, link_a=link_a, link_b=link_b,
                               bias_a=bias_a, bias_b=bias_b, dtype=dtype, floor=floor,
                               predicted_points=predicted_points or None)
@@ -627,11 +627,11 @@ def simulate(A, B=None, energy=None, *, model="softmax", floor=None, query=None,
                                  dtype=spec.dtype, progress=progress)
         A, B = models
     from bhtcli.commands.simulate import simulate as simulate_strategies
-    from bhtcli.models.spec import DesignOptions
     spec = model_spec(model, energy, floor, link_a=link_a, link_b=link_b, bias_a=bias_a,
                       bias_b=bias_b, dtype=dtype, inputs=(A, B))
     options = DesignOptions.build(error, starts, seed)
-    return simulate_strategies(A, B, spec, options, query=query, trials=trials, policy=policy,
+    return simulate_strategies(A, B, spec, options, query=query, trials=check_trials(trials),
+                               policy=check_policy(policy),
                                predicted_points=predicted_points, progress=progress)
 
 

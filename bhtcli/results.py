@@ -242,13 +242,13 @@ class SimulateResult(Result):
     target_error: float
     trials: int
     seed: int
-    query: list
-    hellinger_squared: float
-    fixed: dict | None
-    sprt: dict | None
-    adaptive: dict | None
-    curve: dict | None            # n grid, empirical error and its standard error (for plots)
-    seconds: float
+    query: list | None = None
+    hellinger_squared: float | None = None
+    fixed: dict | None = None
+    sprt: dict | None = None
+    adaptive: dict | None = None
+    curve: dict | None = None     # n grid, empirical error and its standard error (for plots)
+    seconds: float = 0.0
     distinguishable: bool = True
     note: str | None = None       # why nothing was simulated, when A and B cannot be told apart
     floor: float | None = None    # leverage models: the box is floor <= s_i^2 <= energy

@@ -11,13 +11,13 @@ import numpy as np
 from bhtcli.commands.decide import load_queries, log_probs_at, sprt_threshold
 from bhtcli.commands.kway import design_kway, load_models
 from bhtcli.commands.kway_adaptive import adaptive_phase, kl_queries, matrix_sprt_runs
+from bhtcli.commands.simulate import simulate_result
 from bhtcli.errors import InputError, note, parameter_name
 from bhtcli.io.load import load_matrix
 from bhtcli.io.validation import check_count, check_seed
 from bhtcli.maths.kway import KwayLaw, allocate, kway_counts
 from bhtcli.models.answers import draw, model_log_probs
 from bhtcli.models.kway import kway_scores_at
-from bhtcli.results import SimulateResult
 
 
 def check_shares(weights, m: int) -> np.ndarray:
@@ -110,7 +110,7 @@ def ml_errors_mc(logp, counts, trials: int, rng, chunk: int = 2000) -> np.ndarra
 
 def simulate_kway(models, energy: float, options, *, trials: int, policy: tuple,
                   schedule: bool = False, query=None, weights=None, dtype: str = "float64",
-                  progress=None) -> SimulateResult:
+                  progress=None):
     """Monte Carlo of naming the true one of K models: the maximum-likelihood test at fixed n
     (the empirical n for every error <= alpha, against the predicted count), the matrix SPRT
     (mean answers) with the designed query, the designed schedule, or given queries, and
@@ -181,10 +181,9 @@ def simulate_kway(models, energy: float, options, *, trials: int, policy: tuple,
                                       sprt_threshold(K, error), trials, rng, cap, sequential)
             if "sprt" not in policy:
                 sequential = None
-    return SimulateResult("softmax", n, d, energy, error, trials, seed, None, None, fixed, None,
-                          adaptive, None, time.perf_counter() - t0, models=names,
-                          queries=Q.tolist(), weights=w.tolist(), bhattacharyya_distance=D,
-                          sequential=sequential)
+    return simulate_result("softmax", (n, d), energy, options, trials, t0, fixed=fixed,
+                           adaptive=adaptive, models=names, queries=Q.tolist(), weights=w.tolist(),
+                           bhattacharyya_distance=D, sequential=sequential)
 
 
 def _simulate_sprt(logp, weights, threshold: float, trials: int, rng, cap: int) -> dict:

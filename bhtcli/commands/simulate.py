@@ -222,15 +222,16 @@ def simulate_adaptive(law_a: AnswerLaw, law_b: AnswerLaw, alpha: float, trials: 
 
 
 def simulate(A, B, spec: ModelSpec, options: DesignOptions = DesignOptions(), *, query=None,
-             trials: int = 10_000, policy: str = "all", predicted_points: int = 0,
+             trials: int = 10_000, policy: tuple = POLICIES, predicted_points: int = 0,
              progress=None) -> SimulateResult:
     """Monte Carlo of the fixed, SPRT and adaptive strategies (see the module docstring).
 
     `spec`: the model family with its budget (leverage: the box c <= s_i^2 <= C and a query s
     of length n); `options`: the target error, and the starts and seed of the designed query.
     Without `query` the query is designed first (the search `design` runs); the adaptive
-    rule's two KL queries use the same search. predicted_points > 0 adds the predicted error
-    curve at that many n to `curve` (for plots).
+    rule's two KL queries use the same search. `trials` and `policy` as check_trials and
+    check_policy return them. predicted_points > 0 adds the predicted error curve at that many
+    n to `curve` (for plots).
     """
     A, B = load_pair(A, B)
     model, energy, floor = spec.family, spec.energy, spec.floor
@@ -240,11 +241,9 @@ def simulate(A, B, spec: ModelSpec, options: DesignOptions = DesignOptions(), *,
         starts = default_starts(*A.shape) if starts is None else starts
     else:
         readout = spec.readout(A.shape[0])
-    trials, chosen = check_trials(trials), check_policy(policy)
     t0 = time.perf_counter()
-    n, d = A.shape
-    phases = ((query is None) + ("fixed" in chosen) + ("sprt" in chosen or "adaptive" in chosen)
-              + 2 * ("adaptive" in chosen))
+    phases = ((query is None) + ("fixed" in policy) + ("sprt" in policy or "adaptive" in policy)
+              + 2 * ("adaptive" in policy))
     done = [0]
 
     def say(message):                 # one step of the progress bar per phase
@@ -255,32 +254,39 @@ def simulate(A, B, spec: ModelSpec, options: DesignOptions = DesignOptions(), *,
         r, law, x, queries_for_kl = _leverage_setup(A, B, energy, floor, query, error, starts, seed, say)
     else:
         r, law, x, queries_for_kl = _softmax_setup(A, B, spec, options, query, say, readout)
-    floor_out = floor if model == "leverage" else None
+    pair = dict(query=x.tolist(), hellinger_squared=r.hellinger_squared, floor=floor)  # floor: leverage
     if not r.distinguishable or r.samples["predicted"] is None:
         note = (r.note or "H^2 = 0 at this query") + ": no number of queries tells them apart, so nothing is simulated"
         say("done")
-        return SimulateResult(model, n, d, energy, error, trials, seed, x.tolist(), r.hellinger_squared,
-                              None, None, None, None, time.perf_counter() - t0, False, note, floor_out)
+        return simulate_result(model, A.shape, energy, options, trials, t0, **pair,
+                               distinguishable=False, note=note)
     _check_simulable(r)
     rng = np.random.default_rng(seed)
     fixed = sprt = adaptive = curve = None
-    if "fixed" in chosen:
+    if "fixed" in policy:
         say(f"fixed n: {trials:,} trials per model on a grid of n")
         fixed, curve = _fixed_phase(law, error, r, trials, rng, predicted_points)
-    if "sprt" in chosen or "adaptive" in chosen:
+    if "sprt" in policy or "adaptive" in policy:
         say(f"SPRT: {trials:,} trials per model")
         sprt = _sprt_phase(law, error, r, trials, rng)
-    if "adaptive" in chosen:
+    if "adaptive" in policy:
         say("adaptive: designing argmax KL(P_A||P_B) and argmax KL(P_B||P_A)")
         x_a, x_b, law_a, law_b = queries_for_kl()
         say(f"adaptive: {trials:,} trials per model")
         adaptive = _adaptive_phase(law_a, law_b, x_a, x_b, error, trials, rng, sprt)
-        if "sprt" not in chosen:
+        if "sprt" not in policy:
             sprt = None
     say("done")
-    return SimulateResult(model, n, d, energy, error, trials, seed, x.tolist(),
-                          r.hellinger_squared, fixed, sprt, adaptive, curve,
-                          time.perf_counter() - t0, True, None, floor_out)
+    return simulate_result(model, A.shape, energy, options, trials, t0, **pair, fixed=fixed,
+                           sprt=sprt, adaptive=adaptive, curve=curve)
+
+
+def simulate_result(model: str, shape, energy: float, options, trials: int, t0: float,
+                    **measured) -> SimulateResult:
+    """The result of every simulate, a pair's or K models': the settings, what was measured,
+    the seconds since t0."""
+    return SimulateResult(model, *shape, energy, options.error, trials, options.seed,
+                          seconds=time.perf_counter() - t0, **measured)
 
 
 def check_trials(trials) -> int:
