@@ -1,4 +1,4 @@
-"""Chernoff's adaptive rule with K models (bhtcli/commands/kway_adaptive.py): the KL matrices
+"""Chernoff's adaptive rule with K models (bhtcli/commands/sequential.py): the KL matrices
 against scipy's relative entropy, each leader's mix against a grid over the simplex, and the
 Monte Carlo against the matrix SPRT's error guarantee and the non-adaptive SPRT."""
 import json
@@ -10,7 +10,7 @@ from scipy.special import log_softmax, rel_entr, softmax
 
 from bhtcli import api
 from bhtcli.cli.main import main
-from bhtcli.commands.kway_adaptive import kl_matrices, leader_mixes, simulate_chernoff
+from bhtcli.commands.sequential import kl_matrices, leader_mixes, simulate_chernoff
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EX = [os.path.join(ROOT, "examples", f) for f in ("A.npy", "B.npy", "C.npy")]

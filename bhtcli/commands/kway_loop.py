@@ -10,7 +10,7 @@ import numpy as np
 
 from bhtcli.commands.decide import load_queries, log_probs_at, sprt_threshold
 from bhtcli.commands.kway import design_kway, load_models
-from bhtcli.commands.kway_adaptive import adaptive_phase, kl_queries, matrix_sprt_runs
+from bhtcli.commands.sequential import adaptive_phase, kl_queries, matrix_sprt_runs
 from bhtcli.commands.simulate import simulate_result
 from bhtcli.errors import InputError, note, parameter_name
 from bhtcli.io.load import load_matrix
@@ -114,7 +114,7 @@ def simulate_kway(models, energy: float, options, *, trials: int, policy: tuple,
     """Monte Carlo of naming the true one of K models: the maximum-likelihood test at fixed n
     (the empirical n for every error <= alpha, against the predicted count), the matrix SPRT
     (mean answers) with the designed query, the designed schedule, or given queries, and
-    Chernoff's adaptive rule (kway_adaptive.py) with the same stop."""
+    Chernoff's adaptive rule (sequential.py) with the same stop."""
     t0 = time.perf_counter()
     error, seed, starts = options.error, options.seed, options.starts
     mats, names = load_models(models)

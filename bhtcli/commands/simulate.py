@@ -21,13 +21,13 @@ import numpy as np
 from bhtcli.models.answers import AnswerLaw, draw
 from bhtcli.commands.design import design
 from bhtcli.commands.report import report_for_query
+from bhtcli.commands.sequential import kl_queries, sequential_runs
 from bhtcli.results import SimulateResult
 from bhtcli.errors import InputError, parameter_name
 from bhtcli.io.load import load_pair, load_query
 from bhtcli.search.entry import maximize
 from bhtcli.maths.counts import LATTICE_MAX_N, LatticeTest, Saddlepoint
 from bhtcli.models.spec import DesignOptions, ModelSpec
-from bhtcli.models.softmax import SoftmaxPair
 
 POLICIES = ("fixed", "sprt", "adaptive")
 MAX_SEQUENTIAL_STEPS = 10_000_000
@@ -153,47 +153,6 @@ def _errors_on(law, grid, trials, rng):
 def _first_below(values, alpha):
     hit = np.flatnonzero(values <= alpha)
     return int(hit[0]) if hit.size else None
-
-
-def sequential_runs(steps: list, cdfs: list, threshold: float, trials: int, rng, cap: int,
-                    choose=None, block: int = 1) -> list:
-    """Monte Carlo of the sequential test under each true model k, vectorised over trials: it
-    stops once the leader's log-likelihood leads every other model's by `threshold` (decide's
-    sequential_stop: Wald's SPRT for two models, the matrix SPRT for K). steps[q] (n x K): what
-    each answer to query q adds to the K log-likelihoods (a pair: [llr, 0]); cdfs[q][k]: model
-    k's answer CDF there. choose(t, L): the query of answer t for the live trials (L, their
-    log-likelihoods); None: query 0, answers drawn `block` at a time. Per true model: (answers
-    used, the model named, -1 for a trial still running after `cap` answers)."""
-    K = steps[0].shape[1]
-    out = []
-    for k in range(K):
-        L = np.zeros((trials, K))
-        stop, named = np.zeros(trials, dtype=np.int64), np.full(trials, -1)
-        live, t = np.arange(trials), 0
-        while live.size and t < cap:
-            if choose is None:
-                path = L[live, None] + np.cumsum(steps[0][draw(cdfs[0][k], (live.size, block), rng)],
-                                                 axis=1)
-            else:
-                q, step = choose(t, L[live]), np.empty((live.size, K))
-                for query in np.unique(q):
-                    at = q == query
-                    step[at] = steps[query][draw(cdfs[query][k], int(at.sum()), rng)]
-                path = (L[live] + step)[:, None]
-            if K == 2:
-                margin = np.abs(path[..., 0] - path[..., 1])
-            else:
-                top2 = np.sort(path, axis=2)[..., -2:]
-                margin = top2[..., 1] - top2[..., 0]
-            hit = margin >= threshold
-            done, first = hit.any(axis=1), np.argmax(hit, axis=1)
-            stop[live[done]] = t + first[done] + 1
-            named[live[done]] = np.argmax(path[done, first[done]], axis=1)
-            L[live[~done]] = path[~done, -1]
-            live, t = live[~done], t + path.shape[1]
-        stop[live] = t
-        out.append((stop, named))
-    return out
 
 
 def _pair_runs(laws, alpha: float, trials: int, rng, **how) -> dict:
@@ -354,12 +313,9 @@ def _softmax_setup(A, B, spec, options, query, say, readout):
         r = report_for_query(A, B, x, spec, options.error)
 
     def queries_for_kl():
-        kl = dict(objective="kl", dtype=dtype)
-        method = "auto" if options.fixed_starts is None else "full"
-        x_a = maximize(SoftmaxPair(A, B, readout=readout, **kl), energy, method, starts=starts,
-                       seed=seed, max_starts=options.max_starts).x
-        x_b = maximize(SoftmaxPair(B, A, readout=readout.swapped(), **kl), energy, method,
-                       starts=starts, seed=seed, max_starts=options.max_starts).x
+        x_a, x_b = kl_queries([A, B], energy, starts, seed, readout=readout, dtype=dtype,
+                              method="auto" if options.fixed_starts is None else "full",
+                              max_starts=options.max_starts)
         return x_a, x_b, AnswerLaw.at(A, B, x_a, readout), AnswerLaw.at(A, B, x_b, readout)
 
     return r, AnswerLaw.at(A, B, x, readout), x, queries_for_kl

@@ -1,13 +1,14 @@
-"""Chernoff's adaptive rule for K models (docs/maths.md §3.6), by Monte Carlo vectorised over
-trials.
+"""The sequential tests by Monte Carlo, vectorised over trials, for any number of models: one
+stop rule (Wald's SPRT for two, the matrix SPRT for K; decide.py's sequential_stop) and
+Chernoff's adaptive rule (docs/maths.md §3.6, §8.5).
 
-After each answer the leader k (the model with the largest log-likelihood so far) asks its
-next query from the mix λ^k over candidate queries that maximises
-min_{j != k} Σ_q λ_q KL(P_k(x_q) || P_j(x_q)), a linear programme per model; the first answer
-uses the simulated query. The candidates are the simulated queries (the design, its schedule
-or the given ones) and, for every ordered pair (k, j), the query of the ball that maximises
-KL(P_k || P_j) (the search `design` runs). The matrix SPRT stops: its error guarantee holds
-for adaptively chosen queries too.
+Chernoff's rule for K models: after each answer the leader k (the model with the largest
+log-likelihood so far) asks its next query from the mix λ^k over candidate queries that
+maximises min_{j != k} Σ_q λ_q KL(P_k(x_q) || P_j(x_q)), a linear programme per model; the
+first answer uses the simulated query. The candidates are the simulated queries (the design,
+its schedule or the given ones) and, for every ordered pair (k, j), the query of the ball that
+maximises KL(P_k || P_j) (the search `design` runs; kl_queries, which serves a pair's rule
+too). The matrix SPRT stops: its error guarantee holds for adaptively chosen queries too.
 """
 from __future__ import annotations
 
@@ -15,10 +16,51 @@ import time
 
 import numpy as np
 
-from bhtcli.commands.simulate import sequential_runs
+from bhtcli.models.answers import draw
 from bhtcli.models.softmax import SoftmaxPair
 from bhtcli.search.entry import maximize
 from bhtcli.search.schedule import schedule_lp
+
+
+def sequential_runs(steps: list, cdfs: list, threshold: float, trials: int, rng, cap: int,
+                    choose=None, block: int = 1) -> list:
+    """Monte Carlo of the sequential test under each true model k, vectorised over trials: it
+    stops once the leader's log-likelihood leads every other model's by `threshold` (decide's
+    sequential_stop: Wald's SPRT for two models, the matrix SPRT for K). steps[q] (n x K): what
+    each answer to query q adds to the K log-likelihoods (a pair: [llr, 0]); cdfs[q][k]: model
+    k's answer CDF there. choose(t, L): the query of answer t for the live trials (L, their
+    log-likelihoods); None: query 0, answers drawn `block` at a time. Per true model: (answers
+    used, the model named, -1 for a trial still running after `cap` answers)."""
+    K = steps[0].shape[1]
+    out = []
+    for k in range(K):
+        L = np.zeros((trials, K))
+        stop, named = np.zeros(trials, dtype=np.int64), np.full(trials, -1)
+        live, t = np.arange(trials), 0
+        while live.size and t < cap:
+            if choose is None:
+                path = L[live, None] + np.cumsum(steps[0][draw(cdfs[0][k], (live.size, block), rng)],
+                                                 axis=1)
+            else:
+                q, step = choose(t, L[live]), np.empty((live.size, K))
+                for query in np.unique(q):
+                    at = q == query
+                    step[at] = steps[query][draw(cdfs[query][k], int(at.sum()), rng)]
+                path = (L[live] + step)[:, None]
+            if K == 2:
+                margin = np.abs(path[..., 0] - path[..., 1])
+            else:
+                top2 = np.sort(path, axis=2)[..., -2:]
+                margin = top2[..., 1] - top2[..., 0]
+            hit = margin >= threshold
+            done, first = hit.any(axis=1), np.argmax(hit, axis=1)
+            stop[live[done]] = t + first[done] + 1
+            named[live[done]] = np.argmax(path[done, first[done]], axis=1)
+            L[live[~done]] = path[~done, -1]
+            live, t = live[~done], t + path.shape[1]
+        stop[live] = t
+        out.append((stop, named))
+    return out
 
 
 def kl_matrices(logp: list) -> np.ndarray:
@@ -31,9 +73,12 @@ def kl_matrices(logp: list) -> np.ndarray:
     return np.maximum(np.array(out), 0.0)
 
 
-def kl_queries(mats, energy: float, starts: int | None, seed: int, progress=None) -> list:
+def kl_queries(mats, energy: float, starts: int | None, seed: int, progress=None, *,
+               readout=None, dtype: str = "float64", method: str = "auto",
+               max_starts: int | None = None) -> list:
     """For every ordered pair (k, j), the query of the ball that maximises KL(P_k || P_j);
-    `progress` hears each search's number and an estimate of the time left."""
+    `progress` hears each search's number and an estimate of the time left. `readout`: a
+    pair's links and biases (swapped for KL(P_B || P_A)); the rest as for maximize."""
     K = len(mats)
     pairs = [(k, j) for k in range(K) for j in range(K) if j != k]
     out, t0 = [], time.perf_counter()
@@ -43,8 +88,9 @@ def kl_queries(mats, energy: float, starts: int | None, seed: int, progress=None
                 f", ~{(time.perf_counter() - t0) / i * (len(pairs) - i):.0f} s left"
             progress(f"adaptive rule: search {i + 1} of {len(pairs)}, argmax KL(M{k + 1} || "
                      f"M{j + 1}){left}", i, len(pairs))
-        out.append(maximize(SoftmaxPair(mats[k], mats[j], objective="kl"), energy, "auto",
-                            starts=starts, seed=seed).x)
+        ro = readout if readout is None or k < j else readout.swapped()
+        out.append(maximize(SoftmaxPair(mats[k], mats[j], objective="kl", readout=ro, dtype=dtype),
+                            energy, method, starts=starts, seed=seed, max_starts=max_starts).x)
     return out
 
 
