@@ -156,8 +156,9 @@ def _first_below(values, alpha):
 
 
 def _pair_runs(laws, alpha: float, trials: int, rng, **how) -> dict:
-    """Wald's SPRT (thresholds +-ln((1 - alpha)/alpha)) with the queries of `laws`, per true
-    model: samples used and errors (an undecided trial counts as an error under A)."""
+    """Wald's SPRT (thresholds +-ln((1 - alpha)/alpha)) with the queries of `laws` (one; or
+    Chernoff's x_A while llr >= 0, x_B otherwise: `how` has its choose), per true model:
+    samples used and errors (an undecided trial counts as an error under A)."""
     (ua, na), (ub, nb) = sequential_runs(
         [np.column_stack([law.llr, np.zeros(law.llr.size)]) for law in laws],
         [[law.cdf("A"), law.cdf("B")] for law in laws], math.log((1 - alpha) / alpha), trials,
@@ -167,17 +168,6 @@ def _pair_runs(laws, alpha: float, trials: int, rng, **how) -> dict:
             "p95_samples_b": int(np.percentile(ub, 95, method="higher")),
             "error_a": float(np.mean(na != 0)), "error_b": float(np.mean(nb == 0)),
             "undecided": int((na < 0).sum() + (nb < 0).sum())}
-
-
-def simulate_sprt(law: AnswerLaw, alpha: float, trials: int, rng, block: int = 256):
-    """Wald's SPRT with one query: samples used and decisions, per true model."""
-    return _pair_runs([law], alpha, trials, rng, block=block)
-
-
-def simulate_adaptive(law_a: AnswerLaw, law_b: AnswerLaw, alpha: float, trials: int, rng):
-    """Chernoff's rule: x_A while llr >= 0, x_B otherwise; SPRT stopping."""
-    return _pair_runs([law_a, law_b], alpha, trials, rng,
-                      choose=lambda t, L: (L[:, 0] < L[:, 1]).astype(np.int64))
 
 
 def simulate(A, B, spec: ModelSpec, options: DesignOptions = DesignOptions(), *, query=None,
@@ -280,7 +270,7 @@ def _fixed_phase(law, error, r, trials, rng, predicted_points):
 
 def _sprt_phase(law, error, r, trials, rng):
     """Wald's SPRT with the query, and Wald's lower bounds (docs/maths.md §3.5)."""
-    sprt = simulate_sprt(law, error, trials, rng)
+    sprt = _pair_runs([law], error, trials, rng, block=256)
     a = math.log((1 - error) / error)
     wald = lambda kl: (1 - 2 * error) * a / kl if kl > 0 else None
     sprt["wald_lower_a"] = wald(r.kl_ab)
@@ -291,7 +281,8 @@ def _sprt_phase(law, error, r, trials, rng):
 
 def _adaptive_phase(law_a, law_b, x_a, x_b, error, trials, rng, sprt):
     """Chernoff's adaptive rule, compared with the SPRT with one query."""
-    adaptive = simulate_adaptive(law_a, law_b, error, trials, rng)
+    adaptive = _pair_runs([law_a, law_b], error, trials, rng,
+                          choose=lambda t, L: (L[:, 0] < L[:, 1]).astype(np.int64))
     adaptive["saving_vs_sprt"] = 0.5 * ((1 - adaptive["mean_samples_a"] / sprt["mean_samples_a"])
                                         + (1 - adaptive["mean_samples_b"] / sprt["mean_samples_b"]))
     adaptive["query_a"] = x_a.tolist()
