@@ -155,11 +155,6 @@ def _power(z: np.ndarray, N: int) -> np.ndarray:
         base = base * base
 
 
-def balanced_error(P: np.ndarray, Q: np.ndarray) -> float:
-    """Minimax error of 'decide A iff T > tau (randomise at tau)' for laws P (A) and Q (B) of T."""
-    return balanced_test(P, Q)[0]
-
-
 def balanced_test(P: np.ndarray, Q: np.ndarray):
     """(error, tau, gamma) of the minimax test 'decide A iff T > tau, randomise at tau' for laws
     P (A) and Q (B) of T on 0..len(P)-1.
