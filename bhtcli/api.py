@@ -246,10 +246,9 @@ def design(A, B=None, energy=None, *, model="softmax", floor=None, error: float 
     if models is not None:
         from bhtcli.commands import kway
         if candidates is not None:
-            from bhtcli.commands.kway_candidates import design_kway_candidates
-            return design_kway_candidates(models, candidates, spec.energy, options, names=names,
-                                          top=top, dtype=spec.dtype, schedule=schedule,
-                                          progress=progress)
+            from bhtcli.commands.candidates import design_candidates
+            return design_candidates(models, candidates, spec, options, kway=True, names=names,
+                                     top=top, schedule=schedule, progress=progress)
         if energies is not None:
             from bhtcli.results import BudgetCurveResult
             return BudgetCurveResult([kway.design_kway(models, e, options, dtype=spec.dtype,
@@ -271,7 +270,7 @@ def design(A, B=None, energy=None, *, model="softmax", floor=None, error: float 
         return budgets.design_curve(A, B, energies, spec, options, progress)
     if candidates is not None:
         from bhtcli.commands.candidates import design_candidates
-        result = design_candidates(A, B, candidates, spec, options, names=names, top=top,
+        result = design_candidates((A, B), candidates, spec, options, names=names, top=top,
                                    progress=progress)
     elif subspace is not None:
         from bhtcli.commands.subspace import design_in_subspace
@@ -676,7 +675,6 @@ def rank(A, B, H=None, energy=None, *, model="softmax", floor=None, error: float
     from bhtcli.commands.candidates import rank as rank_candidates
     from bhtcli.io.validation import check_error, check_top
     if isinstance(A, (list, tuple)):
-        from bhtcli.commands.kway_candidates import rank_kway
         if H is not None and energy is None and isinstance(H, (int, float)):
             H, energy = None, H                 # rank([M1, M2, M3], H, E)
         if H is not None:
@@ -685,12 +683,11 @@ def rank(A, B, H=None, energy=None, *, model="softmax", floor=None, error: float
         spec = _model_set(A, model, energy, link_a=link_a, link_b=link_b, bias_a=bias_a,
                           bias_b=bias_b, dtype=dtype, need_energy=False, floor=floor,
                           block_rows=block_rows)
-        return rank_kway(A, B, spec.energy, error=check_error(error), names=names,
-                         top=check_top(top), out=out, dtype=spec.dtype, progress=progress,
-                         force=force)
+        return rank_candidates(A, B, spec, kway=True, error=check_error(error), names=names,
+                               top=check_top(top), out=out, progress=progress, force=force)
     spec = model_spec(model, energy, floor, link_a=link_a, link_b=link_b, bias_a=bias_a,
                       bias_b=bias_b, dtype=dtype, need_energy=False, inputs=(A, B))
-    return rank_candidates(A, B, H, spec, error=check_error(error), names=names,
+    return rank_candidates((A, B), H, spec, error=check_error(error), names=names,
                            top=check_top(top), out=out, block_rows=block_rows,
                            progress=progress, force=force)
 
