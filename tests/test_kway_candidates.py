@@ -166,6 +166,5 @@ def test_rank_with_k_models_piped_keeps_every_title_whole(capsys, tmp_path):
         main(["rank", *paths, str(tmp_path / "H.npy"), "-E", "1", "--top", "3", "-q"])
     assert exc.value.code == 0
     lines = capsys.readouterr().out.splitlines()
-    title = ("Top 3 candidates by the bottleneck (row: 0-based in H; predicted: answers to name "
-             "the true model)")
+    title = "Top 3 candidates by bottleneck H^2 (row: 0-based in H)"
     assert title in [line.strip() for line in lines]

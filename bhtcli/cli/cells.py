@@ -27,3 +27,9 @@ def query_text(query, shown: int = 8) -> str:
     """The first `shown` entries of a query, then ... when there are more."""
     head = ", ".join(f"{v:.4g}" for v in query[:shown])
     return f"[{head}{', ...' if len(query) > shown else ''}]"
+
+
+def short(text: str, width: int) -> str:
+    """`text` on one line, cut to `width` with ... at the end."""
+    text = " ".join(str(text).split())
+    return text if len(text) <= width else text[:width - 3] + "..."

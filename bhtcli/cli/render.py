@@ -22,7 +22,8 @@ from bhtcli.api import (BoundResult, BudgetCurveResult, DecideResult, DesignResu
                         LeverageBoundResult, QuantizeResult, RankResult, ShiftResult, SimulateResult,
                         SweepResult, TensorsResult, PromptsResult)
 
-from bhtcli.cli.cells import num as _num, query_text as _query_text, two_columns as _table  # noqa: E402
+from bhtcli.cli import render_sections as sections  # noqa: E402
+from bhtcli.cli.cells import num as _num, query_text as _query_text, short as _short, two_columns as _table  # noqa: E402
 from bhtcli.cli.output import ClosedPipe, OutputState  # noqa: E402
 
 PLAIN_WIDTH = 1 << 20        # "no wrapping" for plain output: wider than any line
@@ -138,12 +139,6 @@ def _plural(count: int, word: str) -> str:
     return f"{count:,} {word}{'' if count == 1 else 's'}"
 
 
-def _says_something(v) -> bool:
-    """A lower bound on a mean count is printed only when it is at least one query (below,
-    it rules nothing out)."""
-    return v is not None and v >= 1
-
-
 def _readout_rows(table, r) -> None:
     """Links, biases and precision, shown only when they differ from plain float64 softmax."""
     ro = r.get("readout")
@@ -155,57 +150,34 @@ def _readout_rows(table, r) -> None:
         table.add_row("precision", f"{r['dtype']} products, float64 report")
 
 
-def _tv_method(c) -> str:
-    m = c.get("tv_method")
-    return {"spectral": "  (Thm 4.2 with spectral constants)", "thm42": "  (Thm 4.2)"}.get(m, "")
-
-
-CEILING_NAMES = {"per_row": "per-row bound", "range": "range bound", "bilinear": "bilinear bound"}
-
-
-def _binds(c) -> str:
-    """'  (per-row bound; range bound 0.0029)': which ceiling binds, and the others."""
-    method, ceilings = c.get("ceiling_method"), c.get("ceilings") or {}
-    if method is None:
-        return ""
-    others = [f"{CEILING_NAMES.get(k, k)} {_num(v, 3)}" for k, v in ceilings.items()
-              if k != method and v is not None]
-    return f"  ({CEILING_NAMES.get(method, method)}" + (f"; {', '.join(others)}" if others else "") + ")"
+def _models(r: dict) -> str:
+    """'  3 models' in a title when the result is of K models, else nothing."""
+    return f"  {len(r['models'])} models" if r.get("models") else ""
 
 
 def render_design_table(result, console: Console) -> None:
-    """design's tables of two models (K models: :func:`_any_k`); a schedule its own section."""
+    """design's tables, two models or K (docs/kway.md): the query, the separation and counts
+    (K: each pair's as matrices), the certificate, the solver, the candidates, the schedule."""
     r = result.to_dict()
-    _render_design(r, console)
-    if r.get("candidates"):
-        render_candidates(r, console)
-    _kway().render_schedule(r, console)
-
-
-def _render_design(r: dict, console: Console) -> None:
-    """design's tables: the query, the separation and counts, the certificate, the solver."""
     console.print(_design_head(r))
-    if not r["distinguishable"]:
-        return
-    for table in _separation_tables(r):
-        console.print(table)
-    if r["model"] == "leverage":
-        console.print(_leverage_certificate_table(r["certificate"]))
-        console.print(_leverage_solver_table(r["solver"]))
-        return
-    console.print(_certificate_table(r["certificate"]))
-    console.print(_solver_table(r))
+    if r["distinguishable"]:
+        sections.separation(r, console)
+        console.print(sections.certificate_table(r))
+        console.print(sections.solver_table(r))
+    if r.get("candidates"):
+        sections.candidates(r, console)
+    sections.schedule(r, console)
 
 
 def _design_head(r: dict) -> Table:
     leverage = r["model"] == "leverage"
     box = f"box {_num(r['floor'])} <= s_i^2 <= {_num(r['energy'])}" if leverage else f"E={_num(r['energy'])}"
-    head = _table(f"bht design  {r['model']}  n={r['n']:,}  d={r['d']:,}  {box}  "
+    head = _table(f"bht design  {r['model']}{_models(r)}  n={r['n']:,}  d={r['d']:,}  {box}  "
                   f"alpha={_num(r['target_error'])}")
     if not r["distinguishable"]:
         _readout_rows(head, r)
         head.add_row("distinguishable", "no")
-        head.add_row("why", r["note"])
+        head.add_row("why", r.get("note"))
         ceiling = (r.get("certificate") or {}).get("hellinger_squared_max_bound")
         if ceiling:         # equal up to rounding: exact arithmetic would allow this much
             head.add_row("samples needed", "- (the difference is below float64's resolution)")
@@ -231,6 +203,10 @@ def _design_head(r: dict) -> Table:
         if r.get("subspace_rank"):
             head.add_row("subspace", f"x = V z, V of rank {r['subspace_rank']:,} (orthonormalised); "
                                      "certificate: over that subspace")
+        if r.get("models"):
+            head.add_row("bottleneck pair", f"{sections.pair_name(r['bottleneck'])}  (the closest pair at x)")
+            head.add_row("bottleneck H^2", _num(r["hellinger_squared"]))
+            head.add_row("bottleneck D", _num(r["bhattacharyya_distance"]))
     _readout_rows(head, r)
     head.add_row("distinguishable", "yes")
     es = r.get("energy_search")
@@ -239,125 +215,46 @@ def _design_head(r: dict) -> Table:
         head.add_row("budget found", f"{what} = {_num(r['energy'])}: the smallest <= {_num(es['energy_max'])} "
                      f"whose query needs <= {_num(es['queries'])} queries "
                      f"(bisection to {100 * es['relative_tolerance']:g}%, {len(es['rungs'])} budgets tried)")
-    if r["note"]:
+    if r.get("note"):
         head.add_row("note", r["note"])
     return head
 
 
-def _separation_tables(r: dict) -> list:
-    """The divergences at the query and the query counts."""
-    q = "s" if r["model"] == "leverage" else "x"
-    div = _table(f"\nSeparation at {q}")
-    div.add_row("Hellinger H", _num(r["hellinger"]))
-    div.add_row("H^2 = 1 - sum sqrt(pq)", _num(r["hellinger_squared"]))
-    div.add_row("Bhattacharyya D", _num(r["bhattacharyya_distance"]))
-    div.add_row("total variation", _num(r["total_variation"]))
-    div.add_row("KL(P_A || P_B)", _num(r["kl_ab"]))
-    div.add_row("KL(P_B || P_A)", _num(r["kl_ba"]))
-    div.add_row("Chernoff information", _num(r["chernoff_information"]))
-    s = r["samples"]
-    sam = _table(f"\nQueries needed ({q} repeated, both errors <= alpha)")
-    sam.add_row("lower (any test)", _num(s["lower"]))
-    sam.add_row("predicted (minimax LR test)", f"{_num(s['predicted'])}  \\[{s['method']}]")
-    sam.add_row("upper (LR test, Chernoff)", _num(s["upper"]))
-    return [div, sam]
-
-
-def _leverage_certificate_table(c: dict) -> Table:
-    cer = _table("\nCertificate (Theorem 4.2, explicit constants)")
-    cer.add_row("TV over the box <=", _num(c["tv_max_bound"]) + ("  (vacuous: models too far apart)" if c["tv_max_bound"] >= 1 else _tv_method(c)))
-    cer.add_row("fixed-budget queries >=", _num(c["samples_lower_any_strategy"]) + "  (any strategy, adaptive too)")
-    cer.add_row("lambda_min(A^T A), (B^T B)", _num(c["lambda_min_larger"]) + "  (the larger)")
-    cer.add_row("sum_i ||b_i b_i^T - a_i a_i^T||", _num(c["sum_op_norm_diff"]))
-    return cer
-
-
-def _leverage_solver_table(v: dict) -> Table:
-    sol = _table("\nSolver")
-    sol.add_row("method", f"L-BFGS-B over log-weights, {v['starts']} starts, {v['iterations']} iterations, "
-                          f"{v['passes']} evaluations (one pass over A and B each)")
-    if v.get("local_maxima_values"):
-        sol.add_row("distinct local maxima", f"{v['local_maxima']}  (best H^2: "
-                    + ", ".join(_num(h, 6) for h in v["local_maxima_values"]) + ")")
-    sol.add_row("time", f"{v['seconds']:.2f} s")
-    return sol
-
-
-def _certificate_table(c: dict) -> Table:
-    cer = _table("\nCertificate (no query with ||x|| <= E can do better)")
-    cer.add_row("sup H^2 over the ball <=", _num(c["hellinger_squared_max_bound"]) + _binds(c))
-    cer.add_row("design's H^2 / bound", _num(c["design_over_bound"]))
-    cer.add_row("fixed-budget queries >=", _num(c["samples_lower_any_strategy"]) + "  (any strategy, adaptive too)")
-    if _says_something(c["mean_samples_lower_sequential"]):
-        cer.add_row("mean sequential queries >=", _num(c["mean_samples_lower_sequential"]))
-    cer.add_row("row diameter of A - B", _num(c["row_diameter"]) + ("" if c["row_diameter_exact"] else "  (upper bound)"))
-    if c.get("note"):
-        cer.add_row("note", c["note"])
-    return cer
-
-
-def _solver_table(r: dict) -> Table:
-    """How the softmax query was found, with the evidence of the search."""
-    v = r["solver"]
-    sol = _table("\nSolver")
-    if v["method"] == "candidates":
-        opt = r["candidates"]["optimum"] or {}
-        sol.add_row("method", f"scored {r['candidates']['count']:,} given queries; the optimum: "
-                              f"lbfgs, {opt.get('starts') or 0} starts (the best candidates among them), "
-                              f"{opt.get('iterations') or 0} iterations")
-        sol.add_row("passes over A and B", _num(v["passes"]))
-        sol.add_row("time", f"{v['seconds']:.2f} s")
-        return sol
-    steps = "convex solves" if v["method"] == "ccp" else "iterations"
-    sol.add_row("method", f"{v['method']}, {v['starts']} starts, {v['iterations']} {steps}, "
-                          f"{v['passes']} passes over A and B")
-    sol.add_row("distinct local maxima", f"{v['local_maxima']}  (best H^2: "
-                + ", ".join(_num(h, 6) for h in v["local_maxima_values"]) + ")")
-    ev = v.get("evidence") or {}
-    if v.get("search_space") == "sketch":
-        sol.add_row("search", f"sketched (vocabulary scale, docs/search.md §5): {ev.get('stop_reason') or v['message']}")
-    elif ev.get("stop_reason"):
-        why = "" if ev["stop_reason"].startswith("best maximum") else f"; stopped: {ev['stop_reason']}"
-        sol.add_row("evidence", f"best maximum reached from {ev['best_hits']} of {v['starts']} starts "
-                    f"in {ev['rounds']} round{'s' if ev['rounds'] != 1 else ''}{why}")
-        if ev.get("ladder") and len(ev["ladder"]) > 1:
-            sol.add_row("budget ladder", ", ".join(_num(e, 4) for e in ev["ladder"]))
-    if ev.get("budget_exhausted"):
-        sol.add_row("warning", f"the budget of {ev['max_starts']} starts ran out before the evidence; "
-                    "a better maximum may exist: raise --max-starts")
-    sol.add_row("KKT residual", _num(v["kkt_residual"], 2))
-    sol.add_row("time", f"{v['seconds']:.2f} s")
-    return sol
-
-
 def render_bound_table(result, console: Console) -> None:
+    """bound's table: leverage's box, two softmax models, or K (each pair's ceiling as a matrix)."""
     r = result.to_dict()
+    c = r["certificate"]
     if r["model"] == "leverage":
         t = _table(f"bht bound  leverage  n={r['n']:,}  d={r['d']:,}  box {_num(r['floor'])} <= s_i^2 <= "
                    f"{_num(r['energy'])}  alpha={_num(r['target_error'])}")
         t.add_row("distinguishable", "yes" if r["distinguishable"] else "no")
-        c = r["certificate"]
         t.add_row("rank of A / B", f"{r['rank_a']} / {r['rank_b']}")
         t.add_row("lambda_min (larger of A^T A, B^T B)", _num(c["lambda_min_larger"]))
         t.add_row("sum_i ||b_i b_i^T - a_i a_i^T||_op", _num(c["sum_op_norm_diff"]))
-        t.add_row("TV over the box <=", _num(c["tv_max_bound"]) + _tv_method(c))
+        t.add_row("TV over the box <=", _num(c["tv_max_bound"]) + sections.tv_method(c))
         t.add_row("fixed-budget queries >=", _num(c["samples_lower_any_strategy"]) + "  (any strategy, adaptive too)")
         console.print(t)
         return
-    t = _table(f"bht bound  softmax  n={r['n']:,}  d={r['d']:,}  E={_num(r['energy'])}  "
+    t = _table(f"bht bound  softmax{_models(r)}  n={r['n']:,}  d={r['d']:,}  E={_num(r['energy'])}  "
                f"alpha={_num(r['target_error'])}")
+    if r.get("models"):
+        if sections.bottleneck_ceiling(t, c, "({})"):
+            t.add_row("bottleneck H^2 <=", _num(c["hellinger_squared_max_bound"]))
+            t.add_row("fixed-budget answers >=", _num(c["samples_lower_any_strategy"]) + "  (any strategy, adaptive too)")
+        console.print(t)
+        sections.pairs_sections(r, console, (("Ceiling on D over the ball, each pair", "bhattacharyya_max_bound"),))
+        return
     _readout_rows(t, r)
     t.add_row("distinguishable", "yes" if r["distinguishable"] else "no")
     if r["note"]:
         t.add_row("why", r["note"])
-    c = r["certificate"]
     t.add_row("paper's eps = ||A - B||_{2->inf}", _num(r["row_norm_2inf"]))
     t.add_row("row diameter of A - B", _num(c["row_diameter"]) + ("  (exact)" if c["row_diameter_exact"] else "  (upper bound)"))
     if r.get("readout") and not (r["readout"]["link_a"] == r["readout"]["link_b"] == "exp"):
         t.add_row("spread of log-weight differences <=", _num(c["score_spread_bound"]))
-    t.add_row("sup H^2 over the ball <=", _num(c["hellinger_squared_max_bound"]) + _binds(c))
+    t.add_row("sup H^2 over the ball <=", _num(c["hellinger_squared_max_bound"]) + sections.binds(c))
     t.add_row("fixed-budget queries >=", _num(c["samples_lower_any_strategy"]) + "  (any strategy, adaptive too)")
-    if _says_something(c["mean_samples_lower_sequential"]):
+    if sections.says_something(c["mean_samples_lower_sequential"]):
         t.add_row("mean sequential queries >=", _num(c["mean_samples_lower_sequential"]))
     if c.get("note"):
         t.add_row("note", c["note"])
@@ -365,27 +262,60 @@ def render_bound_table(result, console: Console) -> None:
 
 
 def render_decide_table(result, console: Console) -> None:
+    """decide's table: the SPRT of two models, or K models' matrix SPRT and posterior."""
     r = result.to_dict()
-    t = _table(f"bht decide  {_plural(r['samples_total'], 'answer')}  alpha={_num(r['target_error'])}")
+    names = r.get("models")
+    N = _plural(r["samples_total"], "answer")
+    t = _table(f"bht decide{_models(r)}  {N}  alpha={_num(r['target_error'])}")
     used = f"after {r['samples_used']:,} of {r['samples_total']:,} answers"
-    t.add_row("SPRT decision", f"{r['decision']}  ({used}; thresholds +-{_num(r['threshold'], 4)})")
-    t.add_row("log-likelihood ratio", f"{_num(r['llr'])}  (all answers; > 0 favours A)")
-    t.add_row("P(A | answers)", f"{_num(r['posterior_a'])}  (equal priors)")
-    t.add_row("fixed-sample verdict", f"{r['fixed_verdict']}  (best test on {_plural(r['samples_total'], 'answer')}: "
-                                      f"both errors {_num(r['fixed_error'], 3)})")
-    t.add_row("Bhattacharyya bound", f"{_num(r['fixed_error_bound'], 3)}  (BC^N, a looser bound on both errors)")
-    if r["expected_more"] is not None:
-        t.add_row("more answers needed", f"about {_plural(r['expected_more'], 'answer')} (Wald, if {r['favoured']} is true)")
+    if not names:
+        t.add_row("SPRT decision", f"{r['decision']}  ({used}; thresholds +-{_num(r['threshold'], 4)})")
+        t.add_row("log-likelihood ratio", f"{_num(r['llr'])}  (all answers; > 0 favours A)")
+        t.add_row("P(A | answers)", f"{_num(r['posterior_a'])}  (equal priors)")
+        t.add_row("fixed-sample verdict", f"{r['fixed_verdict']}  (best test on {N}: "
+                                          f"both errors {_num(r['fixed_error'], 3)})")
+        t.add_row("Bhattacharyya bound", f"{_num(r['fixed_error_bound'], 3)}  (BC^N, a looser bound on both errors)")
+        if r["expected_more"] is not None:
+            t.add_row("more answers needed", f"about {_plural(r['expected_more'], 'answer')} (Wald, if {r['favoured']} is true)")
+        console.print(t)
+        return
+    name = lambda k: "undecided" if k is None else f"M{k + 1} ({names[k]})"
+    t.add_row("sequential decision", f"{name(r['decision_index'])}  ({used}; every log-likelihood "
+              f"ratio past {_num(r['threshold'], 4)})")
+    t.add_row("fixed-sample verdict", f"{'tie' if r['fixed_verdict_index'] is None else name(r['fixed_verdict_index'])}  "
+              f"(maximum likelihood on {N}: largest error {_num(r['fixed_error'], 3)}, predicted)")
+    bound = r["fixed_error_bound"]
+    t.add_row("union bound", f"{_num(bound, 3)}  (every error <= this, a looser bound)" if bound < 1
+              else "says nothing at this many answers (sum of Chernoff bounds >= 1)")
+    if r["queries_used"] > 1:
+        t.add_row("queries", f"{r['queries_used']} (a schedule)")
     console.print(t)
+    m = Table(title="\nEach model", title_justify="left", box=None, pad_edge=False, header_style="bold")
+    for col in ("model", "log-likelihood", "prior", "posterior", "name"):
+        m.add_column(col, justify="left" if col == "name" else "right", no_wrap=True)
+    for k, (ll, pr, po) in enumerate(zip(r["log_likelihoods"], r["priors"], r["posterior"])):
+        m.add_row(f"M{k + 1}", _num(ll), _num(pr, 4), _num(po, 4), names[k])
+    console.print(m)
 
 
 def render_simulate_table(result, console: Console) -> None:
+    """simulate's tables: fixed n, the SPRT and the adaptive rule, for two models or K."""
     r = result.to_dict()
+    names = r.get("models")
     q = "s" if r["model"] == "leverage" else "x"
     box = (f"box {_num(r.get('floor'))} <= s_i^2 <= {_num(r['energy'])}" if q == "s"
            else f"E={_num(r['energy'])}")
-    head = _table(f"bht simulate  {r['model']}  n={r['n']:,}  d={r['d']:,}  {box}  "
-                  f"alpha={_num(r['target_error'])}  {_plural(r['trials'], 'trial')} per model")
+    head = _table(f"bht simulate  {_models(r).strip() or r['model']}  n={r['n']:,}  d={r['d']:,}  {box}  "
+                  f"alpha={_num(r['target_error'])}  {_plural(r['trials'], 'trial')}"
+                  + ("" if names else " per model"))
+    if names:
+        _simulate_kway(r, head, console)
+    else:
+        _simulate_pair(r, q, head, console)
+    console.print(f"\n[dim]{r['seconds']:.2f} s[/dim]")
+
+
+def _simulate_pair(r: dict, q: str, head: Table, console: Console) -> None:
     head.add_row(f"query {q}", _query_text(r["query"]))
     head.add_row(f"H^2 at {q}", _num(r["hellinger_squared"]))
     if not r["distinguishable"]:
@@ -417,7 +347,45 @@ def render_simulate_table(result, console: Console) -> None:
         if s["undecided"]:
             t.add_row("undecided trials", _num(s["undecided"]))
         console.print(t)
-    console.print(f"\n[dim]{r['seconds']:.2f} s[/dim]")
+
+
+def _simulate_kway(r: dict, head: Table, console: Console) -> None:
+    """K models: the query or schedule, fixed n, the matrix SPRT, Chernoff's adaptive rule."""
+    if len(r["weights"]) == 1:
+        head.add_row("query x", _query_text(r["queries"][0]))
+    else:
+        head.add_row("schedule", ", ".join(f"{100 * w:.1f}%" for w in r["weights"]) + f" of {len(r['weights'])} queries")
+    head.add_row("bottleneck D", _num(r["bhattacharyya_distance"]))
+    console.print(head)
+    which = "  (" + " / ".join(f"M{k + 1}" for k in range(len(r["models"]))) + " true)"
+    f, s, a = r["fixed"], r["sequential"], r.get("adaptive")
+    if f:
+        ft = _table("\nFixed n (maximum likelihood, every error <= alpha)")
+        ft.add_row("empirical n", _num(f["empirical"]))
+        ft.add_row("predicted", _num(f["predicted"]))
+        ft.add_row("lower / upper bound", f"{_num(f['lower'])} / {_num(f['upper'])}")
+        ft.add_row("worst error at predicted n", f"{_num(f['error_at_predicted'], 3)}  (model M{f['worst_model'] + 1})")
+        console.print(ft)
+    for rule, title in ((s, "Matrix SPRT (every error <= alpha)"),
+                        (a, "Chernoff's adaptive rule (the leader's mix of queries; matrix SPRT stop)")):
+        if not rule:
+            continue
+        t = _table("\n" + title)
+        t.add_row("mean answers", " / ".join(_num(v, 4) for v in rule["mean_samples"]) + which)
+        if rule is a:
+            t.add_row("first-order mean", " / ".join("-" if v is None else _num(v, 4)
+                                                    for v in a["mean_samples_predicted"])
+                      + "  (ln((K-1)/alpha) / the leader's exponent)")
+        t.add_row("realised error", " / ".join(_num(v, 3) for v in rule["error"]) + which)
+        if rule is s:
+            t.add_row("stop", f"the leader's log-likelihood ratio against every other model >= {_num(s['threshold'], 4)}")
+        else:
+            t.add_row("queries", f"{len(a['queries'])} candidates asked (the simulated query, "
+                                 "argmax KL(P_k||P_j))")
+            if "saving_vs_sprt" in a:
+                t.add_row("saving vs the SPRT", f"{100 * a['saving_vs_sprt']:.1f}%  (mean over the true model)")
+        t.add_row("undecided at the cap", _num(rule["undecided"]))
+        console.print(t)
 
 
 def render_sweep_table(result, console: Console) -> None:
@@ -480,64 +448,14 @@ def render_shift_table(result, console: Console) -> None:
     console.print(d)
 
 
-def _short(text: str, width: int) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= width else text[:width - 3] + "..."
-
-
-def _percent(f: float) -> str:
-    return f"{100 * f:.0f}%" if f >= 0.1 else f"{100 * f:.2g}%"
-
-
-def _top_table(title: str, top: list) -> Table:
-    named = any(e.get("name") is not None for e in top)
-    t = Table(title=title, title_justify="left", box=None, pad_edge=False, header_style="bold",
-              min_width=len(title.strip()))
-    for col, right in (("rank", True), ("row", True), ("H^2", True), ("predicted", True), ("||x||", True)):
-        t.add_column(col, justify="right" if right else "left", no_wrap=True)
-    if named:
-        t.add_column("name", no_wrap=True)
-    for k, e in enumerate(top, start=1):
-        cells = [str(k), f"{e['index']:,}", _num(e["hellinger_squared"], 4), _num(e["predicted"]),
-                 _num(e["query_norm"], 4)]
-        if named:
-            cells.append(_short(e["name"] or "", 60))
-        t.add_row(*cells)
-    return t
-
-
-def render_candidates(r: dict, console: Console) -> None:
-    """The candidates part of `design --candidates`: counts, the fraction in words, the top list."""
-    c = r["candidates"]
-    leverage = r["model"] == "leverage"
-    t = _table("\nCandidates (the queries you can send)")
-    t.add_row("candidates", f"{c['count']:,}")
-    t.add_row("eligible", f"{c['eligible']:,}" + (f"  ({c['ineligible']:,} not: {c['why_ineligible']})"
-                                                  if c["ineligible"] else ""))
-    t.add_row("best", f"row {c['best_index']:,}" + (f"  {_short(c['best_name'], 60)}" if c["best_name"] else ""))
-    opt = c["optimum"] or {}
-    where = (f"box {_num(c['floor'])} <= s_i^2 <= {_num(c['radius'])}" if leverage
-             else f"||x|| <= {_num(c['radius'])}")
-    t.add_row("optimum for comparison", f"H^2 {_num(opt.get('hellinger_squared'))}, predicted "
-              f"{_num(opt.get('predicted'))} queries  ({where}, from {c['radius_from']})")
-    f = c["reachable_fraction"]
-    if f is not None:
-        q = "weight vector" if leverage else "hidden state"
-        t.add_row("reachable fraction", f"{_num(f, 4)}: the best of your {c['count']:,} candidates reaches "
-                  f"{_percent(f)} of the H^2 an optimal {q} would")
-    else:
-        t.add_row("reachable fraction", "- (no query separates the models)")
-    console.print(t)
-    console.print(_top_table(f"\nTop {len(c['top'])} candidates by H^2 (row: 0-based in H)", c["top"]))
-
-
 def render_rank_table(result, console: Console) -> None:
+    """rank's table and top rows (K models: by the bottleneck, with their numbers)."""
     r = result.to_dict()
     box = ""
     if r["energy"] is not None:
         box = (f"  box {_num(r['floor'])} <= s_i^2 <= {_num(r['energy'])}" if r["model"] == "leverage"
                else f"  E={_num(r['energy'])}")
-    t = _table(f"bht rank  {r['model']}  n={r['n']:,}  d={r['d']:,}{box}  alpha={_num(r['target_error'])}")
+    t = _table(f"bht rank  {r['model']}{_models(r)}  n={r['n']:,}  d={r['d']:,}{box}  alpha={_num(r['target_error'])}")
     _readout_rows(t, r)
     t.add_row("candidates", f"{r['count']:,}  ({r['eligible']:,} eligible)")
     if not r["distinguishable"]:
@@ -549,9 +467,11 @@ def render_rank_table(result, console: Console) -> None:
         t.add_row("all scores written to", r["out"])
     t.add_row("time", f"{r['seconds']:.2f} s")
     console.print(t)
-    if not r["distinguishable"]:
-        return
-    console.print(_top_table(f"\nTop {len(r['top'])} candidates by H^2 (row: 0-based in H)", r["top"]))
+    if r.get("models"):
+        sections.pairs_sections(r, console, ())
+    if r["distinguishable"]:
+        console.print(sections.top_table(f"\nTop {len(r['top'])} candidates by {sections.by_what(r)} "
+                                          "(row: 0-based in H)", r["top"]))
 
 
 def render_curve_table(result, console: Console) -> None:
@@ -749,16 +669,6 @@ def _render_prompt_search(s: dict, console: Console) -> None:
     console.print(h)
 
 
-def _any_k(pair, sections: str):
-    """One renderer per result for any K: a result with `models` (K models, or a K-model
-    option such as decide's prior) is drawn by the K sections of cli/render_kway.py."""
-    def render(result, console: Console) -> None:
-        if getattr(result, "models", None) is None:
-            return pair(result, console)
-        return getattr(_kway(), sections)(result.to_dict(), console)
-    return render
-
-
 def _count(v) -> str:
     return "-" if v is None else f"{v:,}"
 
@@ -767,18 +677,14 @@ RENDERERS = {
     PromptsResult: render_prompts_table,
     TensorsResult: render_tensors_table,
     QuantizeResult: render_quantize_table,
-    DesignResult: _any_k(render_design_table, "render_bottleneck"),
-    BoundResult: _any_k(render_bound_table, "render_kway_bound"),
+    DesignResult: render_design_table,
+    BoundResult: render_bound_table,
     LeverageBoundResult: render_bound_table,
-    DecideResult: _any_k(render_decide_table, "render_kway_decide"),
-    SimulateResult: _any_k(render_simulate_table, "render_kway_simulate"),
+    DecideResult: render_decide_table,
+    SimulateResult: render_simulate_table,
     SweepResult: render_sweep_table,
     ShiftResult: render_shift_table,
-    RankResult: _any_k(render_rank_table, "render_kway_rank"),
+    RankResult: render_rank_table,
     BudgetCurveResult: render_curve_table,
 }
 
-
-def _kway():
-    from bhtcli.cli import render_kway
-    return render_kway
