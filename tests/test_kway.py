@@ -523,3 +523,22 @@ def test_k2_schedule_over_candidates_is_the_best_row():
     assert s["indices"] == [plain["candidates"]["best_index"]] and s["weights"] == [1.0]
     assert s["dual_bound"] == plain["bhattacharyya_distance"]
     assert s["candidates"] == plain["candidates"]["eligible"]
+
+
+def test_one_query_schedule_title_names_k_models():
+    """A one-query schedule of K >= 3 models does not say 'two models' (render_sections)."""
+    import io
+    from rich.console import Console
+    from bhtcli import api
+    from bhtcli.cli.render_sections import schedule
+    rng = np.random.default_rng(0)
+    A, B = rng.normal(size=(5, 3)), rng.normal(size=(5, 3))
+    r = api.design([A, B], energy=1.0, schedule=True).to_dict()
+    assert len(r["schedule"]["weights"]) == 1
+    for models, words in ((None, "two models are best told apart by one"),
+                          (["A", "B", "C", "D"], "no mix of queries does better")):
+        out = io.StringIO()
+        schedule(r if models is None else dict(r, models=models), Console(file=out, width=200))
+        text = " ".join(out.getvalue().split())          # the title may wrap
+        assert words in text
+        assert ("two models" in text) == (models is None)

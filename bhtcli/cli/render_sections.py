@@ -246,8 +246,10 @@ def schedule(r: dict, console: Console) -> None:
     if not sch:
         return
     m = len(sch["weights"])
+    single = ("two models are best told apart by one" if len(r.get("models") or [0, 0]) == 2
+              else "no mix of queries does better than the best one")
     st = Table(title=f"\nSchedule ({m} queries in fixed proportions)" if m > 1 else
-               "\nSchedule (one query: two models are best told apart by one)",
+               f"\nSchedule (one query: {single})",
                title_justify="left", box=None, pad_edge=False, header_style="bold")
     rows = sch.get("indices")          # a schedule over given rows: their rows in H
     for name in ("query" if rows is None else "row", "share", "answers", "x"):
