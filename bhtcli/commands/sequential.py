@@ -47,11 +47,8 @@ def sequential_runs(steps: list, cdfs: list, threshold: float, trials: int, rng,
                     at = q == query
                     step[at] = steps[query][draw(cdfs[query][k], int(at.sum()), rng)]
                 path = (L[live] + step)[:, None]
-            if K == 2:
-                margin = np.abs(path[..., 0] - path[..., 1])
-            else:
-                top2 = np.sort(path, axis=2)[..., -2:]
-                margin = top2[..., 1] - top2[..., 0]
+            top2 = np.sort(path, axis=2)[..., -2:]       # two models: |llr|, exactly
+            margin = top2[..., 1] - top2[..., 0]
             hit = margin >= threshold
             done, first = hit.any(axis=1), np.argmax(hit, axis=1)
             stop[live[done]] = t + first[done] + 1
@@ -107,7 +104,7 @@ def leader_mixes(kl: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def matrix_sprt_runs(logp: list, choose, threshold: float, trials: int, rng, cap: int) -> dict:
-    """The matrix SPRT's Monte Carlo (simulate.sequential_runs) from each query's K x n
+    """The matrix SPRT's Monte Carlo (sequential_runs) from each query's K x n
     log-probabilities, the query of every answer given by choose(t, L): mean answers, errors of
     the decided trials, undecided (still running after `cap`)."""
     runs = sequential_runs([lp.T for lp in logp], [np.cumsum(np.exp(lp), axis=1) for lp in logp],

@@ -150,8 +150,7 @@ class LlamaEngine:
 
     def vocabulary(self) -> list[str]:
         """The token strings as stored in the file (tokenizer.ggml.tokens)."""
-        get = self.lib.llama_vocab_get_text
-        return [get(self.vocab, i).decode("utf-8", errors="replace") for i in range(self.n_vocab)]
+        return [self.token_text(i) for i in range(self.n_vocab)]
 
     def meta(self, key: str) -> str | None:
         buf = ctypes.create_string_buffer(1024)
