@@ -124,3 +124,26 @@ def test_prompt_checks(exact):
 def test_sampler_values_out_of_range(kwargs):
     with pytest.raises(InputError):
         Sampler(**kwargs)
+
+
+
+def test_floor_laws_are_the_laws_and_their_largest_setting_distance(tmp_path):
+    """engine.laws.floor_laws against the same laws and H^2 computed here one by one."""
+    from bhtcli.engine.laws import floor_laws
+    paths = []
+    for seed in range(2):
+        paths.append(tmp_path / f"b{seed}.gguf")
+        write_tiny(paths[-1], seed=seed)
+    singles = [open_engine(p, EngineSettings(sequences=1)) for p in paths]
+    others = [[open_engine(p, EngineSettings(sequences=1, kv_type="f32")),
+               open_engine(p, EngineSettings(sequences=1, flash_attn=True))] for p in paths]
+    ids = [[1] + list(range(3, 3 + k)) for k in range(1, 9)]
+    L, floors = floor_laws(singles, others, ids, Sampler(temperature=0.8, top_k=7))
+    assert floors.shape == (2, len(ids))
+    for k in range(2):
+        mine = sampler_log_probs(singles[k].next_logits(ids), 0.8, 7)
+        assert np.array_equal(L[k], mine)
+        h2 = [1 - np.sum(np.sqrt(np.exp(mine) * np.exp(sampler_log_probs(f.next_logits(ids), 0.8, 7))),
+                         axis=1) for f in others[k]]
+        np.testing.assert_allclose(floors[k], np.max(h2, axis=0), atol=1e-9)
+    assert np.all(floors > 0)

@@ -148,14 +148,14 @@ def test_k_builds_error_rates_on_engine_draws_are_within_the_target(three_builds
     predicted n and the matrix SPRT (on up to CAP answers) err at most alpha per true build,
     within three standard errors."""
     from bhtcli.commands.decide import decide_steps
-    from bhtcli.commands.prompts import laws
+    from bhtcli.engine.laws import sampler_laws
     from bhtcli.engine import EngineSettings, Sampler, open_engine
     from bhtcli.maths.kway import kway_counts
     from bhtcli.maths.laws import kway_law
     alpha, trials, cap = 0.05, 400, 200
     engines = [open_engine(p, EngineSettings(sequences=1)) for p in three_builds]
     ids = engines[0].tokenize(PROMPT)
-    L = [laws(e, [ids], Sampler())[0] for e in engines]
+    L = [sampler_laws(e, [ids], Sampler())[0] for e in engines]
     law = kway_law(L)
     n = kway_counts(law, alpha)["predicted"]
     assert 10 <= n <= 40

@@ -35,10 +35,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from bhtcli.engine.laws import floor_laws, sampler_laws
 from bhtcli.errors import InputError, parameter_name
-from bhtcli.maths.laws import (bhattacharyya, error_shift, hellinger_squared, law_counts,
-                              setting_floors)
-from bhtcli.maths.sampler import sampler_log_probs
+from bhtcli.maths.laws import bhattacharyya, error_shift, hellinger_squared, law_counts
 
 MARGIN_WALK = 8             # with min_margin: candidates checked per found prompt, at most
 
@@ -68,12 +67,6 @@ def check_budget(budget, builds: int) -> int:
         raise InputError(f"{name} must be at least {3 * builds} forward passes for {builds} "
                          f"builds (a candidate costs {builds}), got {budget}")
     return int(budget)
-
-
-def sampler_laws(engine, ids, sampler) -> np.ndarray:
-    """log P(next token) after each prompt under the sampler, float64 (m, n_vocab)."""
-    z = engine.next_logits(ids)
-    return sampler_log_probs(z, sampler.temperature, sampler.top_k, sampler.top_p, sampler.min_p)
 
 
 def bottleneck(L) -> tuple[np.ndarray, np.ndarray]:
@@ -119,11 +112,9 @@ class Counter:
     def score(self, engines, ids, sampler, phase: str):
         """The K laws (K, m, n) of the prompts `ids`; K passes per prompt."""
         assert self.used + self.K * len(ids) <= self.budget
-        L = []
-        for e in engines:
-            L.append(sampler_laws(e, ids, sampler))
-            self.used += len(ids)
-            self.say(f"{phase}: best H^2 {self.best:.4g}", self.used, self.budget)
+        L = [sampler_laws(e, ids, sampler) for e in engines]
+        self.used += self.K * len(ids)
+        self.say(f"{phase}: best H^2 {self.best:.4g}", self.used, self.budget)
         return L
 
 
@@ -288,8 +279,8 @@ def pick(verified, scored, *, starts_n, want, singles, floor_engines, sampler, e
     pool = sorted(verified, key=lambda c: -c["h2"])
     if min_margin is None:
         pool = pool[:want]
-        return renumber(describe(pool, singles, floor_engines, sampler, error, flag_margin)), \
-            len(pool), 0
+        described = describe(pool, singles, floor_engines, sampler, error, flag_margin)
+        return renumber(described), len(pool), 0
     alone = {id(c) for c in verified}
     batched = [dict(c, batched_h2=c["h2"]) for c in scored if id(c) not in alone]
     pool = sorted(pool + batched, key=lambda c: -c["h2"])
@@ -325,10 +316,8 @@ def describe(found, singles, floor_engines, sampler, error: float, flag_margin: 
     """The found prompts as the ranking reports its prompts: H^2 and counts of the bottleneck
     pair (scored alone), the engine floor over every build, each build's top token."""
     ids = [c["ids"] for c in found]
-    L = [sampler_laws(e, ids, sampler) for e in singles]
+    L, per_build = floor_laws(singles, floor_engines, ids, sampler)
     K, pairs = len(L), pair_list(len(L))
-    per_build = setting_floors(L, [[sampler_laws(f, ids, sampler) for f in fs]
-                                   for fs in floor_engines])
     h2, b = bottleneck(L)
     out = []
     for r, c in enumerate(found):

@@ -11,7 +11,8 @@ from dataclasses import replace
 import numpy as np
 
 from bhtcli.commands.decide import decide_laws, decide_steps
-from bhtcli.commands.prompts import laws, open_builds
+from bhtcli.commands.prompts import open_builds
+from bhtcli.engine.laws import sampler_laws
 from bhtcli.engine import EngineSettings, Sampler, open_engine
 from bhtcli.errors import InputError, parameter_name
 from bhtcli.maths.laws import floored_tilt, kway_law
@@ -99,7 +100,7 @@ def decide_prompt(builds, prompt, answers, sampler: Sampler = Sampler(),
     if isinstance(prompt, str) and any(e.tokenize(prompt) != ids for e in engines[1:]):
         raise InputError(f"{parameter_name('prompt')}: the builds tokenize it differently")
     obs = read_token_answers(answers, engines[0].vocabulary(), stdin)
-    L = [laws(e, [ids], sampler)[0] for e in engines]
+    L = [sampler_laws(e, [ids], sampler)[0] for e in engines]
     possible = np.isfinite(np.stack(L))                      # K x n_vocab
     impossible = [int(t) for t in obs if not possible[:, t].any()]
     if impossible:

@@ -19,10 +19,9 @@ import numpy as np
 
 from bhtcli.analysis.prompt_search import SearchSettings, search_prompts
 from bhtcli.engine import EngineSettings, Sampler, open_engine
+from bhtcli.engine.laws import floor_laws, sampler_laws
 from bhtcli.errors import InputError, note, parameter_name
-from bhtcli.maths.laws import (bhattacharyya, error_shift, hellinger_squared, law_counts,
-                              setting_floors)
-from bhtcli.maths.sampler import sampler_log_probs
+from bhtcli.maths.laws import bhattacharyya, error_shift, hellinger_squared, law_counts
 from bhtcli.results import PromptsResult
 
 MAX_BUILDS = 8
@@ -82,12 +81,6 @@ def token_prompts(engines, prompts) -> tuple[list[str], list[list[int]]]:
     return texts, ids
 
 
-def laws(engine, ids, sampler: Sampler, progress=None) -> np.ndarray:
-    """log P(next token) under the sampler, float64 (m, n_vocab)."""
-    z = engine.next_logits(ids, progress)
-    return sampler_log_probs(z, sampler.temperature, sampler.top_k, sampler.top_p, sampler.min_p)
-
-
 def pair_h2(L: list) -> np.ndarray:
     """H^2 of every pair (i < j) per prompt: (pairs, m), pairs in itertools.combinations order."""
     K = len(L)
@@ -116,11 +109,9 @@ def prompts(builds, prompt_list, *, source: str, sampler: Sampler = Sampler(),
     done = 0
     for s in range(0, m, CHUNK):
         chunk = ids[s:s + CHUNK]
-        L = []
-        for k, e in enumerate(engines):
-            L.append(laws(e, chunk, sampler))
-            done += len(chunk)
-            say(f"scoring {len(chunk) * K} laws per chunk", done, m * K)
+        L = [sampler_laws(e, chunk, sampler) for e in engines]
+        done += len(chunk) * K
+        say(f"scoring {len(chunk) * K} laws per chunk", done, m * K)
         h2[:, s:s + len(chunk)] = pair_h2(L)
         for k in range(K):
             tops[k, s:s + len(chunk)] = np.argmax(L[k], axis=1)
@@ -147,9 +138,7 @@ def prompts(builds, prompt_list, *, source: str, sampler: Sampler = Sampler(),
         say("the engine floor", min(s, m), m)
         s += size
         chunk = [ids[i] for i in idx]
-        L = [laws(e, chunk, sampler) for e in singles]
-        per_build = setting_floors(L, [[laws(f, chunk, sampler) for f in fs]
-                                       for fs in floor_engines])      # (K, len(chunk))
+        L, per_build = floor_laws(singles, floor_engines, chunk, sampler)  # floors: (K, chunk)
         single_h2 = pair_h2(L)                                    # (pairs, len(chunk))
         for r, i in enumerate(idx):
             walked += 1

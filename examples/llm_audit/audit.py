@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from bhtcli import api
-from bhtcli.commands.prompts import laws
+from bhtcli.engine.laws import sampler_laws
 from bhtcli.engine import EngineSettings, Sampler, open_engine
 from bhtcli.maths.laws import kway_law, law_decisions
 
@@ -68,7 +68,7 @@ def monte_carlo(paths, ids, sampler: Sampler, n: int, trials: int, seed: int) ->
     the prompt, decided by bht's fixed-n test on the two builds' laws there."""
     settings = EngineSettings(threads=THREADS[0])
     engines = [open_engine(p, settings) for p in paths]
-    la, lb = (laws(e, [ids], sampler)[0] for e in engines)
+    la, lb = (sampler_laws(e, [ids], sampler)[0] for e in engines)
     out = {"n": n, "trials": trials}
     for k, (name, e) in enumerate(zip("AB", engines)):
         t0 = time.perf_counter()
@@ -95,7 +95,7 @@ def monte_carlo_k(paths, ids, sampler: Sampler, n: int, trials: int, seed: int) 
     predicted error per build (`kway_law(...).ml_errors(n)`, docs/kway.md)."""
     settings = EngineSettings(threads=THREADS[0])
     engines = [open_engine(p, settings) for p in paths]
-    L = np.array([laws(e, [ids], sampler)[0] for e in engines])         # K x V
+    L = np.array([sampler_laws(e, [ids], sampler)[0] for e in engines])         # K x V
     predicted = kway_law(list(L)).ml_errors(n)
     out = {"n": n, "trials": trials, "verdict": "maximum likelihood", "builds": {}}
     se_alpha = math.sqrt(ALPHA * (1 - ALPHA) / trials)
