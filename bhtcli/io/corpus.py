@@ -56,11 +56,28 @@ def _docstrings():
             tree = ast.parse(path.read_text(encoding="utf-8"))
         except (SyntaxError, UnicodeDecodeError, OSError):
             continue
-        for node in ast.walk(tree):
-            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
-                doc = ast.get_docstring(node)
-                if doc:
-                    yield doc
+        for node in _definitions(tree):
+            doc = ast.get_docstring(node)
+            if doc:
+                yield doc
+
+
+DEFINITIONS = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+STATEMENT_LISTS = {"body", "orelse", "finalbody", "handlers", "cases"}   # what holds statements
+
+
+def _definitions(node):
+    """The module, class and function nodes under `node`, in `ast.walk`'s order, visiting
+    statements only: a definition is a statement, so expressions (most of a tree's nodes)
+    cannot hold one."""
+    todo = [node]
+    while todo:
+        node = todo.pop(0)
+        if isinstance(node, DEFINITIONS):
+            yield node
+        for field in node._fields:                          # in ast.walk's field order
+            if field in STATEMENT_LISTS:
+                todo.extend(getattr(node, field))
 
 
 def real_sentences(count: int, seed: int = 0) -> list[str]:
