@@ -147,3 +147,12 @@ def test_floor_laws_are_the_laws_and_their_largest_setting_distance(tmp_path):
                          axis=1) for f in others[k]]
         np.testing.assert_allclose(floors[k], np.max(h2, axis=0), atol=1e-9)
     assert np.all(floors > 0)
+
+
+def test_record_says_which_llama_cpp(exact):
+    """A number about a build must say which engine computed it: the library's versions and
+    the llama.cpp commit it was built from, not nulls."""
+    r = exact.record()
+    assert r["engine"] == "llama.cpp" and r["binding_version"]
+    for key in ("llama_version", "ggml_version", "ggml_commit"):
+        assert isinstance(r[key], str) and r[key], key

@@ -57,6 +57,28 @@ def check_gguf_file(path) -> Path:
     return p
 
 
+def _library_versions(lib) -> dict:
+    """Which llama.cpp the binding carries: libllama's version and ggml's version and source
+    commit (ggml_commit: the llama.cpp tree it was built from; "-dirty" when that tree had
+    local changes). None where the library does not export them."""
+    def text(library, name):
+        fn = getattr(library, name, None)
+        if fn is None:
+            return None
+        fn.restype, fn.argtypes = ctypes.c_char_p, []
+        raw = fn()
+        return raw.decode("utf-8", errors="replace") if raw else None
+
+    try:
+        from llama_cpp import _ggml
+        ggml = _ggml.libggml
+    except (ImportError, AttributeError, OSError):
+        ggml = None
+    return {"llama_version": text(lib._lib, "llama_version") if hasattr(lib, "_lib") else None,
+            "ggml_version": text(ggml, "ggml_version") if ggml is not None else None,
+            "ggml_commit": text(ggml, "ggml_commit") if ggml is not None else None}
+
+
 class LlamaEngine:
     """One GGUF model loaded in llama.cpp, with a context for scoring and sampling."""
 
@@ -260,6 +282,7 @@ class LlamaEngine:
             pass
         return {"engine": "llama.cpp", "binding": "llama-cpp-python",
                 "binding_version": _STATE["version"], "llama_cpp_build": build,
+                **_library_versions(lib),
                 "system_info": info.strip(), "cpu_features": features,
                 "threads": self.settings.threads, "batch": self.ubatch,
                 "kv_type": self.settings.kv_type, "flash_attn": self.settings.flash_attn,
