@@ -153,3 +153,20 @@ def test_error_shift_bounds_the_exact_total_variation_of_n_answers():
     la, lb = np.log([[0.5, 0.5]]), np.log([[0.9, 0.1]])
     f = setting_floors([la, la], [[la, lb], [la]])
     assert f[0, 0] == pytest.approx(1 - np.sqrt(0.45) - np.sqrt(0.05)) and f[1, 0] == 0
+
+
+def test_equal_laws_are_flagged_and_left_out(tmp_path):
+    """Two files of the same weights: H^2 is 0 on every prompt, and so is the floor's share of
+    it. Such a prompt cannot tell the builds apart: it is flagged, and --min-margin leaves it out
+    (a zero floor does not make a zero H^2 pass)."""
+    from bhtcli.maths.laws import clears_floor
+    a, b = tmp_path / "a.gguf", tmp_path / "b.gguf"
+    write_tiny(a, seed=4)
+    write_tiny(b, seed=4)
+    r = api.prompts([a, b], PROMPTS, top=3, hash_files=False, temperature=0.7, top_k=1)
+    assert r.top and all(e["hellinger_squared"] == 0 and e["flagged"] for e in r.top)
+    kept = api.prompts([a, b], PROMPTS, top=3, hash_files=False, temperature=0.7, top_k=1,
+                       min_margin=1.0)
+    assert kept.top == [] and kept.excluded == len(PROMPTS)
+    assert not clears_floor(0.0, 0.0, 10) and clears_floor(1e-9, 0.0, 10)
+    assert clears_floor(1.0, 0.1, 10) and not clears_floor(0.99, 0.1, 10)

@@ -37,7 +37,8 @@ import numpy as np
 
 from bhtcli.engine.laws import floor_laws, sampler_laws
 from bhtcli.errors import InputError, parameter_name
-from bhtcli.maths.laws import bhattacharyya, error_shift, hellinger_squared, law_counts
+from bhtcli.maths.laws import (bhattacharyya, clears_floor, error_shift, hellinger_squared,
+                              law_counts)
 
 MARGIN_WALK = 8             # with min_margin: candidates checked per found prompt, at most
 
@@ -295,8 +296,7 @@ def pick(verified, scored, *, starts_n, want, singles, floor_engines, sampler, e
         checked += len(chunk)
         say(checked, len(pool))
         for e in describe(chunk, singles, floor_engines, sampler, error, flag_margin):
-            if e["floor_hellinger_squared"] == 0 or \
-                    e["hellinger_squared"] >= min_margin * e["floor_hellinger_squared"]:
+            if clears_floor(e["hellinger_squared"], e["floor_hellinger_squared"], min_margin):
                 kept.append(e)
             else:
                 dropped += 1
@@ -334,7 +334,7 @@ def describe(found, singles, floor_engines, sampler, error: float, flag_margin: 
             "floor_hellinger_squared": floor, "floor_build": fb,
             "floors": [float(x) for x in per_build[:, r]],
             "margin": None if floor == 0 else value / floor,
-            "flagged": not (floor == 0 or value >= flag_margin * floor),
+            "flagged": not clears_floor(value, floor, flag_margin),
             "error_shift": error_shift(floor, counts.predicted),
             "start": c["start"], "edits": c["edits"],
             "batched_hellinger_squared": c.get("batched_h2"),

@@ -21,7 +21,8 @@ from bhtcli.analysis.prompt_search import SearchSettings, search_prompts
 from bhtcli.engine import EngineSettings, Sampler, open_engine
 from bhtcli.engine.laws import floor_laws, sampler_laws
 from bhtcli.errors import InputError, note, parameter_name
-from bhtcli.maths.laws import bhattacharyya, error_shift, hellinger_squared, law_counts
+from bhtcli.maths.laws import (bhattacharyya, clears_floor, error_shift, hellinger_squared,
+                              law_counts)
 from bhtcli.results import PromptsResult
 
 MAX_BUILDS = 8
@@ -147,8 +148,8 @@ def prompts(builds, prompt_list, *, source: str, sampler: Sampler = Sampler(),
             fb = int(np.argmax(per_build[:, r]))
             floor = float(per_build[fb, r])
             margin = None if floor == 0 else value / floor
-            ok = floor == 0 or value >= FLAG_MARGIN * floor
-            if min_margin is not None and not (floor == 0 or value >= min_margin * floor):
+            ok = clears_floor(value, floor, FLAG_MARGIN)
+            if min_margin is not None and not clears_floor(value, floor, min_margin):
                 excluded += 1
                 continue
             if len(entries) >= top:

@@ -95,6 +95,12 @@ def setting_floors(base, others) -> np.ndarray:
     return out
 
 
+def clears_floor(h2: float, floor: float, margin: float) -> bool:
+    """Whether H^2 stands at least `margin` times above its engine floor. Equal laws (H^2 = 0)
+    never do, even on a zero floor: such a prompt cannot tell the builds apart."""
+    return h2 > 0 and h2 >= margin * floor
+
+
 def error_shift(floor: float, n) -> float | None:
     """Le Cam's bound on how far any test's error on n answers moves when each answer's law
     moves by `floor` in H^2: TV(P^n, Q^n) <= sqrt(1 - (1 - H^2)^(2n)) (docs/llm_audit.md,
