@@ -4,8 +4,8 @@ of bhtcli/models/kway.py; `search.maximize` chooses the full or the sketched sea
 
 The bottleneck is non-smooth (a minimum of P = K(K-1)/2 smooth functions). The full search
 (maximize_bottleneck) climbs the power-mean soft minimum (sum_p D_p^-s)^(-1/s) from every
-start at s = 4, then continues the best distinct end points up the sharpness ladder SHARPNESS
-(every 4x), where at s = 16384 the soft minimum is within a factor P^(-1/s) (0.9999 for
+start at s = 4, then continues the best distinct end points up the sharpness ladder (sharpen:
+every 4x of SHARPNESS), where at s = 16384 the soft minimum is within a factor P^(-1/s) (0.9999 for
 P = 6) of the true minimum. The pairs' spectral directions (pair_directions) seed both
 searches and the schedule's pricing (schedule.py).
 
@@ -24,8 +24,8 @@ every binding pair. The search
    product;
 3. scores every start once by the true bottleneck in the subspace, climbs the best 16 a few
    iterations of the soft minimum, the best 4 distinct ones 20 more (sketch.py:
-   successive_halving), then continues the best distinct 4, 2 and 2 (by the true bottleneck)
-   at every other stage of SHARPNESS (docs/maths.md §8.8);
+   successive_halving), then continues (sharpen) the best distinct 4, 2 and 2 (by the true
+   bottleneck) at every other stage of SHARPNESS (docs/maths.md §8.8);
    the climbs before the sharpest stage take the pairs' D and weights from the
    Bhattacharyya coefficients (maths/kway_coefficients.py, docs/maths.md §8.13);
 4. lifts (sketch.py: Subspace.lift, the pair's driver and its rules) the better of
