@@ -4,8 +4,8 @@ of bhtcli/models/kway.py; `search.maximize` chooses the full or the sketched sea
 
 The bottleneck is non-smooth (a minimum of P = K(K-1)/2 smooth functions). The full search
 (maximize_bottleneck) climbs the power-mean soft minimum (sum_p D_p^-s)^(-1/s) from every
-start at s = 4, then continues the best distinct end points up the sharpness ladder SHARPNESS
-(every 4x), where at s = 16384 the soft minimum is within a factor P^(-1/s) (0.9999 for
+start at s = 4, then continues the best distinct end points up the sharpness ladder (sharpen:
+every 4x of SHARPNESS), where at s = 16384 the soft minimum is within a factor P^(-1/s) (0.9999 for
 P = 6) of the true minimum. The pairs' spectral directions (pair_directions) seed both
 searches and the schedule's pricing (schedule.py).
 
@@ -24,8 +24,8 @@ every binding pair. The search
    product;
 3. scores every start once by the true bottleneck in the subspace, climbs the best 16 a few
    iterations of the soft minimum, the best 4 distinct ones 20 more (sketch.py:
-   successive_halving), then continues the best distinct 4, 2 and 2 (by the true bottleneck)
-   at every other stage of SHARPNESS (docs/maths.md §8.8);
+   successive_halving), then continues (sharpen) the best distinct 4, 2 and 2 (by the true
+   bottleneck) at every other stage of SHARPNESS (docs/maths.md §8.8);
    the climbs before the sharpest stage take the pairs' D and weights from the
    Bhattacharyya coefficients (maths/kway_coefficients.py, docs/maths.md §8.13);
 4. lifts (sketch.py: Subspace.lift, the pair's driver and its rules) the better of
@@ -66,7 +66,6 @@ DEFAULT_KWAY_STARTS = 32
 KEEP = 4                    # distinct end points continued through the sharpness ladder
 SVD_MAX_ENTRIES = 4_000_000
 ACTIVE_RTOL = 1e-4          # pairs within this of the bottleneck count as active at a kink
-SUBSPACE_SHARPNESS = SHARPNESS[::2]   # the sketched search climbs every 16x
 
 # the sketched search (use_kway_sketch)
 SKETCH_SPECTRAL = 4   # top singular directions of each pair's difference in the basis
@@ -78,8 +77,6 @@ SOFT_ITERATIONS = 20         # the survivors' climb at the softest sharpness (a 
 SURVIVOR_ITERATIONS = 60     # each stage after
 LADDER_KEEP = (4, 2, 2)      # survivors (distinct, best by the bottleneck) entering each stage after
 LIFTED = 1                   # the best of the last stage's survivors that the lift takes
-ROUGH = (True, True, False)  # the coefficient form for: the halving, the ladder before its
-                             # sharpest stage, that stage (§8.13)
 RAY_ITERATIONS = 100         # the climb from the ray through the winner
 
 
@@ -182,12 +179,8 @@ def maximize_bottleneck(models: KModels, energy: float, *, starts: int | None = 
     if progress:
         progress(f"sharpening the best {X.shape[1]} of {len(finals)} distinct maxima")
     best_x, best_v = pool[:, ranked[0]].copy(), float(pool_true[ranked[0]])
-    for s in SHARPNESS[1:]:
-        run = BatchedAscent(SoftBottleneck(models, s), X, energy)
-        run.run(600, gtol=polish_gtol if s == SHARPNESS[-1] else explore_gtol)
-        iterations += run.iterations
-        X = run.X
-    v = models.pair_distances(X).min(axis=0)
+    X, climbed, _, v = sharpen(models, X, energy, (explore_gtol, polish_gtol))
+    iterations += climbed
     j = int(np.argmax(v))
     if v[j] >= best_v:
         best_x, best_v = X[:, j].copy(), float(v[j])
@@ -215,6 +208,26 @@ def maximize_bottleneck(models: KModels, energy: float, *, starts: int | None = 
                         kkt_residual=residual, seconds=time.perf_counter() - t0,
                         method="lbfgs", stop_reason=f"fixed number of starts ({X0.shape[1]})",
                         points=X)
+
+
+def sharpen(models, X: np.ndarray, energy: float, gtols: tuple, *, stride: int = 1,
+            climb: int = 600, keep: tuple | None = None, rough: bool = False):
+    """Both searches' sharpness continuation (docs/maths.md §8.2, §8.8): X climbs the soft minimum
+    at every `stride`-th stage of SHARPNESS after the first, `climb` iterations each to gtols =
+    (explore, polish) (the sharpest: polish); only the best keep[k] distinct columns by the
+    bottleneck enter stage k; `rough`: the coefficient form before the sharpest (§8.13).
+    Returns (X, iterations, the columns left behind, the bottleneck at X)."""
+    iterations, left = 0, []
+    for k, s in enumerate(SHARPNESS[stride::stride]):
+        if keep:
+            order = distinct(X, bottleneck(models, X, ranking=True), energy, tol=1e-3)
+            left.append(X[:, order[keep[k]:]])
+            X = X[:, order[:keep[k]]]
+        run = BatchedAscent(SoftBottleneck(models, s, rough=rough and s < SHARPNESS[-1]), X, energy)
+        run.run(climb, gtol=gtols[s == SHARPNESS[-1]])
+        iterations += run.iterations
+        X = run.X
+    return X, iterations, left, bottleneck(models, X)
 
 
 def _kink_residual(models: KModels, x: np.ndarray, energy: float):
@@ -322,29 +335,20 @@ def sketch_bottleneck(models: KModels, energy: float, *, seed: int = 0, directio
                  f"{len(models.pairs)} pairs; {X0.shape[1]} starts")
     reduced = space.reduced
     run, true, finals = successive_halving(
-        SoftBottleneck(reduced, SUBSPACE_SHARPNESS[0], rough=ROUGH[0]), space.Q.T @ X0, energy,
+        SoftBottleneck(reduced, SHARPNESS[0], rough=True), space.Q.T @ X0, energy,
         explore_gtol, SOFT_ITERATIONS, score=lambda Y: bottleneck(reduced, Y, ranking=True),
         judge=lambda Y: bottleneck(reduced, Y))
-    iterations = run.iterations
     explored = true[finals]
-    Y = run.X
     if progress:
-        progress(f"sharpening the best {Y.shape[1]} in the subspace")
-    left = []          # survivors left behind by the ladder (subspace coordinates)
-    for s, keep in zip(SUBSPACE_SHARPNESS[1:], LADDER_KEEP):
-        order = distinct(Y, bottleneck(space.reduced, Y, ranking=True), energy, tol=1e-3)
-        left.append(Y[:, order[keep:]])
-        rough = ROUGH[2] if s == SUBSPACE_SHARPNESS[-1] else ROUGH[1]
-        run = BatchedAscent(SoftBottleneck(space.reduced, s, rough=rough), Y[:, order[:keep]],
-                            energy)
-        run.run(SURVIVOR_ITERATIONS, gtol=polish_gtol if s == SUBSPACE_SHARPNESS[-1] else explore_gtol)
-        iterations += run.iterations
-        Y = run.X
+        progress(f"sharpening the best {run.X.shape[1]} in the subspace")
     # the sharpest stage climbs two survivors; the better of them by the true bottleneck is
     # lifted (which is better can change at that stage: docs/maths.md §8.13)
-    order = distinct(Y, bottleneck(space.reduced, Y), energy, tol=1e-3)
+    Y, climbed, left, v = sharpen(reduced, run.X, energy, (explore_gtol, polish_gtol), stride=2,
+                                  climb=SURVIVOR_ITERATIONS, keep=LADDER_KEEP, rough=True)
+    iterations = run.iterations + climbed
+    order = distinct(Y, v, energy, tol=1e-3)
     left.append(Y[:, order[LIFTED:]])
-    make = lambda km: SoftBottleneck(km, SUBSPACE_SHARPNESS[-1])
+    make = lambda km: SoftBottleneck(km, SHARPNESS[-1])
     lifted = space.lift(make, Y[:, order[:LIFTED]], energy, polish_gtol, progress)
     x, residual, Y = lifted.x, lifted.residual, lifted.Y
     iterations += lifted.iterations
