@@ -83,6 +83,36 @@ def test_k_builds_rank_by_the_closest_pair(builds):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("sampler", [{}, {"temperature": 0.8, "top_k": 40, "top_p": 0.95,
+                                           "min_p": 0.05}])
+def test_k_builds_count_the_maximum_likelihood_verdict(builds, sampler):
+    """Three builds: the count is the K-model verdict's (all three errors <= alpha), not the
+    closest pair's; checked by a seeded Monte Carlo of the maximum-likelihood verdict drawn
+    from the builds' laws (numpy draws, ties split at random)."""
+    from bhtcli.engine import EngineSettings, Sampler, open_engine
+    from bhtcli.engine.laws import sampler_laws
+    a, b, c, f = builds
+    r = api.prompts([a, b, c], f, top=2, **sampler)
+    rng = np.random.default_rng(11)
+    for e in r.top:
+        s = e["samples"]
+        assert s["method"] == "saddlepoint-copula"
+        assert s["lower"] <= s["predicted"] <= s["upper"]
+        n = s["predicted"]
+        L = np.stack([sampler_laws(open_engine(p, EngineSettings(sequences=1)), [e["token_ids"]],
+                                   Sampler(**sampler))[0] for p in (a, b, c)])
+        trials, se = 4000, np.sqrt(0.05 * 0.95 / 4000)
+        for k in range(3):
+            draws = rng.choice(L.shape[1], size=(trials, n), p=np.exp(L[k]))
+            with np.errstate(invalid="ignore"):
+                ll = L[:, draws].sum(axis=2)                      # (3, trials)
+            ll = np.where(np.isnan(ll), -np.inf, ll)
+            ll += rng.uniform(0, 1e-9, size=ll.shape)             # ties: at random
+            error = np.mean(np.argmax(ll, axis=0) != k)
+            assert error <= 0.05 + 3 * se, (k, n, error)
+
+
+@pytest.mark.slow
 def test_min_margin_leaves_out_prompts(builds):
     a, b, _, f = builds
     r = api.prompts([a, b], f, top=5, min_margin=1e12)

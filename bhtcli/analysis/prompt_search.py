@@ -37,8 +37,8 @@ import numpy as np
 
 from bhtcli.engine.laws import floor_laws, sampler_laws
 from bhtcli.errors import InputError, parameter_name
-from bhtcli.maths.laws import (bhattacharyya, clears_floor, error_shift, hellinger_squared,
-                              law_counts)
+from bhtcli.maths.laws import (bhattacharyya, build_counts, clears_floor, error_shift,
+                              hellinger_squared)
 
 MARGIN_WALK = 8             # with min_margin: candidates checked per found prompt, at most
 
@@ -324,18 +324,17 @@ def describe(found, singles, floor_engines, sampler, error: float, flag_margin: 
         bi, bj = pairs[int(b[r])]
         fb = int(np.argmax(per_build[:, r]))
         value, floor = float(h2[r]), float(per_build[fb, r])
-        counts = law_counts(L[bi][r], L[bj][r], error)
+        counts = build_counts([l[r] for l in L], error)
         out.append({
             "rank": r + 1, "text": c["text"], "token_ids": c["ids"], "hellinger_squared": value,
             "bhattacharyya_distance": bhattacharyya(value),
-            "samples": {"lower": counts.lower, "predicted": counts.predicted,
-                        "upper": counts.upper, "method": counts.method},
+            "samples": counts,
             "bottleneck": {"i": bi, "j": bj},
             "floor_hellinger_squared": floor, "floor_build": fb,
             "floors": [float(x) for x in per_build[:, r]],
             "margin": None if floor == 0 else value / floor,
             "flagged": not clears_floor(value, floor, flag_margin),
-            "error_shift": error_shift(floor, counts.predicted),
+            "error_shift": error_shift(floor, counts["predicted"]),
             "start": c["start"], "edits": c["edits"],
             "batched_hellinger_squared": c.get("batched_h2"),
             "top_tokens": [{"id": t, "piece": singles[0].piece(t),

@@ -21,8 +21,8 @@ from bhtcli.analysis.prompt_search import SearchSettings, search_prompts
 from bhtcli.engine import EngineSettings, Sampler, open_engine
 from bhtcli.engine.laws import floor_laws, sampler_laws
 from bhtcli.errors import InputError, note, parameter_name
-from bhtcli.maths.laws import (bhattacharyya, clears_floor, error_shift, hellinger_squared,
-                              law_counts)
+from bhtcli.maths.laws import (bhattacharyya, build_counts, clears_floor, error_shift,
+                              hellinger_squared)
 from bhtcli.results import PromptsResult
 
 MAX_BUILDS = 8
@@ -155,17 +155,16 @@ def prompts(builds, prompt_list, *, source: str, sampler: Sampler = Sampler(),
             if len(entries) >= top:
                 break
             bi, bj = pairs[int(bottleneck[i])]
-            counts = law_counts(L[bi][r], L[bj][r], error)
+            counts = build_counts([l[r] for l in L], error)
             entries.append({
                 "rank": len(entries) + 1, "index": int(i), "text": texts[i],
                 "token_ids": ids[i], "hellinger_squared": value,
                 "bhattacharyya_distance": bhattacharyya(value),
-                "samples": {"lower": counts.lower, "predicted": counts.predicted,
-                            "upper": counts.upper, "method": counts.method},
+                "samples": counts,
                 "bottleneck": {"i": bi, "j": bj},
                 "floor_hellinger_squared": floor, "floor_build": fb,
                 "floors": [float(x) for x in per_build[:, r]], "margin": margin,
-                "flagged": not ok, "error_shift": error_shift(floor, counts.predicted),
+                "flagged": not ok, "error_shift": error_shift(floor, counts["predicted"]),
                 "top_tokens": [{"id": t, "piece": engines[0].piece(t),
                                 "probability": float(np.exp(L[k][r][t]))}
                                for k, t in ((k, int(np.argmax(L[k][r]))) for k in range(K))]})

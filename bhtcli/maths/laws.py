@@ -64,6 +64,20 @@ def law_counts(la: np.ndarray, lb: np.ndarray, alpha: float) -> QueryCounts:
     return query_counts(floored_tilt(la, lb), bhattacharyya(h2), alpha)
 
 
+def build_counts(laws, alpha: float) -> dict:
+    """{lower, predicted, upper, method}: the answers the fixed-n verdict needs at one prompt,
+    for K laws (the builds' log-probabilities). Two laws: :func:`law_counts` (the likelihood
+    ratio test, both errors <= alpha). K >= 3: the maximum-likelihood verdict among all K, as
+    `design` counts K models and `decide --prompt` predicts its error (maths/kway.py
+    kway_counts on :func:`kway_law`): every build's error <= alpha, which the closest pair's
+    count alone does not give."""
+    if len(laws) == 2:
+        c = law_counts(laws[0], laws[1], alpha)
+        return {"lower": c.lower, "predicted": c.predicted, "upper": c.upper, "method": c.method}
+    from bhtcli.maths.kway import kway_counts
+    return kway_counts(kway_law(laws), alpha)
+
+
 def law_decisions(la: np.ndarray, lb: np.ndarray, alpha: float, answers: np.ndarray):
     """The fixed-n test whose count :func:`law_counts` predicts, on each row of `answers`
     (trials x N answers, indices into the laws' last axis): (the probability that it decides B
