@@ -23,15 +23,14 @@ from bhtcli.search.schedule import schedule_lp
 
 
 def sequential_runs(steps: list, cdfs: list, threshold: float, trials: int, rng, cap: int,
-                    choose=None, order=None, block: int = 64) -> list:
+                    choose=None, block: int = 1) -> list:
     """Monte Carlo of the sequential test under each true model k, vectorised over trials: it
     stops once the leader's log-likelihood leads every other model's by `threshold` (decide's
     sequential_stop: Wald's SPRT for two models, the matrix SPRT for K). steps[q] (n x K): what
     each answer to query q adds to the K log-likelihoods (a pair: [llr, 0]); cdfs[q][k]: model
     k's answer CDF there. choose(t, L): the query of answer t for the live trials (L, their
-    log-likelihoods), one answer at a time; None: order[t] (None: query 0), answers drawn
-    `block` at a time. Per true model: (answers used, the model named, -1 for a trial still
-    running after `cap` answers)."""
+    log-likelihoods); None: query 0, answers drawn `block` at a time. Per true model: (answers
+    used, the model named, -1 for a trial still running after `cap` answers)."""
     K = steps[0].shape[1]
     out = []
     for k in range(K):
@@ -39,15 +38,15 @@ def sequential_runs(steps: list, cdfs: list, threshold: float, trials: int, rng,
         stop, named = np.zeros(trials, dtype=np.int64), np.full(trials, -1)
         live, t = np.arange(trials), 0
         while live.size and t < cap:
-            if choose is None:          # a block of answers to order's queries (None: query 0)
-                q = np.zeros((1, block), np.int64) if order is None else order[None, t:t + block]
+            if choose is None:
+                path = L[live, None] + np.cumsum(steps[0][draw(cdfs[0][k], (live.size, block), rng)],
+                                                 axis=1)
             else:
-                q = choose(t, L[live])[:, None]
-            step = np.empty((live.size, q.shape[1], K))
-            for query in np.unique(q):
-                at = np.broadcast_to(q == query, step.shape[:2])
-                step[at] = steps[query][draw(cdfs[query][k], int(at.sum()), rng)]
-            path = L[live, None] + np.cumsum(step, axis=1)
+                q, step = choose(t, L[live]), np.empty((live.size, K))
+                for query in np.unique(q):
+                    at = q == query
+                    step[at] = steps[query][draw(cdfs[query][k], int(at.sum()), rng)]
+                path = (L[live] + step)[:, None]
             top2 = np.sort(path, axis=2)[..., -2:]       # two models: |llr|, exactly
             margin = top2[..., 1] - top2[..., 0]
             hit = margin >= threshold
@@ -104,12 +103,12 @@ def leader_mixes(kl: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return mixes, exponents
 
 
-def matrix_sprt_runs(logp: list, threshold: float, trials: int, rng, cap: int, **how) -> dict:
+def matrix_sprt_runs(logp: list, choose, threshold: float, trials: int, rng, cap: int) -> dict:
     """The matrix SPRT's Monte Carlo (sequential_runs) from each query's K x n
-    log-probabilities, the query of every answer given by `how` (choose or order): mean
-    answers, errors of the decided trials, undecided (still running after `cap`)."""
+    log-probabilities, the query of every answer given by choose(t, L): mean answers, errors of
+    the decided trials, undecided (still running after `cap`)."""
     runs = sequential_runs([lp.T for lp in logp], [np.cumsum(np.exp(lp), axis=1) for lp in logp],
-                           threshold, trials, rng, cap, **how)
+                           threshold, trials, rng, cap, choose)
     decided = [named[named >= 0] for _, named in runs]
     return {"mean_samples": [float(stop.mean()) for stop, _ in runs],
             "error": [float(np.mean(d != k)) if d.size else 0.0 for k, d in enumerate(decided)],
@@ -128,7 +127,7 @@ def simulate_chernoff(logp: list, mixes: np.ndarray, first: int, threshold: floa
             return np.full(L.shape[0], first)
         leader = np.argmax(L, axis=1)
         return np.argmax(rng.uniform(size=L.shape[0])[:, None] < cum_mix[leader], axis=1)
-    return matrix_sprt_runs(logp, threshold, trials, rng, cap, choose=choose)
+    return matrix_sprt_runs(logp, choose, threshold, trials, rng, cap)
 
 
 def adaptive_phase(candidates: np.ndarray, logp: list, threshold: float, trials: int, rng,

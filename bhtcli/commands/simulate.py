@@ -292,7 +292,9 @@ def _kway_setup(models, spec, options, query, say, trials, progress, schedule, w
                 "worst_model": int(np.argmax(at_pred)), "errors_at_empirical": worst(hi).tolist()}, None
 
     def sprt(rng):
-        out = matrix_sprt_runs(logp, threshold, trials, rng, cap, order=interleave(w, cap))
+        order = interleave(w, cap)
+        out = matrix_sprt_runs(logp, lambda t, L: np.full(L.shape[0], order[t]), threshold,
+                               trials, rng, cap)
         return {"mean_samples": out["mean_samples"], "error": out["error"], "threshold": threshold,
                 "undecided": out["undecided"], "cap": cap}
 
