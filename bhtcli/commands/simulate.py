@@ -266,11 +266,10 @@ def _kway_setup(models, spec, options, query, say, trials, progress, schedule, w
     else:
         Q = load_queries(query, mats[0].shape[1])
         w = check_prior(weights, Q.shape[0], "weights", "query")
-    scores = [kway_scores_at(mats, x) for x in Q]
-    law = KwayLaw.build([s[0] for s in scores], [s[1] for s in scores], w)
+    law = KwayLaw.build(*zip(*(kway_scores_at(mats, x) for x in Q)), w)
     counts, Dm, logp = kway_counts(law, error), law.distance_matrix(), log_probs_at(mats, Q)
     header = dict(shape=mats[0].shape, models=names, queries=Q.tolist(), weights=w.tolist(),
-                  bhattacharyya_distance=float(min(Dm[i, j] for i in range(K) for j in range(i + 1, K))))
+                  bhattacharyya_distance=float(Dm[np.triu_indices(K, 1)].min()))
     if counts["upper"] is None:               # all of the counts are None: D = 0
         return header, None
     cap, threshold = max(20 * counts["upper"], 100), sprt_threshold(K, error)
