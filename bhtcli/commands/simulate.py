@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import time
+from functools import lru_cache
 
 import numpy as np
 
@@ -252,6 +253,7 @@ def _kway_setup(models, spec, options, query, say, trials, progress, schedule, w
     from bhtcli.commands.kway_loop import interleave
     from bhtcli.commands.sequential import adaptive_phase, matrix_sprt_runs
     from bhtcli.maths.kway import KwayLaw, allocate, kway_counts
+    from bhtcli.maths.scalar import first_passing
     from bhtcli.models.kway import kway_scores_at
     error, seed, energy = options.error, options.seed, spec.energy
     mats, names = load_models(models)
@@ -274,17 +276,11 @@ def _kway_setup(models, spec, options, query, say, trials, progress, schedule, w
         return header, None
     cap, threshold = max(20 * counts["upper"], 100), sprt_threshold(K, error)
 
-    def fixed(rng):
-        cache = {}
-
-        def worst(N):
-            if N not in cache:
-                cache[N] = ml_errors_mc(logp, allocate(w, N), trials, np.random.default_rng(seed + N))
-            return cache[N]
-        lo, hi = max(counts["lower"], 1) - 1, counts["upper"]
-        while hi - lo > 1:                      # invariant: lo fails (or 0), hi passes
-            mid = (lo + hi) // 2
-            lo, hi = (lo, mid) if float(worst(mid).max()) <= error else (mid, hi)
+    def fixed(rng):                             # each N its own seed: the same draws however reached
+        worst = lru_cache(None)(lambda N: ml_errors_mc(logp, allocate(w, N), trials,
+                                                        np.random.default_rng(seed + N)))
+        hi = first_passing(lambda N: float(worst(N).max()) <= error, max(counts["lower"], 1) - 1,
+                           counts["upper"])
         at_pred = worst(counts["predicted"])
         return {"empirical": hi, "predicted": counts["predicted"], "lower": counts["lower"],
                 "upper": counts["upper"], "error_at_predicted": float(at_pred.max()),
