@@ -229,18 +229,38 @@ def _pair_setup(A, B, spec, options, query, say, trials, predicted_points):
     header = dict(shape=A.shape, query=x.tolist(), hellinger_squared=r.hellinger_squared,
                   floor=spec.floor)           # floor: leverage
     if not r.distinguishable or r.samples["predicted"] is None:
-        return header | dict(distinguishable=False, note=(r.note or "H^2 = 0 at this query") +
-                             ": no number of queries tells them apart, so nothing is simulated"), None
-    _check_simulable(r)
+        why = (r.note or "H^2 = 0 at this query") + ": no number of queries tells them apart"
+        return header | dict(distinguishable=False, note=why + ", so nothing is simulated"), None
+    if r.samples["upper"] > 2_000_000:        # too many answers per trial
+        raise InputError(f"this query needs up to {r.samples['upper']:,} answers per trial; "
+                         f"simulating that is out of reach here (raise {parameter_name('energy')})")
     error = options.error
 
-    def adaptive(rng, sprt):
+    def fixed(rng):                 # the fixed-n experiment and its error curve (maths.md §3.6)
+        result, grid, errs, ses = simulate_fixed(law, error, r.samples, trials, rng)
+        curve = {"n": grid.tolist(), "error": errs.tolist(), "standard_error": ses.tolist()}
+        if predicted_points:
+            ns = np.unique(np.linspace(1, grid[-1], predicted_points).astype(int))
+            curve.update(predicted_n=ns.tolist(), predicted_error=predicted_curve(law, ns))
+        return result, curve
+
+    def sprt(rng):                  # Wald's SPRT with the query, and Wald's lower bounds (§3.5)
+        a = math.log((1 - error) / error)
+        wald = lambda kl: (1 - 2 * error) * a / kl if kl > 0 else None
+        return _pair_runs([law], error, trials, rng, block=256) | dict(
+            wald_lower_a=wald(r.kl_ab), wald_lower_b=wald(r.kl_ba),
+            mean_samples_lower_sequential=r.certificate["mean_samples_lower_sequential"])
+
+    def adaptive(rng, sprt):        # Chernoff's rule, against the SPRT with one query
         say("adaptive: designing argmax KL(P_A||P_B) and argmax KL(P_B||P_A)")
         x_a, x_b, law_a, law_b = queries_for_kl()
         say(f"adaptive: {trials:,} trials per model")
-        return _adaptive_phase(law_a, law_b, x_a, x_b, error, trials, rng, sprt)
-    return header, (lambda rng: _fixed_phase(law, error, r, trials, rng, predicted_points),
-                    lambda rng: _sprt_phase(law, error, r, trials, rng), adaptive)
+        out = _pair_runs([law_a, law_b], error, trials, rng,
+                         choose=lambda t, L: (L[:, 0] < L[:, 1]).astype(np.int64))
+        saving = 0.5 * ((1 - out["mean_samples_a"] / sprt["mean_samples_a"])
+                        + (1 - out["mean_samples_b"] / sprt["mean_samples_b"]))
+        return out | dict(saving_vs_sprt=saving, query_a=x_a.tolist(), query_b=x_b.tolist())
+    return header, (fixed, sprt, adaptive)
 
 
 def _kway_setup(models, spec, options, query, say, trials, progress, schedule, weights):
@@ -276,7 +296,7 @@ def _kway_setup(models, spec, options, query, say, trials, progress, schedule, w
         return header, None
     cap, threshold = max(20 * counts["upper"], 100), sprt_threshold(K, error)
 
-    def fixed(rng):                             # each N its own seed: the same draws however reached
+    def fixed(rng):                     # each N its own seed: the same draws however reached
         worst = lru_cache(None)(lambda N: ml_errors_mc(logp, allocate(w, N), trials,
                                                         np.random.default_rng(seed + N)))
         hi = first_passing(lambda N: float(worst(N).max()) <= error, max(counts["lower"], 1) - 1,
@@ -284,7 +304,8 @@ def _kway_setup(models, spec, options, query, say, trials, progress, schedule, w
         at_pred = worst(counts["predicted"])
         return {"empirical": hi, "predicted": counts["predicted"], "lower": counts["lower"],
                 "upper": counts["upper"], "error_at_predicted": float(at_pred.max()),
-                "worst_model": int(np.argmax(at_pred)), "errors_at_empirical": worst(hi).tolist()}, None
+                "worst_model": int(np.argmax(at_pred)),
+                "errors_at_empirical": worst(hi).tolist()}, None
 
     def sprt(rng):
         order = interleave(w, cap)
@@ -356,46 +377,6 @@ def check_policy(policy) -> tuple:
     if policy not in POLICIES + ("all",):
         raise InputError(f"{parameter_name('policy')} must be one of fixed, sprt, adaptive, all; got {policy!r}")
     return POLICIES if policy == "all" else (policy,)
-
-
-def _check_simulable(r) -> None:
-    """Refuse queries that need too many answers per trial."""
-    if r.samples["upper"] > 2_000_000:
-        raise InputError(f"this query needs up to {r.samples['upper']:,} answers per trial; "
-                         f"simulating that is out of reach here (raise {parameter_name('energy')})")
-
-
-def _fixed_phase(law, error, r, trials, rng, predicted_points):
-    """The fixed-n experiment and its error curve (docs/maths.md §3.6)."""
-    fixed, grid, errs, ses = simulate_fixed(law, error, r.samples, trials, rng)
-    curve = {"n": grid.tolist(), "error": errs.tolist(), "standard_error": ses.tolist()}
-    if predicted_points:
-        ns = np.unique(np.linspace(1, grid[-1], predicted_points).astype(int))
-        curve["predicted_n"] = ns.tolist()
-        curve["predicted_error"] = predicted_curve(law, ns)
-    return fixed, curve
-
-
-def _sprt_phase(law, error, r, trials, rng):
-    """Wald's SPRT with the query, and Wald's lower bounds (docs/maths.md §3.5)."""
-    sprt = _pair_runs([law], error, trials, rng, block=256)
-    a = math.log((1 - error) / error)
-    wald = lambda kl: (1 - 2 * error) * a / kl if kl > 0 else None
-    sprt["wald_lower_a"] = wald(r.kl_ab)
-    sprt["wald_lower_b"] = wald(r.kl_ba)
-    sprt["mean_samples_lower_sequential"] = r.certificate["mean_samples_lower_sequential"]
-    return sprt
-
-
-def _adaptive_phase(law_a, law_b, x_a, x_b, error, trials, rng, sprt):
-    """Chernoff's adaptive rule, compared with the SPRT with one query."""
-    adaptive = _pair_runs([law_a, law_b], error, trials, rng,
-                          choose=lambda t, L: (L[:, 0] < L[:, 1]).astype(np.int64))
-    adaptive["saving_vs_sprt"] = 0.5 * ((1 - adaptive["mean_samples_a"] / sprt["mean_samples_a"])
-                                        + (1 - adaptive["mean_samples_b"] / sprt["mean_samples_b"]))
-    adaptive["query_a"] = x_a.tolist()
-    adaptive["query_b"] = x_b.tolist()
-    return adaptive
 
 
 def _softmax_setup(A, B, spec, options, query, say):
