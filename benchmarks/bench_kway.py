@@ -44,7 +44,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bhtcli import api  # noqa: E402
 from kway_cases import quality_case  # noqa: E402  (shared with the tests)
-from bhtcli.commands.kway_loop import log_probs_at, ml_errors_mc  # noqa: E402
+from bhtcli.commands.decide import log_probs_at  # noqa: E402
+from bhtcli.commands.simulate import ml_errors_mc  # noqa: E402
 
 
 def part_gain():

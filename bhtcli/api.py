@@ -610,28 +610,24 @@ def simulate(A, B=None, energy=None, *, model="softmax", floor=None, query=None,
     -------
     bhtcli.commands.simulate.SimulateResult
     """
-    from bhtcli.commands.simulate import check_policy, check_trials
+    from bhtcli.commands.simulate import check_policy, check_trials, simulate as simulate_models
     from bhtcli.models.spec import DesignOptions
     models = _models_of(A, B)
     if models is not None:
         energy = B if energy is None and B is not None else energy
-        if len(models) != 2 or schedule or weights is not None:
-            from bhtcli.commands.kway_loop import simulate_kway
-            spec = _model_set(models, model, energy, link_a=link_a, link_b=link_b,
-                              bias_a=bias_a, bias_b=bias_b, dtype=dtype, floor=floor,
-                              predicted_points=predicted_points or None)
-            return simulate_kway(models, spec.energy, DesignOptions.build(error, starts, seed),
-                                 trials=check_trials(trials), policy=check_policy(policy),
-                                 schedule=schedule, query=query, weights=weights,
-                                 dtype=spec.dtype, progress=progress)
-        A, B = models
-    from bhtcli.commands.simulate import simulate as simulate_strategies
-    spec = model_spec(model, energy, floor, link_a=link_a, link_b=link_b, bias_a=bias_a,
-                      bias_b=bias_b, dtype=dtype, inputs=(A, B))
-    options = DesignOptions.build(error, starts, seed)
-    return simulate_strategies(A, B, spec, options, query=query, trials=check_trials(trials),
-                               policy=check_policy(policy),
-                               predicted_points=predicted_points, progress=progress)
+    kway = models is not None and (len(models) != 2 or schedule or weights is not None)
+    if kway:
+        spec = _model_set(models, model, energy, link_a=link_a, link_b=link_b, bias_a=bias_a,
+                          bias_b=bias_b, dtype=dtype, floor=floor,
+                          predicted_points=predicted_points or None)
+    else:
+        models, schedule, weights = models or [A, B], False, None     # a pair: one query
+        spec = model_spec(model, energy, floor, link_a=link_a, link_b=link_b, bias_a=bias_a,
+                          bias_b=bias_b, dtype=dtype, inputs=tuple(models))
+    return simulate_models(models, spec, DesignOptions.build(error, starts, seed), query=query,
+                           trials=check_trials(trials), policy=check_policy(policy),
+                           predicted_points=predicted_points, progress=progress,
+                           schedule=schedule, weights=weights)
 
 
 @_recorded(_model_inputs)

@@ -12,7 +12,8 @@ from hypothesis import given, settings, strategies as st
 
 from bhtcli import api
 from cli_run import run
-from bhtcli.commands.kway_loop import ml_errors_mc, log_probs_at
+from bhtcli.commands.decide import log_probs_at
+from bhtcli.commands.simulate import ml_errors_mc
 from bhtcli.errors import InputError
 from bhtcli.maths.kway import KwayLaw, kway_counts, union_upper
 from bhtcli.models.kway import KModels, kway_scores_at
@@ -482,7 +483,7 @@ def test_ml_errors_drawn_answers_match_exact_enumeration():
     CDF), many with a multinomial table: both against the exact error of the maximum-likelihood
     test by enumerating every answer sequence."""
     import itertools
-    from bhtcli.commands.kway_loop import DRAW_FRACTION, ml_errors_mc
+    from bhtcli.commands.simulate import DRAW_FRACTION, ml_errors_mc
     rng = np.random.default_rng(7)
     for n, c in ((64, 2), (40, 3)):
         lp = rng.standard_normal((3, n)) * np.array([[1.0], [1.3], [0.8]])

@@ -67,8 +67,9 @@ def test_one_query_per_leader_reaches_the_sprt_guarantee():
     assert same["undecided"] == 0
     se = np.sqrt(alpha * (1 - alpha) / trials)
     assert max(same["error"]) <= alpha + 4 * se
-    from bhtcli.commands.kway_loop import _simulate_sprt
-    sprt = _simulate_sprt(logp[:1], np.ones(1), threshold, trials, np.random.default_rng(6), 5000)
+    from bhtcli.commands.sequential import matrix_sprt_runs
+    sprt = matrix_sprt_runs(logp[:1], lambda t, L: np.zeros(len(L), np.int64), threshold, trials,
+                            np.random.default_rng(6), 5000)
     for a, s in zip(same["mean_samples"], sprt["mean_samples"]):
         assert abs(a - s) <= 0.06 * s, (same["mean_samples"], sprt["mean_samples"])
 

@@ -166,8 +166,9 @@ def read_answers_array(values, n: int) -> np.ndarray:
     return a.astype(np.int64)
 
 
-def check_prior(prior, K: int):
-    """The priors of K models: K finite numbers >= 0, not all 0, normalised (None: equal)."""
+def check_prior(prior, K: int, option: str = "prior", each: str = "model"):
+    """Shares of K models (a prior) or of K queries (option "weights", each "query"): K finite
+    numbers >= 0, not all 0, normalised (None: equal shares)."""
     if prior is None:
         return np.full(K, 1.0 / K)
     try:
@@ -175,7 +176,7 @@ def check_prior(prior, K: int):
     except (TypeError, ValueError):
         priors = np.full(0, np.nan)
     if priors.shape != (K,) or not np.isfinite(priors).all() or (priors < 0).any() or priors.sum() <= 0:
-        raise InputError(f"{parameter_name('prior')} needs {K} non-negative numbers, one per model")
+        raise InputError(f"{parameter_name(option)} needs {K} numbers >= 0, not all 0, one per {each}")
     return priors / priors.sum()
 
 

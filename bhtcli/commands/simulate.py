@@ -1,5 +1,7 @@
 """`simulate`: how many queries it really takes, for a fixed n, Wald's SPRT and Chernoff's
-adaptive rule, by Monte Carlo vectorised over trials (docs/maths.md §3.6).
+adaptive rule, by Monte Carlo vectorised over trials (docs/maths.md §3.6), for two models or K
+(one driver; K models: _kway_setup, with the maximum-likelihood test at fixed n and the matrix
+SPRT, docs/kway.md). For a pair:
 
 - fixed: for each n, T trials under A and T under B give the log-likelihood-ratio sums S_n
   (paths of answers drawn by inverse CDF, cumulative sums, read at the n of a grid); the
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import math
 import time
+from functools import lru_cache
 
 import numpy as np
 
@@ -23,7 +26,7 @@ from bhtcli.commands.design import design
 from bhtcli.commands.report import report_for_query
 from bhtcli.commands.sequential import kl_queries, sequential_runs
 from bhtcli.results import SimulateResult
-from bhtcli.errors import InputError, parameter_name
+from bhtcli.errors import InputError, note, parameter_name
 from bhtcli.io.load import load_pair, load_query
 from bhtcli.search.entry import maximize
 from bhtcli.maths.counts import LATTICE_MAX_N, LatticeTest, Saddlepoint
@@ -170,26 +173,20 @@ def _pair_runs(laws, alpha: float, trials: int, rng, **how) -> dict:
             "undecided": int((na < 0).sum() + (nb < 0).sum())}
 
 
-def simulate(A, B, spec: ModelSpec, options: DesignOptions = DesignOptions(), *, query=None,
+def simulate(models, spec: ModelSpec, options: DesignOptions = DesignOptions(), *, query=None,
              trials: int = 10_000, policy: tuple = POLICIES, predicted_points: int = 0,
-             progress=None) -> SimulateResult:
-    """Monte Carlo of the fixed, SPRT and adaptive strategies (see the module docstring).
+             progress=None, schedule: bool = False, weights=None) -> SimulateResult:
+    """Monte Carlo of the fixed-n test, the sequential test and Chernoff's adaptive rule, for
+    `models` [A, B] (see the module docstring) or K models (K >= 3, or two with `schedule` or
+    `weights`: _kway_setup).
 
     `spec`: the model family with its budget (leverage: the box c <= s_i^2 <= C and a query s
     of length n); `options`: the target error, and the starts and seed of the designed query.
-    Without `query` the query is designed first (the search `design` runs); the adaptive
-    rule's two KL queries use the same search. `trials` and `policy` as check_trials and
-    check_policy return them. predicted_points > 0 adds the predicted error curve at that many
-    n to `curve` (for plots).
+    Without `query` the query (K models: or the schedule) is designed first (the search
+    `design` runs); the adaptive rule's KL queries use the same search. `trials` and `policy`
+    as check_trials and check_policy return them. predicted_points > 0 adds the predicted error
+    curve at that many n to `curve` (for plots). `weights`: the shares of K models' given queries.
     """
-    A, B = load_pair(A, B)
-    model, energy, floor = spec.family, spec.energy, spec.floor
-    error, starts, seed = options.error, options.starts, options.seed
-    if spec.leverage:
-        from bhtcli.search.box import default_starts
-        starts = default_starts(*A.shape) if starts is None else starts
-    else:
-        readout = spec.readout(A.shape[0])
     t0 = time.perf_counter()
     phases = ((query is None) + ("fixed" in policy) + ("sprt" in policy or "adaptive" in policy)
               + 2 * ("adaptive" in policy))
@@ -199,43 +196,175 @@ def simulate(A, B, spec: ModelSpec, options: DesignOptions = DesignOptions(), *,
         if progress:
             progress(message, done[0], phases)
         done[0] += 1
-    if model == "leverage":
-        r, law, x, queries_for_kl = _leverage_setup(A, B, energy, floor, query, error, starts, seed, say)
+    kway = len(models) > 2 or schedule or weights is not None
+    if kway:
+        header, run = _kway_setup(models, spec, options, query, say, trials, progress, schedule,
+                                  weights)
     else:
-        r, law, x, queries_for_kl = _softmax_setup(A, B, spec, options, query, say, readout)
-    pair = dict(query=x.tolist(), hellinger_squared=r.hellinger_squared, floor=floor)  # floor: leverage
+        header, run = _pair_setup(*load_pair(*models), spec, options, query, say, trials,
+                                  predicted_points)
+    rng = np.random.default_rng(options.seed)
+    fixed = sequential = adaptive = curve = None
+    if run and "fixed" in policy:
+        say(f"fixed n: {trials:,} trials per model")
+        fixed, curve = run[0](rng)
+    if run and ("sprt" in policy or "adaptive" in policy):
+        say(f"sequential test: {trials:,} trials per model")
+        sequential = run[1](rng)
+    if run and "adaptive" in policy:
+        adaptive = run[2](rng, sequential)
+        sequential = sequential if "sprt" in policy else None
+    say("done")
+    return SimulateResult(spec.family, *header.pop("shape"), spec.energy, options.error, trials,
+                          options.seed, seconds=time.perf_counter() - t0, fixed=fixed,
+                          adaptive=adaptive, curve=curve,
+                          **{"sequential" if kway else "sprt": sequential}, **header)
+
+
+def _pair_setup(A, B, spec, options, query, say, trials, predicted_points):
+    """A pair's result keys and its three phases, fixed(rng), sprt(rng) and adaptive(rng, sprt)
+    (None when nothing can be simulated: the keys say why)."""
+    setup = _leverage_setup if spec.leverage else _softmax_setup
+    r, law, x, queries_for_kl = setup(A, B, spec, options, query, say)
+    header = dict(shape=A.shape, query=x.tolist(), hellinger_squared=r.hellinger_squared,
+                  floor=spec.floor)           # floor: leverage
     if not r.distinguishable or r.samples["predicted"] is None:
-        note = (r.note or "H^2 = 0 at this query") + ": no number of queries tells them apart, so nothing is simulated"
-        say("done")
-        return simulate_result(model, A.shape, energy, options, trials, t0, **pair,
-                               distinguishable=False, note=note)
-    _check_simulable(r)
-    rng = np.random.default_rng(seed)
-    fixed = sprt = adaptive = curve = None
-    if "fixed" in policy:
-        say(f"fixed n: {trials:,} trials per model on a grid of n")
-        fixed, curve = _fixed_phase(law, error, r, trials, rng, predicted_points)
-    if "sprt" in policy or "adaptive" in policy:
-        say(f"SPRT: {trials:,} trials per model")
-        sprt = _sprt_phase(law, error, r, trials, rng)
-    if "adaptive" in policy:
+        why = (r.note or "H^2 = 0 at this query") + ": no number of queries tells them apart"
+        return header | dict(distinguishable=False, note=why + ", so nothing is simulated"), None
+    if r.samples["upper"] > 2_000_000:        # too many answers per trial
+        raise InputError(f"this query needs up to {r.samples['upper']:,} answers per trial; "
+                         f"simulating that is out of reach here (raise {parameter_name('energy')})")
+    error = options.error
+
+    def fixed(rng):                 # the fixed-n experiment and its error curve (maths.md §3.6)
+        result, grid, errs, ses = simulate_fixed(law, error, r.samples, trials, rng)
+        curve = {"n": grid.tolist(), "error": errs.tolist(), "standard_error": ses.tolist()}
+        if predicted_points:
+            ns = np.unique(np.linspace(1, grid[-1], predicted_points).astype(int))
+            curve.update(predicted_n=ns.tolist(), predicted_error=predicted_curve(law, ns))
+        return result, curve
+
+    def sprt(rng):                  # Wald's SPRT with the query, and Wald's lower bounds (§3.5)
+        a = math.log((1 - error) / error)
+        wald = lambda kl: (1 - 2 * error) * a / kl if kl > 0 else None
+        return _pair_runs([law], error, trials, rng, block=256) | dict(
+            wald_lower_a=wald(r.kl_ab), wald_lower_b=wald(r.kl_ba),
+            mean_samples_lower_sequential=r.certificate["mean_samples_lower_sequential"])
+
+    def adaptive(rng, sprt):        # Chernoff's rule, against the SPRT with one query
         say("adaptive: designing argmax KL(P_A||P_B) and argmax KL(P_B||P_A)")
         x_a, x_b, law_a, law_b = queries_for_kl()
         say(f"adaptive: {trials:,} trials per model")
-        adaptive = _adaptive_phase(law_a, law_b, x_a, x_b, error, trials, rng, sprt)
-        if "sprt" not in policy:
-            sprt = None
-    say("done")
-    return simulate_result(model, A.shape, energy, options, trials, t0, **pair, fixed=fixed,
-                           sprt=sprt, adaptive=adaptive, curve=curve)
+        out = _pair_runs([law_a, law_b], error, trials, rng,
+                         choose=lambda t, L: (L[:, 0] < L[:, 1]).astype(np.int64))
+        saving = 0.5 * ((1 - out["mean_samples_a"] / sprt["mean_samples_a"])
+                        + (1 - out["mean_samples_b"] / sprt["mean_samples_b"]))
+        return out | dict(saving_vs_sprt=saving, query_a=x_a.tolist(), query_b=x_b.tolist())
+    return header, (fixed, sprt, adaptive)
 
 
-def simulate_result(model: str, shape, energy: float, options, trials: int, t0: float,
-                    **measured) -> SimulateResult:
-    """The result of every simulate, a pair's or K models': the settings, what was measured,
-    the seconds since t0."""
-    return SimulateResult(model, *shape, energy, options.error, trials, options.seed,
-                          seconds=time.perf_counter() - t0, **measured)
+def _kway_setup(models, spec, options, query, say, trials, progress, schedule, weights):
+    """K models' result keys and phases (as _pair_setup's): the maximum-likelihood test at fixed
+    n (the empirical n for every error <= alpha, against the predicted count), the matrix SPRT
+    with the designed query, the designed schedule or given queries (interleaved by
+    kway_loop's interleave), and Chernoff's adaptive rule (sequential.py) with the same stop."""
+    from bhtcli.commands.decide import check_prior, load_queries, log_probs_at, sprt_threshold
+    from bhtcli.commands.kway import design_kway, load_models
+    from bhtcli.commands.kway_loop import interleave
+    from bhtcli.commands.sequential import adaptive_phase, matrix_sprt_runs
+    from bhtcli.maths.kway import KwayLaw, allocate, kway_counts
+    from bhtcli.maths.scalar import first_passing
+    from bhtcli.models.kway import kway_scores_at
+    error, seed, energy = options.error, options.seed, spec.energy
+    mats, names = load_models(models)
+    K, design_seconds = len(mats), None
+    if query is None:
+        say("designing the " + ("schedule" if schedule else "query"))
+        t_design = time.perf_counter()
+        r = design_kway(mats, energy, options, dtype=spec.dtype, schedule=schedule)
+        design_seconds = time.perf_counter() - t_design
+        Q, w = ((np.array(r.schedule["queries"]), np.array(r.schedule["weights"])) if schedule
+                else (np.array([r.query]), np.ones(1)))
+    else:
+        Q = load_queries(query, mats[0].shape[1])
+        w = check_prior(weights, Q.shape[0], "weights", "query")
+    law = KwayLaw.build(*zip(*(kway_scores_at(mats, x) for x in Q)), w)
+    counts, Dm, logp = kway_counts(law, error), law.distance_matrix(), log_probs_at(mats, Q)
+    header = dict(shape=mats[0].shape, models=names, queries=Q.tolist(), weights=w.tolist(),
+                  bhattacharyya_distance=float(Dm[np.triu_indices(K, 1)].min()))
+    if counts["upper"] is None:               # all of the counts are None: D = 0
+        return header, None
+    cap, threshold = max(20 * counts["upper"], 100), sprt_threshold(K, error)
+
+    def fixed(rng):                     # each N its own seed: the same draws however reached
+        worst = lru_cache(None)(lambda N: ml_errors_mc(logp, allocate(w, N), trials,
+                                                        np.random.default_rng(seed + N)))
+        hi = first_passing(lambda N: float(worst(N).max()) <= error, max(counts["lower"], 1) - 1,
+                           counts["upper"])
+        at_pred = worst(counts["predicted"])
+        return {"empirical": hi, "predicted": counts["predicted"], "lower": counts["lower"],
+                "upper": counts["upper"], "error_at_predicted": float(at_pred.max()),
+                "worst_model": int(np.argmax(at_pred)),
+                "errors_at_empirical": worst(hi).tolist()}, None
+
+    def sprt(rng):
+        order = interleave(w, cap)
+        out = matrix_sprt_runs(logp, lambda t, L: np.full(L.shape[0], order[t]), threshold,
+                               trials, rng, cap)
+        return {"mean_samples": out["mean_samples"], "error": out["error"], "threshold": threshold,
+                "undecided": out["undecided"], "cap": cap}
+
+    def adaptive(rng, sequential):
+        cost = "" if design_seconds is None else \
+            f"; each costs about what the design's search did ({design_seconds:.1f} s)"
+        note(f"the adaptive rule runs {K * (K - 1)} more searches of the ball, argmax "
+             f"KL(P_k || P_j) for each ordered pair of the {K} models{cost}")
+        say("adaptive: designing argmax KL(P_k||P_j) for each ordered pair")
+        extra = np.array(kl_queries(mats, energy, options.starts, seed, progress=progress))
+        say(f"adaptive: {trials:,} trials per model")
+        return adaptive_phase(np.concatenate([Q, extra]), logp + log_probs_at(mats, extra),
+                              threshold, trials, rng, cap, sequential)
+    return header, (fixed, sprt, adaptive)
+
+
+DRAW_FRACTION = 16       # fewer answers than n / this: draw them, not a t x n table of counts
+DRAW_CELLS = 4_000_000   # answers drawn at a time (trials x answers)
+
+
+def _answer_sums(lp: np.ndarray, k: int, c: int, t: int, rng) -> np.ndarray:
+    """t x K: the sums of lp[:, a] over c answers a drawn from model k's law (lp: K x n
+    log-probabilities), for t trials. Few answers among many categories (a vocabulary) are
+    drawn one by one by inverse CDF, t x c of them; otherwise their counts come from one
+    multinomial table (t x n), whose cost does not grow with c."""
+    K, n = lp.shape
+    p = np.exp(lp[k])
+    if c * DRAW_FRACTION >= n:
+        return rng.multinomial(c, p / p.sum(), size=t) @ lp.T
+    cdf, out = np.cumsum(p), np.zeros((t, K))
+    rows = max(1, DRAW_CELLS // c)
+    for s in range(0, t, rows):
+        out[s:s + rows] = lp.T[draw(cdf, (min(rows, t - s), c), rng)].sum(axis=1)
+    return out
+
+
+def ml_errors_mc(logp, counts, trials: int, rng, chunk: int = 2000) -> np.ndarray:
+    """Monte Carlo P_k(the maximum-likelihood test does not name k) with counts[l] answers to
+    query l (ties split evenly), per model k."""
+    K = logp[0].shape[0]
+    errs = np.zeros(K)
+    for k in range(K):
+        wrong = 0.0
+        for s in range(0, trials, chunk):
+            t = min(chunk, trials - s)
+            L = np.zeros((t, K))
+            for lp, c in zip(logp, counts):
+                if c:
+                    L += _answer_sums(lp, k, int(c), t, rng)
+            top = L.max(axis=1, keepdims=True)
+            ties = L >= top - 1e-9 * np.maximum(1.0, np.abs(top))
+            wrong += float(np.sum(1.0 - ties[:, k] / ties.sum(axis=1)))
+        errs[k] = wrong / trials
+    return errs
 
 
 def check_trials(trials) -> int:
@@ -250,48 +379,9 @@ def check_policy(policy) -> tuple:
     return POLICIES if policy == "all" else (policy,)
 
 
-def _check_simulable(r) -> None:
-    """Refuse queries that need too many answers per trial."""
-    if r.samples["upper"] > 2_000_000:
-        raise InputError(f"this query needs up to {r.samples['upper']:,} answers per trial; "
-                         f"simulating that is out of reach here (raise {parameter_name('energy')})")
-
-
-def _fixed_phase(law, error, r, trials, rng, predicted_points):
-    """The fixed-n experiment and its error curve (docs/maths.md §3.6)."""
-    fixed, grid, errs, ses = simulate_fixed(law, error, r.samples, trials, rng)
-    curve = {"n": grid.tolist(), "error": errs.tolist(), "standard_error": ses.tolist()}
-    if predicted_points:
-        ns = np.unique(np.linspace(1, grid[-1], predicted_points).astype(int))
-        curve["predicted_n"] = ns.tolist()
-        curve["predicted_error"] = predicted_curve(law, ns)
-    return fixed, curve
-
-
-def _sprt_phase(law, error, r, trials, rng):
-    """Wald's SPRT with the query, and Wald's lower bounds (docs/maths.md §3.5)."""
-    sprt = _pair_runs([law], error, trials, rng, block=256)
-    a = math.log((1 - error) / error)
-    wald = lambda kl: (1 - 2 * error) * a / kl if kl > 0 else None
-    sprt["wald_lower_a"] = wald(r.kl_ab)
-    sprt["wald_lower_b"] = wald(r.kl_ba)
-    sprt["mean_samples_lower_sequential"] = r.certificate["mean_samples_lower_sequential"]
-    return sprt
-
-
-def _adaptive_phase(law_a, law_b, x_a, x_b, error, trials, rng, sprt):
-    """Chernoff's adaptive rule, compared with the SPRT with one query."""
-    adaptive = _pair_runs([law_a, law_b], error, trials, rng,
-                          choose=lambda t, L: (L[:, 0] < L[:, 1]).astype(np.int64))
-    adaptive["saving_vs_sprt"] = 0.5 * ((1 - adaptive["mean_samples_a"] / sprt["mean_samples_a"])
-                                        + (1 - adaptive["mean_samples_b"] / sprt["mean_samples_b"]))
-    adaptive["query_a"] = x_a.tolist()
-    adaptive["query_b"] = x_b.tolist()
-    return adaptive
-
-
-def _softmax_setup(A, B, spec, options, query, say, readout):
+def _softmax_setup(A, B, spec, options, query, say):
     energy, starts, seed, dtype = spec.energy, options.starts, options.seed, spec.dtype
+    readout = spec.readout(A.shape[0])
     if query is None:
         say("designing the query")
         r = design(A, B, spec, options)
@@ -312,16 +402,19 @@ def _softmax_setup(A, B, spec, options, query, say, readout):
     return r, AnswerLaw.at(A, B, x, readout), x, queries_for_kl
 
 
-def _leverage_setup(A, B, ceiling, floor, query, error, starts, seed, say):
+def _leverage_setup(A, B, spec, options, query, say):
     from bhtcli.models.answers import answer_law
     from bhtcli.models.leverage import LeveragePair
     from bhtcli.commands.leverage_design import design_leverage, leverage_report_for_query
+    from bhtcli.search.box import default_starts
+    ceiling, floor, error, seed = spec.energy, spec.floor, options.error, options.seed
+    starts = default_starts(*A.shape) if options.starts is None else options.starts
+    spec = ModelSpec.build("leverage", ceiling, floor)
     if query is None:
         say("designing the query")
-        r = design_leverage(A, B, ModelSpec.build("leverage", ceiling, floor),
-                            DesignOptions(error, starts, seed))
+        r = design_leverage(A, B, spec, DesignOptions(error, starts, seed))
     else:
-        r = leverage_report_for_query(A, B, query, ModelSpec.build("leverage", ceiling, floor), error)
+        r = leverage_report_for_query(A, B, query, spec, error)
     s = np.array(r.query)
     lo, hi = -math.log(ceiling), -math.log(floor)
 
