@@ -6,6 +6,7 @@ import pytest
 
 from bhtcli import api
 from bhtcli.commands.decide import decide_laws
+from bhtcli.errors import InputError
 from bhtcli.maths.laws import floored_tilt
 from cli_run import run
 from tiny_llama import three_builds as tiny_three_builds
@@ -93,6 +94,12 @@ def test_token_strings_decide_as_ids(builds, tmp_path, capsys):
     r1 = api.decide(a, b, answers=str(tmp_path / "ids.txt"), prompt=PROMPT)
     r2 = api.decide(a, b, answers=str(tmp_path / "text.txt"), prompt=PROMPT)
     assert r1.to_dict()["llr"] == r2.to_dict()["llr"]
+    # the API takes the answers themselves too: ids (a list, an array, a SampleResult's) or strings
+    drawn = api.sample_prompt(a, PROMPT, 20, seed=4, hash_files=False)
+    for given in (list(ids), ids, drawn.token_ids, list(text)):
+        assert api.decide(a, b, answers=given, prompt=PROMPT).to_dict()["llr"] == r1.to_dict()["llr"]
+    with pytest.raises(InputError, match="item 2"):
+        api.decide(a, b, answers=[text[0], "no-such-token-string"], prompt=PROMPT)
 
 
 def test_outside_a_support_decides_at_once():

@@ -67,8 +67,12 @@ def sample_prompt(path, prompt, count: int, sampler: Sampler = Sampler(),
 def read_token_answers(spec, vocab: list[str], stdin=None) -> np.ndarray:
     """Answers as token ids: every entry an integer id, or else every entry a token string of
     the vocabulary (as `sample --text` prints them)."""
-    label, entries = answer_entries(spec, "the observed tokens, one per line (ids, or the "
-                                    "vocabulary's token strings)", stdin)
+    if isinstance(spec, str) or hasattr(spec, "__fspath__"):
+        label, entries = answer_entries(spec, "the observed tokens, one per line (ids, or the "
+                                        "vocabulary's token strings)", stdin)
+    else:                                   # the API: a sequence of ids or token strings
+        label = "answers"
+        entries = [(f"item {k + 1}", v) for k, v in enumerate(np.asarray(spec).ravel().tolist())]
     if not entries:
         raise InputError(f"{label} holds no answers")
     ids = [as_index(v) for _, v in entries]
