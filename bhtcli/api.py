@@ -131,7 +131,7 @@ def design(A, B=None, energy=None, *, model="softmax", floor=None, error: float 
            link_b=None, bias_a=None, bias_b=None, dtype="float64", candidates=None, names=None,
            top: int | None = None, subspace=None, queries=None, max_starts=None, progress=None,
            search_space=None, schedule: bool = False, certificate: str = "fast",
-           hash_files: bool = True):
+           links=None, biases=None, hash_files: bool = True):
     """The query that best separates A from B under the budget, and how many it takes.
 
     Parameters
@@ -168,6 +168,10 @@ def design(A, B=None, energy=None, *, model="softmax", floor=None, error: float 
         softmax only: batched projected L-BFGS (default) or the cvxpy cross-check.
     link_a, link_b, bias_a, bias_b, dtype
         softmax family only: see :func:`bhtcli.commands.design.design`.
+    links, biases : sequence, optional
+        A list of models: the link of each ("exp", "poly:K", "taylor:K", "softcap:C") and
+        its bias (array or path; None: no bias), in the models' order (also a comma list,
+        "exp,softcap:30,exp"). Two models: the same as link_a, link_b, bias_a, bias_b.
     candidates : array_like or path, optional
         Only these queries (rows of an m x d matrix; leverage: m x n weights s): the report is
         the best eligible row's, with the top list and the reachable fraction (docs/reachable.md).
@@ -204,13 +208,17 @@ def design(A, B=None, energy=None, *, model="softmax", floor=None, error: float 
     """
     _check_certificate(certificate)
     models = _models_of(A, B)
+    link_a, link_b, bias_a, bias_b, links, biases = _readout_lists(
+        models, links, biases, link_a, link_b, bias_a, bias_b)
     if models is not None:
         energy = B if energy is None and B is not None else energy
         if len(models) == 2:
             A, B, models = *models, None
     if models is not None:                  # K >= 3 models: the bottleneck (docs/kway.md)
         spec = _model_set(models, model, energy, link_a=link_a, link_b=link_b, bias_a=bias_a,
-                          bias_b=bias_b, dtype=dtype, need_energy=candidates is None,
+                          bias_b=bias_b, links=links, biases=biases,
+                          readouts=None if candidates is None else parameter_name("candidates"),
+                          dtype=dtype, need_energy=candidates is None,
                           budget_list=True, floor=floor, subspace=subspace, queries=queries,
                           max_starts=max_starts, method=None if method == "lbfgs" else method,
                           certificate=None if certificate == "fast" else certificate)
@@ -252,9 +260,10 @@ def design(A, B=None, energy=None, *, model="softmax", floor=None, error: float 
         if energies is not None:
             from bhtcli.results import BudgetCurveResult
             return BudgetCurveResult([kway.design_kway(models, e, options, dtype=spec.dtype,
-                                                       progress=progress) for e in energies])
+                                                       progress=progress, spec=spec)
+                                      for e in energies])
         return kway.design_kway(models, spec.energy, options, dtype=spec.dtype,
-                                schedule=schedule, progress=progress)
+                                schedule=schedule, progress=progress, spec=spec)
     if spec.leverage:
         from bhtcli.commands import leverage_design as lev
         if queries is not None:
@@ -316,21 +325,56 @@ def _plain(*readout) -> bool:
 
 
 def _model_set(models, model="softmax", energy=None, *, link_a=None, link_b=None, bias_a=None,
-               bias_b=None, dtype="float64", need_energy: bool = True, budget_list: bool = False,
-               **refused):
-    """The ModelSpec of K >= 3 models (their shared budget and dtype), checked once, here, for
-    every command (the rules: commands/kway.py check_kway_options, which sweep manifests use
-    too). Each option in `refused` that is given (not None, not False) is named in one
-    InputError: what pairs have that K models have not yet."""
+               bias_b=None, links=None, biases=None, dtype="float64", need_energy: bool = True,
+               budget_list: bool = False, readouts: str | None = None, **refused):
+    """The ModelSpec of K >= 3 models (their shared budget and dtype, each model's link and
+    bias from `links` and `biases`, already per model: :func:`_readout_lists`), checked once,
+    here, for every command (the rules: commands/kway.py check_kway_options, which sweep
+    manifests use too). Each option in `refused` that is given (not None, not False) is named
+    in one InputError: what pairs have that K models have not yet. `readouts`: None where the
+    command takes links and biases for K models, else what it is (named in the InputError when
+    they are given)."""
     from bhtcli.commands.kway import check_kway_options
     spec_links = (getattr(model, k, None) for k in ("link_a", "link_b", "bias_a", "bias_b"))
     check_kway_options(model=getattr(model, "family", model),
                        readout_plain=_plain(link_a, link_b, bias_a, bias_b) and _plain(*spec_links),
                        **refused)
-    if hasattr(model, "family"):          # a ready ModelSpec: its energy and dtype
-        return model_spec(model)
-    return model_spec("softmax", energy, dtype=dtype, need_energy=need_energy,
-                      budget_list=budget_list)
+    if hasattr(model, "family"):          # a ready ModelSpec: its energy, dtype and read-outs
+        spec = model_spec(model).with_models(links, biases)
+    else:
+        spec = model_spec("softmax", energy, dtype=dtype, need_energy=need_energy,
+                          budget_list=budget_list).with_models(links, biases)
+    if spec.links is not None and readouts is not None:
+        raise InputError(f"{parameter_name('links')} and {parameter_name('biases')} of three or "
+                         f"more models are for design and bound; not yet for {readouts}")
+    return spec
+
+
+def _readout_lists(models, links, biases, link_a, link_b, bias_a, bias_b, split: bool = True):
+    """(link_a, link_b, bias_a, bias_b, links, biases): `links` and `biases` checked, one
+    per model (models/spec.py: per_model). Two models that the command runs as a pair
+    (`split`): they become link_a .. bias_b, so a pair is the pair design whichever way it
+    is spelt; else they stay per model, and the pair's options are refused (they name model
+    A and model B)."""
+    from bhtcli.models.spec import per_model
+    if links is None and biases is None:
+        return link_a, link_b, bias_a, bias_b, None, None
+    pair = [k for k, v in (("link_a", link_a), ("link_b", link_b), ("bias_a", bias_a),
+                           ("bias_b", bias_b)) if v is not None]
+    given = [k for k, v in (("links", links), ("biases", biases)) if v is not None]
+    if pair:
+        raise InputError(f"{', '.join(map(parameter_name, given))} and "
+                         f"{', '.join(map(parameter_name, pair))} both set read-outs: give the "
+                         "per-model list alone")
+    if models is None:
+        raise InputError(f"{', '.join(map(parameter_name, given))} gives one value per model "
+                         "of a list of models; for A and B use "
+                         f"{parameter_name('link_a')}, {parameter_name('bias_a')} ...")
+    K = len(models)
+    links, biases = per_model(links, K, "links", True), per_model(biases, K, "biases", False)
+    if K == 2 and split:
+        return (*(links or (None, None)), *(biases or (None, None)), None, None)
+    return None, None, None, None, links, biases
 
 
 def _check_design_paths(spec, *, energies, queries, candidates, subspace, names, top, method,
@@ -375,28 +419,30 @@ def _check_design_paths(spec, *, energies, queries, candidates, subspace, names,
 @_recorded(_model_inputs)
 def bound(A, B=None, energy=None, *, model="softmax", floor=None, error: float = 0.05, link_a=None,
           link_b=None, bias_a=None, bias_b=None, certificate: str = "fast", progress=None,
-          hash_files: bool = True):
+          links=None, biases=None, hash_files: bool = True):
     """Closed-form certificate, no optimisation (docs/maths.md §4; leverage: §6.2).
 
     Parameters are those of :func:`design`, and `certificate`: "fast" (default) or "exact",
     which adds the bilinear ceiling for a softmax pair with exp links and no biases
     (docs/maths.md §4.14; an n x n matrix in memory, minutes at n = 30,000, refused above
-    40,000 rows); `progress` (a callable taking a message) hears its phases; `hash_files` as for
-    :func:`design` (the result's `run`). Returns a
+    40,000 rows); `progress` (a callable taking a message) hears its phases; `links`,
+    `biases` and `hash_files` as for :func:`design` (the result's `run`). Returns a
     :class:`bhtcli.results.BoundResult` or, for leverage models, a
     :class:`bhtcli.results.LeverageBoundResult`; a list of K models (A) gives each pair's
     ceiling and the bottleneck's, a :class:`bhtcli.results.BoundResult` with `models` and `pairs`.
     """
     _check_certificate(certificate)
     models = _models_of(A, B)
+    link_a, link_b, bias_a, bias_b, links, biases = _readout_lists(
+        models, links, biases, link_a, link_b, bias_a, bias_b, split=False)
     if models is not None:
         energy = B if energy is None and B is not None else energy
         spec = _model_set(models, model, energy, link_a=link_a, link_b=link_b, bias_a=bias_a,
-                          bias_b=bias_b, floor=floor,
+                          bias_b=bias_b, links=links, biases=biases, floor=floor,
                           certificate=None if certificate == "fast" else certificate)
         from bhtcli.commands.kway import bound_kway
         from bhtcli.io.validation import check_error
-        return bound_kway(models, spec.energy, check_error(error))
+        return bound_kway(models, spec.energy, check_error(error), spec=spec)
     from bhtcli.io.validation import check_error
     spec = model_spec(model, energy, floor, link_a=link_a, link_b=link_b, bias_a=bias_a,
                       bias_b=bias_b, inputs=(A, B))
@@ -562,7 +608,7 @@ def decide(A, B=None, query=None, answers=None, *, model="softmax", error: float
             from bhtcli.commands.decide import check_prior, decide_models
             from bhtcli.io.validation import check_error
             _model_set(A, model, link_a=link_a, link_b=link_b, bias_a=bias_a, bias_b=bias_b,
-                       need_energy=False)
+                       need_energy=False, readouts="decide")
             return decide_models(A, query, answers, check_error(error), check_prior(prior, len(A)),
                                stdin=stdin)
         A, B = A
@@ -618,7 +664,7 @@ def simulate(A, B=None, energy=None, *, model="softmax", floor=None, query=None,
     kway = models is not None and (len(models) != 2 or schedule or weights is not None)
     if kway:
         spec = _model_set(models, model, energy, link_a=link_a, link_b=link_b, bias_a=bias_a,
-                          bias_b=bias_b, dtype=dtype, floor=floor,
+                          bias_b=bias_b, dtype=dtype, floor=floor, readouts="simulate",
                           predicted_points=predicted_points or None)
     else:
         models, schedule, weights = models or [A, B], False, None     # a pair: one query
@@ -677,7 +723,7 @@ def rank(A, B, H=None, energy=None, *, model="softmax", floor=None, error: float
             raise InputError("with K models give the candidates as the second argument: "
                              "rank([M1, M2, M3], H, energy=...)")
         spec = _model_set(A, model, energy, link_a=link_a, link_b=link_b, bias_a=bias_a,
-                          bias_b=bias_b, dtype=dtype, need_energy=False, floor=floor,
+                          bias_b=bias_b, dtype=dtype, need_energy=False, floor=floor, readouts="rank",
                           block_rows=block_rows)
         return rank_candidates(A, B, spec, kway=True, error=check_error(error), names=names,
                                top=check_top(top), out=out, progress=progress, force=force)
