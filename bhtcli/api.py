@@ -217,7 +217,6 @@ def design(A, B=None, energy=None, *, model="softmax", floor=None, error: float 
     if models is not None:                  # K >= 3 models: the bottleneck (docs/kway.md)
         spec = _model_set(models, model, energy, link_a=link_a, link_b=link_b, bias_a=bias_a,
                           bias_b=bias_b, links=links, biases=biases,
-                          readouts=None if candidates is None else parameter_name("candidates"),
                           dtype=dtype, need_energy=candidates is None,
                           budget_list=True, floor=floor, subspace=subspace, queries=queries,
                           max_starts=max_starts, method=None if method == "lbfgs" else method,
@@ -346,7 +345,8 @@ def _model_set(models, model="softmax", energy=None, *, link_a=None, link_b=None
                           budget_list=budget_list).with_models(links, biases)
     if spec.links is not None and readouts is not None:
         raise InputError(f"{parameter_name('links')} and {parameter_name('biases')} of three or "
-                         f"more models are for design and bound; not yet for {readouts}")
+                         f"more models are not yet for {readouts} (design, bound, rank and "
+                         "decide take them)")
     return spec
 
 
@@ -561,7 +561,7 @@ def decide(A, B=None, query=None, answers=None, *, model="softmax", error: float
            link_a=None, link_b=None, bias_a=None, bias_b=None, stdin=None, prior=None,
            prompt=None, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0,
            min_p: float = 0.0, threads: int = 2, batch: int = 512, kv_type: str = "f16",
-           flash_attn: bool = False, hash_files: bool = True):
+           flash_attn: bool = False, links=None, biases=None, hash_files: bool = True):
     """Which model produced `answers` (Wald's SPRT in the order observed, docs/maths.md §3.6).
 
     Parameters
@@ -571,7 +571,7 @@ def decide(A, B=None, query=None, answers=None, *, model="softmax", error: float
         The query the answers respond to.
     answers : array_like of int, path or "-"
         Observed 0-based answers (a file: one per line or a JSON list; "-": `stdin`).
-    model, error, link_a, link_b, bias_a, bias_b
+    model, error, link_a, link_b, bias_a, bias_b, links, biases
         As for :func:`design`.
     prior : sequence of float, optional
         K models (A a list): the prior of each model (default equal).
@@ -604,14 +604,20 @@ def decide(A, B=None, query=None, answers=None, *, model="softmax", error: float
             isinstance(m, (str, os.PathLike)) or getattr(m, "ndim", None) == 2 for m in A):
         if answers is None:                   # decide([M1, M2, M3], x, answers)
             query, answers = B, query
-        if len(A) != 2 or prior is not None:
+        pair = len(A) == 2 and prior is None
+        link_a, link_b, bias_a, bias_b, links, biases = _readout_lists(
+            A, links, biases, link_a, link_b, bias_a, bias_b, split=pair)
+        if not pair:
             from bhtcli.commands.decide import check_prior, decide_models
             from bhtcli.io.validation import check_error
-            _model_set(A, model, link_a=link_a, link_b=link_b, bias_a=bias_a, bias_b=bias_b,
-                       need_energy=False, readouts="decide")
+            spec = _model_set(A, model, link_a=link_a, link_b=link_b, bias_a=bias_a,
+                              bias_b=bias_b, links=links, biases=biases, need_energy=False)
             return decide_models(A, query, answers, check_error(error), check_prior(prior, len(A)),
-                               stdin=stdin)
+                                 stdin=stdin, spec=spec)
         A, B = A
+    else:
+        link_a, link_b, bias_a, bias_b, _, _ = _readout_lists(
+            None, links, biases, link_a, link_b, bias_a, bias_b)
     from bhtcli.commands.decide import decide as decide_answers
     from bhtcli.io.validation import check_error
     spec = model_spec(model, link_a=link_a, link_b=link_b, bias_a=bias_a, bias_b=bias_b,
@@ -624,13 +630,16 @@ def simulate(A, B=None, energy=None, *, model="softmax", floor=None, query=None,
              error: float = 0.05, trials: int = 10_000, seed: int = 0, policy: str = "all",
              starts: int | None = None, link_a=None, link_b=None, bias_a=None, bias_b=None,
              dtype="float64", predicted_points: int = 0, progress=None, schedule: bool = False,
-             weights=None, hash_files: bool = True):
+             weights=None, links=None, biases=None, hash_files: bool = True):
     """Monte Carlo of the fixed-n test, Wald's SPRT and Chernoff's adaptive rule.
 
     Parameters
     ----------
     A, B, energy, model, floor, error, starts, link_a, link_b, bias_a, bias_b, dtype
         As for :func:`design` (the query is designed first unless `query` is given).
+    links, biases
+        As for :func:`design`: two models only (K >= 3 models are simulated plain softmax; an
+        InputError names them).
     query : array_like or path, optional
         Simulate this query instead of designing one.
     trials : int
@@ -659,13 +668,15 @@ def simulate(A, B=None, energy=None, *, model="softmax", floor=None, query=None,
     from bhtcli.commands.simulate import check_policy, check_trials, simulate as simulate_models
     from bhtcli.models.spec import DesignOptions
     models = _models_of(A, B)
+    pair = models is None or not (len(models) != 2 or schedule or weights is not None)
+    link_a, link_b, bias_a, bias_b, links, biases = _readout_lists(
+        models, links, biases, link_a, link_b, bias_a, bias_b, split=pair)
     if models is not None:
         energy = B if energy is None and B is not None else energy
-    kway = models is not None and (len(models) != 2 or schedule or weights is not None)
-    if kway:
+    if not pair:
         spec = _model_set(models, model, energy, link_a=link_a, link_b=link_b, bias_a=bias_a,
-                          bias_b=bias_b, dtype=dtype, floor=floor, readouts="simulate",
-                          predicted_points=predicted_points or None)
+                          bias_b=bias_b, links=links, biases=biases, dtype=dtype, floor=floor,
+                          readouts="simulate", predicted_points=predicted_points or None)
     else:
         models, schedule, weights = models or [A, B], False, None     # a pair: one query
         spec = model_spec(model, energy, floor, link_a=link_a, link_b=link_b, bias_a=bias_a,
@@ -680,7 +691,7 @@ def simulate(A, B=None, energy=None, *, model="softmax", floor=None, query=None,
 def rank(A, B, H=None, energy=None, *, model="softmax", floor=None, error: float = 0.05, names=None,
          top: int = 10, out=None, link_a=None, link_b=None, bias_a=None, bias_b=None,
          dtype="float64", block_rows: int | None = None, progress=None, force: bool = False,
-         hash_files: bool = True):
+         links=None, biases=None, hash_files: bool = True):
     """Score every candidate query (a row of H) and write all of them to `out`.
 
     Parameters
@@ -716,6 +727,9 @@ def rank(A, B, H=None, energy=None, *, model="softmax", floor=None, error: float
     """
     from bhtcli.commands.candidates import rank as rank_candidates
     from bhtcli.io.validation import check_error, check_top
+    link_a, link_b, bias_a, bias_b, links, biases = _readout_lists(
+        A if isinstance(A, (list, tuple)) else None, links, biases, link_a, link_b, bias_a,
+        bias_b, split=False)
     if isinstance(A, (list, tuple)):
         if H is not None and energy is None and isinstance(H, (int, float)):
             H, energy = None, H                 # rank([M1, M2, M3], H, E)
@@ -723,7 +737,8 @@ def rank(A, B, H=None, energy=None, *, model="softmax", floor=None, error: float
             raise InputError("with K models give the candidates as the second argument: "
                              "rank([M1, M2, M3], H, energy=...)")
         spec = _model_set(A, model, energy, link_a=link_a, link_b=link_b, bias_a=bias_a,
-                          bias_b=bias_b, dtype=dtype, need_energy=False, floor=floor, readouts="rank",
+                          bias_b=bias_b, links=links, biases=biases, dtype=dtype,
+                          need_energy=False, floor=floor,
                           block_rows=block_rows)
         return rank_candidates(A, B, spec, kway=True, error=check_error(error), names=names,
                                top=check_top(top), out=out, progress=progress, force=force)

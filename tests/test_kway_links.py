@@ -179,7 +179,43 @@ def test_commands_without_k_readouts_refuse_them(files):
     (A, B, C), _, _ = files
     spec = api.ModelSpec.build(energy=1.0).with_models(
         (parse_link("exp"), parse_link("exp"), parse_link("softcap:2")), None)
-    with pytest.raises(api.InputError, match="not yet for rank"):
-        api.rank([A, B, C], np.eye(3), model=spec)
-    with pytest.raises(api.InputError, match="not yet for --candidates|not yet for candidates"):
-        api.design([A, B, C], energy=1.0, candidates=np.eye(3), links="exp,exp,softcap:2")
+    with pytest.raises(api.InputError, match="not yet for simulate"):
+        api.simulate([A, B, C], energy=1.0, model=spec)
+
+
+def test_rank_and_candidates_score_rows_under_the_readouts():
+    Ms, biases = _case(seed=8, n=6, d=2)
+    H = np.random.default_rng(1).standard_normal((20, 2))
+    r = api.rank(Ms, H, energy=3.0, links=LINKS, biases=biases, top=3)
+    ref = _bottleneck_h2(Ms, LINKS, biases, H.T)
+    ok = np.linalg.norm(H, axis=1) <= 3.0
+    best = int(np.flatnonzero(ok)[np.argmax(ref[ok])])
+    assert r.best_index == best
+    assert r.top[0]["hellinger_squared"] == pytest.approx(ref[best], rel=1e-10)
+    assert r.to_dict()["readout"]["links"] == LINKS
+    d = api.design(Ms, energy=3.0, candidates=H, links=LINKS, biases=biases, top=3)
+    assert d.candidates["best_index"] == best
+    assert d.hellinger_squared == pytest.approx(ref[best], rel=1e-10)
+
+
+def test_decide_likelihoods_are_the_definitions():
+    Ms, biases = _case(seed=9, n=6, d=2)
+    x = np.array([0.8, -1.1])
+    answers = [0, 3, 3, 5, 1, 3]
+    r = api.decide(Ms, x, answers, links=LINKS, biases=biases)
+    P = _laws(Ms, LINKS, biases, x[:, None])
+    ref = [float(np.log(p[answers, 0]).sum()) for p in P]
+    np.testing.assert_allclose(r.log_likelihoods, ref, rtol=1e-12)
+
+
+def test_cli_simulate_of_k_models_refuses_readouts_and_decide_of_two_is_the_pair(files, capsys, tmp_path):
+    (A, B, C), bias, _ = files
+    code, _, err = run(capsys, "simulate", A, B, C, "-E", "1", "--links", "exp,exp,softcap:2", "-q")
+    assert code == 2 and err.count("\n") == 1 and "not yet for simulate" in err, err
+    np.save(tmp_path / "x.npy", np.array([0.3, -0.2, 0.5]))
+    (tmp_path / "ans.txt").write_text("0\n2\n2\n5\n")
+    x, ans = str(tmp_path / "x.npy"), str(tmp_path / "ans.txt")
+    one = run(capsys, "decide", A, B, "-x", x, ans, "--links", "softcap:2,exp", "--biases", f"{bias},", "--json")
+    two = run(capsys, "decide", A, B, "-x", x, ans, "--link-a", "softcap:2", "--bias-a", bias, "--json")
+    strip = lambda d: (d.pop("run"), d.pop("seconds", None), d)[2]
+    assert one[0] == two[0] == 0 and strip(json.loads(one[1])) == strip(json.loads(two[1]))

@@ -343,13 +343,14 @@ def sample(a, model, query, schedule, prompt, as_text, temperature, top_k, top_p
 @sampler_options
 @error_option
 @readout_options
+@model_readout_options
 @click.option("--prior", default=None, metavar="P1,P2,...",
               help="Three or more models: prior probabilities, one per model [default: equal].")
 @json_option
 @hash_option
 @quiet_option
 def decide(a, b, rest, model, query, prompt, temperature, top_k, top_p, min_p, alpha, link_a,
-           link_b, bias_a, bias_b, prior, as_json, no_hash, quiet):
+           link_b, bias_a, bias_b, links, biases, prior, as_json, no_hash, quiet):
     """Decide from observed answers (a file or -, one index per line or a JSON list) which model answered.
 
     The SPRT uses the thresholds +-ln((1-ALPHA)/ALPHA). Whatever it decides (A, B or
@@ -383,9 +384,11 @@ def decide(a, b, rest, model, query, prompt, temperature, top_k, top_p, min_p, a
             except ValueError:
                 raise InputError(f"--prior must be comma-separated numbers, got {prior!r}") from None
         _emit(decide_fn([a, b, *more], query, answers, model=model, link_a=link_a, link_b=link_b,
-                        bias_a=bias_a, bias_b=bias_b, error=alpha, prior=priors,
-                        hash_files=not no_hash), as_json)
+                        bias_a=bias_a, bias_b=bias_b, links=links, biases=biases, error=alpha,
+                        prior=priors, hash_files=not no_hash), as_json)
         return
+    link_a, link_b, bias_a, bias_b, _, _ = api._readout_lists(     # two models: the pair's options
+        [a, b], links, biases, link_a, link_b, bias_a, bias_b)
     spec = _spec(model, None, None, link_a, link_b, bias_a, bias_b, need_energy=False, inputs=(a, b))
     _emit(decide_fn(a, b, query, answers, model=spec, error=alpha, hash_files=not no_hash), as_json)
 
@@ -393,6 +396,7 @@ def decide(a, b, rest, model, query, prompt, temperature, top_k, top_p, min_p, a
 @cli.command(context_settings=CONTEXT)
 @model_pair_options
 @click.argument("more", nargs=-1, metavar="[M3 ...]", type=PATH)
+@model_readout_options
 @click.option("--schedule", is_flag=True,
               help="Three or more models: simulate the designed schedule instead of one query.")
 @query_option(required=False, what="Simulate this query instead of designing one")
@@ -407,8 +411,8 @@ def decide(a, b, rest, model, query, prompt, temperature, top_k, top_p, min_p, a
 @hash_option
 @dtype_option
 @quiet_option
-def simulate(a, b, more, schedule, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, query,
-             trials, seed, policy, plot, force, as_json, no_hash, dtype, quiet):
+def simulate(a, b, more, links, biases, schedule, model, energy, floor, alpha, link_a, link_b, bias_a,
+             bias_b, query, trials, seed, policy, plot, force, as_json, no_hash, dtype, quiet):
     """Simulate how many queries it really takes: fixed n, Wald's SPRT, Chernoff's adaptive rule.
 
     When A and B cannot be told apart nothing is simulated: the result says why (exit 0).
@@ -432,10 +436,12 @@ def simulate(a, b, more, schedule, model, energy, floor, alpha, link_a, link_b, 
                                  query=query, error=alpha, trials=trials, seed=seed,
                                  policy=policy,
                                  link_a=link_a, link_b=link_b, bias_a=bias_a, bias_b=bias_b,
-                                 dtype=dtype, progress=progress, schedule=schedule,
-                                 hash_files=not no_hash)
+                                 links=links, biases=biases, dtype=dtype, progress=progress,
+                                 schedule=schedule, hash_files=not no_hash)
         _emit(result, as_json)
         return
+    link_a, link_b, bias_a, bias_b, _, _ = api._readout_lists(     # two models: the pair's options
+        [a, b], links, biases, link_a, link_b, bias_a, bias_b)
     spec = _spec(model, energy, floor, link_a, link_b, bias_a, bias_b, dtype, inputs=(a, b))
     if plot:
         check_output_path(plot, "--plot", inputs=(a, b, query, bias_a, bias_b), force=force,
@@ -456,6 +462,7 @@ def simulate(a, b, more, schedule, model, energy, floor, alpha, link_a, link_b, 
 @cli.command(context_settings=CONTEXT)
 @rank_pair_options
 @click.argument("more", nargs=-1, required=True, metavar="[M3 ...] H", type=PATH)
+@model_readout_options
 @click.option("--names", type=PATH, default=None, metavar="FILE", help="One name per row of H (e.g. the prompts).")
 @click.option("--top", type=int, default=10, show_default=True,
               help="How many of the best to list (with exact predicted counts).")
@@ -466,8 +473,8 @@ def simulate(a, b, more, schedule, model, energy, floor, alpha, link_a, link_b, 
 @hash_option
 @dtype_option
 @quiet_option
-def rank(a, b, more, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, names, top, out,
-         force, as_json, no_hash, dtype, quiet):
+def rank(a, b, more, links, biases, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b,
+         names, top, out, force, as_json, no_hash, dtype, quiet):
     """Score every candidate query (one per row of H) and rank them; no search.
 
     H is m x d (leverage: m x n weight vectors s), any matrix format, streamed in blocks.
@@ -490,9 +497,12 @@ def rank(a, b, more, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b
             result = rank_fn([a, b, *more[:-1]], h, energy=energy, model=model, floor=floor,
                              error=alpha, names=names, top=top, out=out, link_a=link_a,
                              link_b=link_b, bias_a=bias_a, bias_b=bias_b, dtype=dtype,
-                             progress=progress, force=force, hash_files=not no_hash)
+                             links=links, biases=biases, progress=progress, force=force,
+                             hash_files=not no_hash)
         _emit(result, as_json)
         return
+    link_a, link_b, bias_a, bias_b, _, _ = api._readout_lists(     # two models: the pair's options
+        [a, b], links, biases, link_a, link_b, bias_a, bias_b)
     spec = _spec(model, energy, floor, link_a, link_b, bias_a, bias_b, dtype, need_energy=False,
                  inputs=(a, b))
     with _reporter(quiet, bar=True) as progress:
