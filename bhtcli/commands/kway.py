@@ -379,7 +379,8 @@ def check_kway_options(*, model: str = "softmax", readout_plain: bool = True,
     if not readout_plain and not per_model:
         raise InputError(f"{p('link_a')}, {p('link_b')}, {p('bias_a')} and {p('bias_b')} name the "
                          "two models of a pair; a manifest row of three or more models takes "
-                         "plain softmax models only (per model: bht design --links, --biases)")
+                         f"plain softmax models only ({p('links')} and {p('biases')} of design, "
+                         "bound, rank and decide give them per model)")
     if not readout_plain:
         raise InputError(f"{p('link_a')}, {p('link_b')}, {p('bias_a')} and {p('bias_b')} name the "
                          "two models of a pair; with three or more models give "
