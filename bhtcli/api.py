@@ -131,7 +131,7 @@ def design(A, B=None, energy=None, *, model="softmax", floor=None, error: float 
            link_b=None, bias_a=None, bias_b=None, dtype="float64", candidates=None, names=None,
            top: int | None = None, subspace=None, queries=None, max_starts=None, progress=None,
            search_space=None, schedule: bool = False, certificate: str = "fast",
-           hash_files: bool = True):
+           links=None, biases=None, hash_files: bool = True):
     """The query that best separates A from B under the budget, and how many it takes.
 
     Parameters
@@ -168,6 +168,10 @@ def design(A, B=None, energy=None, *, model="softmax", floor=None, error: float 
         softmax only: batched projected L-BFGS (default) or the cvxpy cross-check.
     link_a, link_b, bias_a, bias_b, dtype
         softmax family only: see :func:`bhtcli.commands.design.design`.
+    links, biases : sequence, optional
+        A list of models: the link of each ("exp", "poly:K", "taylor:K", "softcap:C") and
+        its bias (array or path; None: no bias), in the models' order (also a comma list,
+        "exp,softcap:30,exp"). Two models: the same as link_a, link_b, bias_a, bias_b.
     candidates : array_like or path, optional
         Only these queries (rows of an m x d matrix; leverage: m x n weights s): the report is
         the best eligible row's, with the top list and the reachable fraction (docs/reachable.md).
@@ -204,13 +208,16 @@ def design(A, B=None, energy=None, *, model="softmax", floor=None, error: float 
     """
     _check_certificate(certificate)
     models = _models_of(A, B)
+    link_a, link_b, bias_a, bias_b, links, biases = _readout_lists(
+        models, links, biases, link_a, link_b, bias_a, bias_b)
     if models is not None:
         energy = B if energy is None and B is not None else energy
         if len(models) == 2:
             A, B, models = *models, None
     if models is not None:                  # K >= 3 models: the bottleneck (docs/kway.md)
         spec = _model_set(models, model, energy, link_a=link_a, link_b=link_b, bias_a=bias_a,
-                          bias_b=bias_b, dtype=dtype, need_energy=candidates is None,
+                          bias_b=bias_b, links=links, biases=biases,
+                          dtype=dtype, need_energy=candidates is None,
                           budget_list=True, floor=floor, subspace=subspace, queries=queries,
                           max_starts=max_starts, method=None if method == "lbfgs" else method,
                           certificate=None if certificate == "fast" else certificate)
@@ -252,9 +259,10 @@ def design(A, B=None, energy=None, *, model="softmax", floor=None, error: float 
         if energies is not None:
             from bhtcli.results import BudgetCurveResult
             return BudgetCurveResult([kway.design_kway(models, e, options, dtype=spec.dtype,
-                                                       progress=progress) for e in energies])
+                                                       progress=progress, spec=spec)
+                                      for e in energies])
         return kway.design_kway(models, spec.energy, options, dtype=spec.dtype,
-                                schedule=schedule, progress=progress)
+                                schedule=schedule, progress=progress, spec=spec)
     if spec.leverage:
         from bhtcli.commands import leverage_design as lev
         if queries is not None:
@@ -316,21 +324,57 @@ def _plain(*readout) -> bool:
 
 
 def _model_set(models, model="softmax", energy=None, *, link_a=None, link_b=None, bias_a=None,
-               bias_b=None, dtype="float64", need_energy: bool = True, budget_list: bool = False,
-               **refused):
-    """The ModelSpec of K >= 3 models (their shared budget and dtype), checked once, here, for
-    every command (the rules: commands/kway.py check_kway_options, which sweep manifests use
-    too). Each option in `refused` that is given (not None, not False) is named in one
-    InputError: what pairs have that K models have not yet."""
+               bias_b=None, links=None, biases=None, dtype="float64", need_energy: bool = True,
+               budget_list: bool = False, readouts: str | None = None, **refused):
+    """The ModelSpec of K >= 3 models (their shared budget and dtype, each model's link and
+    bias from `links` and `biases`, already per model: :func:`_readout_lists`), checked once,
+    here, for every command (the rules: commands/kway.py check_kway_options, which sweep
+    manifests use too). Each option in `refused` that is given (not None, not False) is named
+    in one InputError: what pairs have that K models have not yet. `readouts`: None where the
+    command takes links and biases for K models, else what it is (named in the InputError when
+    they are given)."""
     from bhtcli.commands.kway import check_kway_options
     spec_links = (getattr(model, k, None) for k in ("link_a", "link_b", "bias_a", "bias_b"))
     check_kway_options(model=getattr(model, "family", model),
                        readout_plain=_plain(link_a, link_b, bias_a, bias_b) and _plain(*spec_links),
                        **refused)
-    if hasattr(model, "family"):          # a ready ModelSpec: its energy and dtype
-        return model_spec(model)
-    return model_spec("softmax", energy, dtype=dtype, need_energy=need_energy,
-                      budget_list=budget_list)
+    if hasattr(model, "family"):          # a ready ModelSpec: its energy, dtype and read-outs
+        spec = model_spec(model).with_models(links, biases)
+    else:
+        spec = model_spec("softmax", energy, dtype=dtype, need_energy=need_energy,
+                          budget_list=budget_list).with_models(links, biases)
+    if spec.links is not None and readouts is not None:
+        raise InputError(f"{parameter_name('links')} and {parameter_name('biases')} of three or "
+                         f"more models are not yet for {readouts} (design, bound, rank and "
+                         "decide take them)")
+    return spec
+
+
+def _readout_lists(models, links, biases, link_a, link_b, bias_a, bias_b, split: bool = True):
+    """(link_a, link_b, bias_a, bias_b, links, biases): `links` and `biases` checked, one
+    per model (models/spec.py: per_model). Two models that the command runs as a pair
+    (`split`): they become link_a .. bias_b, so a pair is the pair design whichever way it
+    is spelt; else they stay per model, and the pair's options are refused (they name model
+    A and model B)."""
+    from bhtcli.models.spec import per_model
+    if links is None and biases is None:
+        return link_a, link_b, bias_a, bias_b, None, None
+    pair = [k for k, v in (("link_a", link_a), ("link_b", link_b), ("bias_a", bias_a),
+                           ("bias_b", bias_b)) if v is not None]
+    given = [k for k, v in (("links", links), ("biases", biases)) if v is not None]
+    if pair:
+        raise InputError(f"{', '.join(map(parameter_name, given))} and "
+                         f"{', '.join(map(parameter_name, pair))} both set read-outs: give the "
+                         "per-model list alone")
+    if models is None:
+        raise InputError(f"{', '.join(map(parameter_name, given))} gives one value per model "
+                         "of a list of models; for A and B use "
+                         f"{parameter_name('link_a')}, {parameter_name('bias_a')} ...")
+    K = len(models)
+    links, biases = per_model(links, K, "links", True), per_model(biases, K, "biases", False)
+    if K == 2 and split:
+        return (*(links or (None, None)), *(biases or (None, None)), None, None)
+    return None, None, None, None, links, biases
 
 
 def _check_design_paths(spec, *, energies, queries, candidates, subspace, names, top, method,
@@ -375,28 +419,30 @@ def _check_design_paths(spec, *, energies, queries, candidates, subspace, names,
 @_recorded(_model_inputs)
 def bound(A, B=None, energy=None, *, model="softmax", floor=None, error: float = 0.05, link_a=None,
           link_b=None, bias_a=None, bias_b=None, certificate: str = "fast", progress=None,
-          hash_files: bool = True):
+          links=None, biases=None, hash_files: bool = True):
     """Closed-form certificate, no optimisation (docs/maths.md §4; leverage: §6.2).
 
     Parameters are those of :func:`design`, and `certificate`: "fast" (default) or "exact",
     which adds the bilinear ceiling for a softmax pair with exp links and no biases
     (docs/maths.md §4.14; an n x n matrix in memory, minutes at n = 30,000, refused above
-    40,000 rows); `progress` (a callable taking a message) hears its phases; `hash_files` as for
-    :func:`design` (the result's `run`). Returns a
+    40,000 rows); `progress` (a callable taking a message) hears its phases; `links`,
+    `biases` and `hash_files` as for :func:`design` (the result's `run`). Returns a
     :class:`bhtcli.results.BoundResult` or, for leverage models, a
     :class:`bhtcli.results.LeverageBoundResult`; a list of K models (A) gives each pair's
     ceiling and the bottleneck's, a :class:`bhtcli.results.BoundResult` with `models` and `pairs`.
     """
     _check_certificate(certificate)
     models = _models_of(A, B)
+    link_a, link_b, bias_a, bias_b, links, biases = _readout_lists(
+        models, links, biases, link_a, link_b, bias_a, bias_b, split=False)
     if models is not None:
         energy = B if energy is None and B is not None else energy
         spec = _model_set(models, model, energy, link_a=link_a, link_b=link_b, bias_a=bias_a,
-                          bias_b=bias_b, floor=floor,
+                          bias_b=bias_b, links=links, biases=biases, floor=floor,
                           certificate=None if certificate == "fast" else certificate)
         from bhtcli.commands.kway import bound_kway
         from bhtcli.io.validation import check_error
-        return bound_kway(models, spec.energy, check_error(error))
+        return bound_kway(models, spec.energy, check_error(error), spec=spec)
     from bhtcli.io.validation import check_error
     spec = model_spec(model, energy, floor, link_a=link_a, link_b=link_b, bias_a=bias_a,
                       bias_b=bias_b, inputs=(A, B))
@@ -515,7 +561,7 @@ def decide(A, B=None, query=None, answers=None, *, model="softmax", error: float
            link_a=None, link_b=None, bias_a=None, bias_b=None, stdin=None, prior=None,
            prompt=None, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0,
            min_p: float = 0.0, threads: int = 2, batch: int = 512, kv_type: str = "f16",
-           flash_attn: bool = False, hash_files: bool = True):
+           flash_attn: bool = False, links=None, biases=None, hash_files: bool = True):
     """Which model produced `answers` (Wald's SPRT in the order observed, docs/maths.md §3.6).
 
     Parameters
@@ -525,7 +571,7 @@ def decide(A, B=None, query=None, answers=None, *, model="softmax", error: float
         The query the answers respond to.
     answers : array_like of int, path or "-"
         Observed 0-based answers (a file: one per line or a JSON list; "-": `stdin`).
-    model, error, link_a, link_b, bias_a, bias_b
+    model, error, link_a, link_b, bias_a, bias_b, links, biases
         As for :func:`design`.
     prior : sequence of float, optional
         K models (A a list): the prior of each model (default equal).
@@ -558,14 +604,20 @@ def decide(A, B=None, query=None, answers=None, *, model="softmax", error: float
             isinstance(m, (str, os.PathLike)) or getattr(m, "ndim", None) == 2 for m in A):
         if answers is None:                   # decide([M1, M2, M3], x, answers)
             query, answers = B, query
-        if len(A) != 2 or prior is not None:
+        pair = len(A) == 2 and prior is None
+        link_a, link_b, bias_a, bias_b, links, biases = _readout_lists(
+            A, links, biases, link_a, link_b, bias_a, bias_b, split=pair)
+        if not pair:
             from bhtcli.commands.decide import check_prior, decide_models
             from bhtcli.io.validation import check_error
-            _model_set(A, model, link_a=link_a, link_b=link_b, bias_a=bias_a, bias_b=bias_b,
-                       need_energy=False)
+            spec = _model_set(A, model, link_a=link_a, link_b=link_b, bias_a=bias_a,
+                              bias_b=bias_b, links=links, biases=biases, need_energy=False)
             return decide_models(A, query, answers, check_error(error), check_prior(prior, len(A)),
-                               stdin=stdin)
+                                 stdin=stdin, spec=spec)
         A, B = A
+    else:
+        link_a, link_b, bias_a, bias_b, _, _ = _readout_lists(
+            None, links, biases, link_a, link_b, bias_a, bias_b)
     from bhtcli.commands.decide import decide as decide_answers
     from bhtcli.io.validation import check_error
     spec = model_spec(model, link_a=link_a, link_b=link_b, bias_a=bias_a, bias_b=bias_b,
@@ -578,13 +630,16 @@ def simulate(A, B=None, energy=None, *, model="softmax", floor=None, query=None,
              error: float = 0.05, trials: int = 10_000, seed: int = 0, policy: str = "all",
              starts: int | None = None, link_a=None, link_b=None, bias_a=None, bias_b=None,
              dtype="float64", predicted_points: int = 0, progress=None, schedule: bool = False,
-             weights=None, hash_files: bool = True):
+             weights=None, links=None, biases=None, hash_files: bool = True):
     """Monte Carlo of the fixed-n test, Wald's SPRT and Chernoff's adaptive rule.
 
     Parameters
     ----------
     A, B, energy, model, floor, error, starts, link_a, link_b, bias_a, bias_b, dtype
         As for :func:`design` (the query is designed first unless `query` is given).
+    links, biases
+        As for :func:`design`: two models only (K >= 3 models are simulated plain softmax; an
+        InputError names them).
     query : array_like or path, optional
         Simulate this query instead of designing one.
     trials : int
@@ -613,13 +668,15 @@ def simulate(A, B=None, energy=None, *, model="softmax", floor=None, query=None,
     from bhtcli.commands.simulate import check_policy, check_trials, simulate as simulate_models
     from bhtcli.models.spec import DesignOptions
     models = _models_of(A, B)
+    pair = models is None or not (len(models) != 2 or schedule or weights is not None)
+    link_a, link_b, bias_a, bias_b, links, biases = _readout_lists(
+        models, links, biases, link_a, link_b, bias_a, bias_b, split=pair)
     if models is not None:
         energy = B if energy is None and B is not None else energy
-    kway = models is not None and (len(models) != 2 or schedule or weights is not None)
-    if kway:
+    if not pair:
         spec = _model_set(models, model, energy, link_a=link_a, link_b=link_b, bias_a=bias_a,
-                          bias_b=bias_b, dtype=dtype, floor=floor,
-                          predicted_points=predicted_points or None)
+                          bias_b=bias_b, links=links, biases=biases, dtype=dtype, floor=floor,
+                          readouts="simulate", predicted_points=predicted_points or None)
     else:
         models, schedule, weights = models or [A, B], False, None     # a pair: one query
         spec = model_spec(model, energy, floor, link_a=link_a, link_b=link_b, bias_a=bias_a,
@@ -634,7 +691,7 @@ def simulate(A, B=None, energy=None, *, model="softmax", floor=None, query=None,
 def rank(A, B, H=None, energy=None, *, model="softmax", floor=None, error: float = 0.05, names=None,
          top: int = 10, out=None, link_a=None, link_b=None, bias_a=None, bias_b=None,
          dtype="float64", block_rows: int | None = None, progress=None, force: bool = False,
-         hash_files: bool = True):
+         links=None, biases=None, hash_files: bool = True):
     """Score every candidate query (a row of H) and write all of them to `out`.
 
     Parameters
@@ -670,6 +727,9 @@ def rank(A, B, H=None, energy=None, *, model="softmax", floor=None, error: float
     """
     from bhtcli.commands.candidates import rank as rank_candidates
     from bhtcli.io.validation import check_error, check_top
+    link_a, link_b, bias_a, bias_b, links, biases = _readout_lists(
+        A if isinstance(A, (list, tuple)) else None, links, biases, link_a, link_b, bias_a,
+        bias_b, split=False)
     if isinstance(A, (list, tuple)):
         if H is not None and energy is None and isinstance(H, (int, float)):
             H, energy = None, H                 # rank([M1, M2, M3], H, E)
@@ -677,7 +737,8 @@ def rank(A, B, H=None, energy=None, *, model="softmax", floor=None, error: float
             raise InputError("with K models give the candidates as the second argument: "
                              "rank([M1, M2, M3], H, energy=...)")
         spec = _model_set(A, model, energy, link_a=link_a, link_b=link_b, bias_a=bias_a,
-                          bias_b=bias_b, dtype=dtype, need_energy=False, floor=floor,
+                          bias_b=bias_b, links=links, biases=biases, dtype=dtype,
+                          need_energy=False, floor=floor,
                           block_rows=block_rows)
         return rank_candidates(A, B, spec, kway=True, error=check_error(error), names=names,
                                top=check_top(top), out=out, progress=progress, force=force)

@@ -40,7 +40,8 @@ class Result:
 
     A result of any number of models (as scipy's OptimizeResult carries method-specific keys)
     names the keys only K >= 3 models have (`K_KEYS`, absent for a pair unless set) and those
-    only a pair has (`PAIR_ONLY`, absent when `models` is set).
+    only a pair has (`PAIR_ONLY`, absent when `models` is set, but for those of `K_WHEN_SET`
+    when set: the `readout` of K models with links or biases).
 
     `run` is the run record (bhtcli/io/run_record.py: the inputs as given, each file read with
     its size and SHA-256, the bht version, the engine where one ran), set by bhtcli.api; None
@@ -49,6 +50,7 @@ class Result:
 
     K_KEYS: ClassVar[tuple] = ()
     PAIR_ONLY: ClassVar[tuple] = ()
+    K_WHEN_SET: ClassVar[tuple] = ("readout",)   # of PAIR_ONLY: kept for K models when set
     run: dict | None = field(default=None, kw_only=True)
 
     def to_dict(self) -> dict:
@@ -57,7 +59,8 @@ class Result:
         values = {f.name: getattr(self, f.name) for f in fields(self) if f.metadata.get("json", True)}
         run = values.pop("run")
         if self.K_KEYS and values.get("models") is not None:
-            values = {k: v for k, v in values.items() if k not in self.PAIR_ONLY}
+            values = {k: v for k, v in values.items() if k not in self.PAIR_ONLY
+                      or (k in self.K_WHEN_SET and v is not None)}
         else:
             values = {k: v for k, v in values.items() if k not in self.K_KEYS or v is not None}
         ordered = {k: values.pop(k) for k in HEADER if k in values}

@@ -32,6 +32,8 @@ READOUT = {
     "readout.link_b": ("string", "Link of model B."),
     "readout.bias_a": ("boolean", "Whether model A has a bias."),
     "readout.bias_b": ("boolean", "Whether model B has a bias."),
+    "readout.links": ("array", "[K models, --links or --biases] The link of each model, in their order (in place of link_a, link_b; absent for plain softmax models)."),
+    "readout.biases": ("array", "[K models, --links or --biases] Whether each model has a bias, in their order."),
 }
 
 
@@ -187,7 +189,8 @@ CURVE = {
     "energies": ("array", "The budgets, increasing (leverage: the box's upper ends C)."),
     "designs": ("array", "One design per budget, as `bht design --json` prints it (every key above but run: the curve has one run record)."),
     **_nested("designs[]", {k: v for k, v in DESIGN.items()       # one budget each: no ranking,
-                            if not k.startswith(("candidates.", "energy_search."))}),  # no search
+                            if not k.startswith(("candidates.", "energy_search."))   # no search,
+                            and k not in ("readout.links", "readout.biases")}),     # two models
     "seconds": ("number", "Seconds in all (the designs share one search)."),
 }
 

@@ -294,7 +294,8 @@ def test_bad_inputs_are_one_clear_error(capsys, tmp_path):
     assert code == 2 and err.count("\n") == 1 and "softmax" in err
     with pytest.raises(InputError, match="at least two models"):
         api.design([A], energy=1.0)
-    with pytest.raises(InputError, match="links, biases and softcaps are not supported with three"):
+    with pytest.raises(InputError, match="name the two models of a pair; with three or more "
+                                         "models give links and biases"):
         api.design([A, B, C], energy=1.0, link_b="softcap:30")
     with pytest.raises(InputError, match="^queries is not supported with three or more models"):
         api.design([A, B, C], energy=1.0, queries=40)
@@ -502,16 +503,17 @@ def test_ml_errors_drawn_answers_match_exact_enumeration():
 
 
 @pytest.mark.parametrize("command", ["design", "bound", "decide", "simulate"])
-def test_k_models_refuse_links_in_one_error_line(capsys, command):
-    """Links, biases and softcaps are per-pair options: with three models every command says
-    so in one Error line (status 2), from the one K-model check in bhtcli.api."""
+def test_k_models_refuse_pair_links_in_one_error_line(capsys, command):
+    """--link-a .. --bias-b name the models of a pair: with three models every command says
+    to give --links and --biases in one Error line (status 2), from the one K-model check in
+    bhtcli.api."""
     A, B, C = (os.path.join(EX, f) for f in ("A.npy", "B.npy", "C.npy"))
     tail = (["--query", os.path.join(EX, "x.npy"), os.path.join(EX, "answers.txt")]
             if command == "decide" else ["-E", "1"])
     code, out, err = run(capsys, command, A, B, C, *tail, "--link-b", "softcap:30")
     assert code == 2 and out == "" and err.count("\n") == 1
-    assert err.startswith("Error: links, biases and softcaps are not supported with three or "
-                          "more models yet")
+    assert err.startswith("Error: --link-a, --link-b, --bias-a and --bias-b name the two models "
+                          "of a pair; with three or more models give --links and --biases")
 
 
 def test_k2_schedule_over_candidates_is_the_best_row():

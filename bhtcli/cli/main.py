@@ -16,7 +16,7 @@ import click
 from bhtcli.cli.options import (CONTEXT, INPUTS_HELP, LINK_DEFAULT, LINK_HELP, PATH, OneBudget, design_pair_options, dtype_option, error_option,
                                 force_option, hash_option, json_option, model_option, model_pair_options,
                                 out_option, query_option, quiet_option, rank_pair_options,
-                                readout_options, sampler_options, engine_options,
+                                model_readout_options, readout_options, sampler_options, engine_options,
                                 seed_option, starts_option)
 import bhtcli.api as api
 from bhtcli.api import (BhtError, InputError, OutputError, QUANTIZE_TYPES, __version__, notes_to,
@@ -97,6 +97,11 @@ def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
+def _bias_files(biases) -> list:
+    """The bias files of --biases (a comma list; empty entries are none)."""
+    return [f for f in (biases or "").split(",") if f.strip()]
+
+
 def _spec(model, energy, floor, link_a, link_b, bias_a, bias_b, dtype="float64",
           need_energy=True, inputs=None):
     """The model options checked together, once (bhtcli.models.spec); links not given are the
@@ -128,6 +133,7 @@ certificate_option = click.option(
 @cli.command(context_settings=CONTEXT)
 @design_pair_options
 @click.argument("more", nargs=-1, metavar="[M3 ...]", type=PATH)
+@model_readout_options
 @click.option("--schedule", is_flag=True,
               help="Also the best schedule, a few queries used in fixed proportions (with "
                    "--candidates: a mix of the given rows; two models: the query alone; docs/kway.md).")
@@ -162,7 +168,7 @@ certificate_option = click.option(
 @click.option("--subspace", type=PATH, default=None, metavar="V",
               help="Only queries x = V z (V: d x r, orthonormalised by bht, rank r), ||x|| <= E.")
 @certificate_option
-def design(a, b, more, schedule, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, starts,
+def design(a, b, more, links, biases, schedule, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, starts,
            max_starts, search_space, queries, plot, seed, method, as_json, no_hash, out, force, dtype,
            quiet, candidates, names, top, subspace, certificate):
     """Find the query x (||x|| <= E) that best separates A from B, and how many it takes.
@@ -181,6 +187,7 @@ def design(a, b, more, schedule, model, energy, floor, alpha, link_a, link_b, bi
       bht design A.npy B.npy --candidates H.npy --names prompts.txt --energy 12
       bht design A.npy B.npy --subspace V.npy --energy 1.0
       bht design F16.npy Q8.npy Q4.npy --energy 1.0 --schedule   # which of three models
+      bht design G1.npy G2.npy G3.npy --energy 1.0 --links softcap:30,softcap:30,exp
     """
     from bhtcli.api import (OUT_SUFFIXES, SCHEDULE_SUFFIXES, BudgetCurveResult, check_output_path,
                             check_schedule_path, save_array, save_schedule)
@@ -188,7 +195,7 @@ def design(a, b, more, schedule, model, energy, floor, alpha, link_a, link_b, bi
     if energy is None and candidates is None:
         raise click.UsageError("Missing option '--energy' / '-E'.", ctx=click.get_current_context())
     curve = energy is not None and "," in energy       # checked once, by the library
-    inputs = (a, b, *more, bias_a, bias_b, candidates, names, subspace)
+    inputs = (a, b, *more, bias_a, bias_b, *_bias_files(biases), candidates, names, subspace)
     if plot:
         check_output_path(plot, "--plot", inputs=inputs, force=force, suffixes=(".png",))
         if not curve:
@@ -206,7 +213,7 @@ def design(a, b, more, schedule, model, energy, floor, alpha, link_a, link_b, bi
                            method=method, progress=progress, candidates=candidates, names=names,
                            top=top, subspace=subspace, queries=queries, max_starts=max_starts,
                            search_space=search_space, schedule=schedule, certificate=certificate,
-                           hash_files=not no_hash)
+                           links=links, biases=biases, hash_files=not no_hash)
         if plot and isinstance(result, BudgetCurveResult):
             progress("plotting")
             from bhtcli.cli.plot import plot_budget_curve
@@ -221,12 +228,13 @@ def design(a, b, more, schedule, model, energy, floor, alpha, link_a, link_b, bi
 @cli.command(context_settings=CONTEXT)
 @model_pair_options
 @click.argument("more", nargs=-1, metavar="[M3 ...]", type=PATH)
+@model_readout_options
 @certificate_option
 @json_option
 @hash_option
 @quiet_option
-def bound(a, b, more, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, certificate,
-          as_json, no_hash, quiet):
+def bound(a, b, more, links, biases, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b,
+          certificate, as_json, no_hash, quiet):
     """Closed-form bounds, no optimisation: certified sup H^2 and query lower bounds.
 
     {inputs} With three or more models: each pair's ceiling and the bottleneck's.
@@ -238,12 +246,16 @@ def bound(a, b, more, model, energy, floor, alpha, link_a, link_b, bias_a, bias_
       bht bound A.npy B.npy C.npy --energy 1.0
     """
     from bhtcli.api import bound as bound_fn
+    if not more:                    # two models: --links, --biases are --link-a .. --bias-b
+        link_a, link_b, bias_a, bias_b, _, _ = api._readout_lists(
+            [a, b], links, biases, link_a, link_b, bias_a, bias_b)
     if more:
         if energy is None:
             raise click.UsageError("Missing option '--energy' / '-E'.", ctx=click.get_current_context())
         _emit(bound_fn([a, b, *more], energy=energy, model=model, floor=floor, error=alpha,
                        link_a=link_a, link_b=link_b, bias_a=bias_a, bias_b=bias_b,
-                       certificate=certificate, hash_files=not no_hash), as_json)
+                       links=links, biases=biases, certificate=certificate,
+                       hash_files=not no_hash), as_json)
         return
     spec = _spec(model, energy, floor, link_a, link_b, bias_a, bias_b, inputs=(a, b))
     with _reporter(quiet) as progress:
@@ -331,13 +343,14 @@ def sample(a, model, query, schedule, prompt, as_text, temperature, top_k, top_p
 @sampler_options
 @error_option
 @readout_options
+@model_readout_options
 @click.option("--prior", default=None, metavar="P1,P2,...",
               help="Three or more models: prior probabilities, one per model [default: equal].")
 @json_option
 @hash_option
 @quiet_option
 def decide(a, b, rest, model, query, prompt, temperature, top_k, top_p, min_p, alpha, link_a,
-           link_b, bias_a, bias_b, prior, as_json, no_hash, quiet):
+           link_b, bias_a, bias_b, links, biases, prior, as_json, no_hash, quiet):
     """Decide from observed answers (a file or -, one index per line or a JSON list) which model answered.
 
     The SPRT uses the thresholds +-ln((1-ALPHA)/ALPHA). Whatever it decides (A, B or
@@ -371,9 +384,11 @@ def decide(a, b, rest, model, query, prompt, temperature, top_k, top_p, min_p, a
             except ValueError:
                 raise InputError(f"--prior must be comma-separated numbers, got {prior!r}") from None
         _emit(decide_fn([a, b, *more], query, answers, model=model, link_a=link_a, link_b=link_b,
-                        bias_a=bias_a, bias_b=bias_b, error=alpha, prior=priors,
-                        hash_files=not no_hash), as_json)
+                        bias_a=bias_a, bias_b=bias_b, links=links, biases=biases, error=alpha,
+                        prior=priors, hash_files=not no_hash), as_json)
         return
+    link_a, link_b, bias_a, bias_b, _, _ = api._readout_lists(     # two models: the pair's options
+        [a, b], links, biases, link_a, link_b, bias_a, bias_b)
     spec = _spec(model, None, None, link_a, link_b, bias_a, bias_b, need_energy=False, inputs=(a, b))
     _emit(decide_fn(a, b, query, answers, model=spec, error=alpha, hash_files=not no_hash), as_json)
 
@@ -381,6 +396,7 @@ def decide(a, b, rest, model, query, prompt, temperature, top_k, top_p, min_p, a
 @cli.command(context_settings=CONTEXT)
 @model_pair_options
 @click.argument("more", nargs=-1, metavar="[M3 ...]", type=PATH)
+@model_readout_options
 @click.option("--schedule", is_flag=True,
               help="Three or more models: simulate the designed schedule instead of one query.")
 @query_option(required=False, what="Simulate this query instead of designing one")
@@ -395,8 +411,8 @@ def decide(a, b, rest, model, query, prompt, temperature, top_k, top_p, min_p, a
 @hash_option
 @dtype_option
 @quiet_option
-def simulate(a, b, more, schedule, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, query,
-             trials, seed, policy, plot, force, as_json, no_hash, dtype, quiet):
+def simulate(a, b, more, links, biases, schedule, model, energy, floor, alpha, link_a, link_b, bias_a,
+             bias_b, query, trials, seed, policy, plot, force, as_json, no_hash, dtype, quiet):
     """Simulate how many queries it really takes: fixed n, Wald's SPRT, Chernoff's adaptive rule.
 
     When A and B cannot be told apart nothing is simulated: the result says why (exit 0).
@@ -420,10 +436,12 @@ def simulate(a, b, more, schedule, model, energy, floor, alpha, link_a, link_b, 
                                  query=query, error=alpha, trials=trials, seed=seed,
                                  policy=policy,
                                  link_a=link_a, link_b=link_b, bias_a=bias_a, bias_b=bias_b,
-                                 dtype=dtype, progress=progress, schedule=schedule,
-                                 hash_files=not no_hash)
+                                 links=links, biases=biases, dtype=dtype, progress=progress,
+                                 schedule=schedule, hash_files=not no_hash)
         _emit(result, as_json)
         return
+    link_a, link_b, bias_a, bias_b, _, _ = api._readout_lists(     # two models: the pair's options
+        [a, b], links, biases, link_a, link_b, bias_a, bias_b)
     spec = _spec(model, energy, floor, link_a, link_b, bias_a, bias_b, dtype, inputs=(a, b))
     if plot:
         check_output_path(plot, "--plot", inputs=(a, b, query, bias_a, bias_b), force=force,
@@ -444,6 +462,7 @@ def simulate(a, b, more, schedule, model, energy, floor, alpha, link_a, link_b, 
 @cli.command(context_settings=CONTEXT)
 @rank_pair_options
 @click.argument("more", nargs=-1, required=True, metavar="[M3 ...] H", type=PATH)
+@model_readout_options
 @click.option("--names", type=PATH, default=None, metavar="FILE", help="One name per row of H (e.g. the prompts).")
 @click.option("--top", type=int, default=10, show_default=True,
               help="How many of the best to list (with exact predicted counts).")
@@ -454,8 +473,8 @@ def simulate(a, b, more, schedule, model, energy, floor, alpha, link_a, link_b, 
 @hash_option
 @dtype_option
 @quiet_option
-def rank(a, b, more, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b, names, top, out,
-         force, as_json, no_hash, dtype, quiet):
+def rank(a, b, more, links, biases, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b,
+         names, top, out, force, as_json, no_hash, dtype, quiet):
     """Score every candidate query (one per row of H) and rank them; no search.
 
     H is m x d (leverage: m x n weight vectors s), any matrix format, streamed in blocks.
@@ -478,9 +497,12 @@ def rank(a, b, more, model, energy, floor, alpha, link_a, link_b, bias_a, bias_b
             result = rank_fn([a, b, *more[:-1]], h, energy=energy, model=model, floor=floor,
                              error=alpha, names=names, top=top, out=out, link_a=link_a,
                              link_b=link_b, bias_a=bias_a, bias_b=bias_b, dtype=dtype,
-                             progress=progress, force=force, hash_files=not no_hash)
+                             links=links, biases=biases, progress=progress, force=force,
+                             hash_files=not no_hash)
         _emit(result, as_json)
         return
+    link_a, link_b, bias_a, bias_b, _, _ = api._readout_lists(     # two models: the pair's options
+        [a, b], links, biases, link_a, link_b, bias_a, bias_b)
     spec = _spec(model, energy, floor, link_a, link_b, bias_a, bias_b, dtype, need_energy=False,
                  inputs=(a, b))
     with _reporter(quiet, bar=True) as progress:

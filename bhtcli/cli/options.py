@@ -114,6 +114,17 @@ readout_options = _stack(
     click.option("--bias-b", type=PATH, default=None, metavar="FILE", help="Bias of model B (as --bias-a)."),
 )
 
+# K models (M3 ...): one read-out per model, in their order (two models: as --link-a .. --bias-b)
+model_readout_options = _stack(
+    click.option("--links", default=None, metavar="L1,L2,...",
+                 help="With a list of models: the link of each, in their order (e.g. "
+                      "exp,softcap:30,exp; as --link-a) [default: exp for every model]."),
+    click.option("--biases", default=None, metavar="F1,F2,...",
+                 help="With a list of models: the bias file of each, in their order; an empty "
+                      "entry is no bias (e.g. ,b2.npy,)."),
+)
+
+
 def _pair_options(energy):
     """A, B, --model, the given --energy, --floor, --error and the readout options."""
     return _stack(click.argument("a", metavar="A", type=PATH), click.argument("b", metavar="B", type=PATH),

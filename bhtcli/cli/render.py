@@ -142,6 +142,13 @@ def _plural(count: int, word: str) -> str:
 def _readout_rows(table, r) -> None:
     """Links, biases and precision, shown only when they differ from plain float64 softmax."""
     ro = r.get("readout")
+    if ro and "links" in ro:            # K models: one link and bias each, in their order
+        if any(link != "exp" for link in ro["links"]):
+            table.add_row("links", "   ".join(f"{k + 1}: {link}" for k, link in enumerate(ro["links"])))
+        if any(ro["biases"]):
+            table.add_row("biases", "   ".join(f"{k + 1}: {'yes' if b else 'no'}"
+                                               for k, b in enumerate(ro["biases"])))
+        ro = None
     if ro and (ro["link_a"] != "exp" or ro["link_b"] != "exp"):
         table.add_row("links", f"A: {ro['link_a']}   B: {ro['link_b']}")
     if ro and (ro["bias_a"] or ro["bias_b"]):

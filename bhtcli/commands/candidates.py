@@ -211,7 +211,8 @@ def _rank(models, H, spec: ModelSpec, *, kway, error, names, top, rows, progress
             f"a query x, one entry per column of {'the models' if kway else 'A'}, d = {d}")
     H, label = open_candidates(H, n if leverage else d, what, h_option)
     names = None if names is None else load_names(names, H.shape[0])
-    readout = None if leverage or kway else spec.readout(n)
+    readout = None if leverage else spec.readout(n) if not kway else \
+        (spec.kway_readouts(n) if spec.links is not None else None)   # K models: KReadouts
     box = spec.box if leverage and energy is not None else None
     norms, eligible, why, s2 = survey(H, label, (rows or block_rows(n)) if leverage else MAX_BLOCK_ROWS,
                                       energy=energy, box=box, leverage=leverage)
@@ -222,7 +223,7 @@ def _rank(models, H, spec: ModelSpec, *, kway, error, names, top, rows, progress
         pair = LeveragePair(*mats)
     elif kway:
         from bhtcli.models.kway import KModels
-        pair = KModels(mats, dtype=spec.dtype)
+        pair = KModels(mats, dtype=spec.dtype, readouts=readout)
     else:
         from bhtcli.models.softmax import SoftmaxPair
         pair = SoftmaxPair(*mats, readout=readout, dtype=spec.dtype)
@@ -304,7 +305,7 @@ def _entry(r: _Ranked, i: int) -> dict:
         c = {"predicted": c.predicted, "lower": c.lower, "upper": c.upper}
     else:
         from bhtcli.commands.kway import at_query
-        pairs, worst, c = at_query(r.mats, r.pair.pairs, x, r.error)
+        pairs, worst, c = at_query(r.mats, r.pair.pairs, x, r.error, r.pair.readouts)
         D, extra = pairs[worst]["bhattacharyya_distance"], {
             "bottleneck": {"i": pairs[worst]["i"], "j": pairs[worst]["j"]}}
     return {"index": i, "name": None if r.names is None else r.names[i],
@@ -553,15 +554,15 @@ def _kway_reports(r: _Ranked, x, radius, options, schedule, progress):
     from bhtcli.search.kkt import kkt_residuals
     from bhtcli.search.result import solver_dict
     km, error, norm = r.pair, r.error, float(r.scores.norms[r.top_rows[0]])
-    with facts_beside(r.mats, r.model_names, radius, progress) as (job, watched):
-        pairs, worst, samples = at_query(r.mats, km.pairs, x, error)
+    with facts_beside(r.mats, r.model_names, radius, progress, km.readouts) as (job, watched):
+        pairs, worst, samples = at_query(r.mats, km.pairs, x, error, km.readouts)
         Dbest = pairs[worst]["bhattacharyya_distance"]
         watched(f"designing the optimum over the ball of radius {radius:g} for comparison")
         found, _, _ = search_bottleneck(km, radius, search_space=options.search_space,
                                         starts=options.starts, seed=options.seed,
                                         progress=watched, carried=_carried(r))
         facts = job.result()
-    opt_pairs, opt_worst, opt_samples = at_query(r.mats, km.pairs, found.x, error)
+    opt_pairs, opt_worst, opt_samples = at_query(r.mats, km.pairs, found.x, error, km.readouts)
     optimum = _optimum(opt_pairs[opt_worst]["bhattacharyya_distance"], opt_samples, found)
     sched, printed = None, [[q["bhattacharyya_distance"] for q in pairs]]
     if schedule:
@@ -590,7 +591,8 @@ def candidate_schedule(mats, km, H, eligible: np.ndarray, Dall: np.ndarray,
     used = w > SCHEDULE_MIN_WEIGHT
     w = w[used] / w[used].sum()
     queries = np.stack([np.asarray(H[i], dtype=np.float64) for i in rows[used]], axis=1)
-    sched, per_pair = schedule_report(mats, km.pairs, queries, w, single_d, error, single_predicted)
+    sched, per_pair = schedule_report(mats, km.pairs, queries, w, single_d, error, single_predicted,
+                                      km.readouts)
     sched.update(indices=[int(i) for i in rows[used]], dual_bound=value, converged=True,
                  rounds=0, candidates=int(rows.size))
     return sched, per_pair

@@ -92,12 +92,15 @@ def sprt_threshold(K: int, error: float) -> float:
     return math.log((K - 1) / error)
 
 
-def log_probs_at(mats, queries) -> list:
-    """Per query: the K x n matrix of log-probabilities (float64, from the difference scores)."""
+def log_probs_at(mats, queries, readouts=None) -> list:
+    """Per query: the K x n matrix of log-probabilities (float64, from the difference scores;
+    `readouts`: each model's link and bias, models/kway_readout.py)."""
     from bhtcli.models.kway import kway_scores_at
     out = []
     for x in queries:
         r, deltas = kway_scores_at(mats, x)
+        if readouts is not None:
+            r, deltas = readouts.laws(r, deltas)
         L = np.stack([r + dk for dk in deltas])
         out.append(L - logsumexp(L, axis=1)[:, None])
     return out
@@ -181,7 +184,7 @@ def check_prior(prior, K: int, option: str = "prior", each: str = "model"):
 
 
 def decide_models(models, query, answers, error: float, priors,
-                  stdin=None) -> DecideResult:
+                  stdin=None, spec=None) -> DecideResult:
     """Which of K models produced `answers` (to one query, or to a schedule's queries): the
     matrix SPRT and the maximum-likelihood verdict (two models with priors: the same).
 
@@ -196,6 +199,8 @@ def decide_models(models, query, answers, error: float, priors,
         alpha: the matrix SPRT's threshold is log((K - 1) / alpha) (checked by bhtcli.api).
     priors : numpy.ndarray
         Prior probabilities of the models (:func:`check_prior`).
+    spec : ModelSpec, optional
+        Its `links` and `biases`: each model's read-out (None: plain softmax).
     """
     # the K-model loader and laws, imported here: a pair's decide loads no search modules
     from bhtcli.commands.kway import load_models
@@ -204,16 +209,17 @@ def decide_models(models, query, answers, error: float, priors,
     t0 = time.perf_counter()
     mats, names = load_models(models)
     K, (n, d) = len(mats), mats[0].shape
+    readouts = None if spec is None or spec.links is None else spec.kway_readouts(n)
     Q = load_queries(query, d)
     qi, obs = read_scheduled_answers(answers, n, Q.shape[0], stdin=stdin)
-    logp = log_probs_at(mats, Q)
+    logp = log_probs_at(mats, Q, readouts)
     steps = np.stack([logp[q][:, a] for q, a in zip(qi, obs)])      # T x K
     # the maximum-likelihood test on these answers' queries and shares (§8.5): its largest
     # error as design predicts it, and the union bound max_k sum_j prod_t BC_kj on every error
     counts = np.bincount(qi, minlength=Q.shape[0])
     sent = np.flatnonzero(counts)
     scores = [kway_scores_at(mats, Q[q]) for q in sent]
-    law = KwayLaw.build([s[0] for s in scores], [s[1] for s in scores], counts[sent])
+    law = KwayLaw.build([s[0] for s in scores], [s[1] for s in scores], counts[sent], readouts)
     return decide_steps(steps, priors, error, law, names, "softmax", n, d, int(sent.size), t0)
 
 

@@ -11,7 +11,8 @@ import warnings
 
 import numpy as np
 
-from bhtcli.analysis.facts import bottleneck_certificate
+from bhtcli.analysis.diameter import DifferenceRows
+from bhtcli.analysis.facts import analyse_pair, bottleneck_certificate
 from bhtcli.analysis.kway_facts import iter_pair_facts
 from bhtcli.errors import InputError, note, parameter_name
 from bhtcli.io.load import load_models as load_same_shape
@@ -69,32 +70,58 @@ def value_digest(M, rows: int = 8192) -> str:
 def distinct_builds(mats, names):
     """The inputs with identical matrices merged (the first of each group kept), with a Note
     per group; one pass over each input, before any search."""
-    groups: dict[str, list[int]] = {}
-    for k, M in enumerate(mats):
-        groups.setdefault(value_digest(M), []).append(k)
-    if len(groups) == len(mats):
-        return mats, names
-    for members in groups.values():
-        if len(members) > 1:
-            listed = ", ".join(f"{k + 1} ({names[k]})" for k in members)
-            note(f"models {listed} are identical (every value equal): the same build, "
-                 f"counted once as model {members[0] + 1}")
-    if len(groups) == 1:
-        raise InputError(f"all {len(mats)} models are identical (every value equal): there is "
-                         "nothing to tell apart")
-    keep = sorted(members[0] for members in groups.values())
-    note(f"telling apart the {len(keep)} distinct builds: "
-         + ", ".join(names[k] for k in keep))
+    keep = distinct_indices(mats, names)
     return [mats[k] for k in keep], [names[k] for k in keep]
 
 
-def pair_facts(mats, names, energy: float) -> list:
+def distinct_indices(mats, names, readouts=None) -> list:
+    """The inputs kept when identical models are merged (the first of each group), with a
+    Note per group: identical matrices, and with `readouts` (KReadouts) the same link and
+    bias too."""
+    groups: dict[str, list[int]] = {}
+    for k, M in enumerate(mats):
+        key = value_digest(M) + ("" if readouts is None else "|" + readouts.tag(k))
+        groups.setdefault(key, []).append(k)
+    if len(groups) == len(mats):
+        return list(range(len(mats)))
+    alike = "" if readouts is None else " with the same link and bias"
+    for members in groups.values():
+        if len(members) > 1:
+            listed = ", ".join(f"{k + 1} ({names[k]})" for k in members)
+            note(f"models {listed} are identical (every value equal{alike}): the same build, "
+                 f"counted once as model {members[0] + 1}")
+    if len(groups) == 1:
+        raise InputError(f"all {len(mats)} models are identical (every value equal{alike}): "
+                         "there is nothing to tell apart")
+    keep = sorted(members[0] for members in groups.values())
+    note(f"telling apart the {len(keep)} distinct builds: "
+         + ", ".join(names[k] for k in keep))
+    return keep
+
+
+def load_kway(models, spec=None):
+    """(matrices, names, readouts): :func:`load_models` with identical models merged, and
+    the K read-outs of `spec` (a ModelSpec with `links`/`biases`; models/kway_readout.py)
+    loaded against the models' rows, None when every model is plain softmax."""
+    if spec is None or spec.links is None:
+        return (*load_models(models, merge_identical=True), None)
+    mats, names = load_models(models)
+    readouts = spec.kway_readouts(mats[0].shape[0])
+    keep = distinct_indices(mats, names, readouts)
+    return [mats[k] for k in keep], [names[k] for k in keep], readouts.subset(keep)
+
+
+def pair_facts(mats, names, energy: float, readouts=None) -> list:
     """analyse_pair for every pair (i < j): the same-model rule and each pair's ceiling, from
-    passes shared by all pairs (analysis/kway_facts.py: the same facts, bit for bit). Raises
-    InputError naming the first two inputs that are the same model."""
+    passes shared by all pairs (analysis/kway_facts.py: the same facts, bit for bit); with
+    `readouts` each pair's own analyse_pair under its read-out. Raises InputError naming the
+    first two inputs that are the same model."""
     out = []
     pairs = itertools.combinations(range(len(mats)), 2)
-    for (i, j), facts in zip(pairs, iter_pair_facts(mats, energy)):
+    each = iter_pair_facts(mats, energy) if readouts is None else (
+        analyse_pair(mats[i], mats[j], DifferenceRows(mats[i], mats[j]), energy, readouts.pair(i, j))
+        for i, j in itertools.combinations(range(len(mats)), 2))
+    for (i, j), facts in zip(pairs, each):
         if not facts.distinguishable:
             # the pair rule's own reason: exactly the same, or the same up to rounding
             # (docs/maths.md §1.3); never "the same vector" when that is not exact
@@ -121,7 +148,7 @@ class _Watched:
 
 
 @contextlib.contextmanager
-def facts_beside(mats, names, energy: float, progress=None):
+def facts_beside(mats, names, energy: float, progress=None, readouts=None):
     """:func:`pair_facts` in a background thread while the block runs (the search: only the
     certificate needs the facts, and the search's small products leave the second core
     idle). Yields (job, progress for the block); job.result() is the facts. When the block
@@ -132,7 +159,7 @@ def facts_beside(mats, names, energy: float, progress=None):
     # the block's warnings wait for the facts: on bad input the search may warn about what
     # the input made it do, and the user is owed one Error line, not those
     with warnings.catch_warnings(record=True) as caught, \
-            beside(pair_facts, mats, names, energy) as job:
+            beside(pair_facts, mats, names, energy, readouts) as job:
         try:
             yield job, _Watched(progress, job)
         except Exception:
@@ -143,9 +170,9 @@ def facts_beside(mats, names, energy: float, progress=None):
         warnings.showwarning(w.message, w.category, w.filename, w.lineno)
 
 
-def _law_at(mats, queries, weights):
+def _law_at(mats, queries, weights, readouts=None):
     scores = [kway_scores_at(mats, x) for x in queries]
-    return KwayLaw.build([s[0] for s in scores], [s[1] for s in scores], weights)
+    return KwayLaw.build([s[0] for s in scores], [s[1] for s in scores], weights, readouts)
 
 
 def preferred(schedule_predicted, single_predicted, schedule_d: float, single_d: float) -> str:
@@ -160,13 +187,13 @@ def preferred(schedule_predicted, single_predicted, schedule_d: float, single_d:
 
 
 def schedule_report(mats, pairs_ij, queries: np.ndarray, weights, single_d: float,
-                    error: float, single_predicted=None):
+                    error: float, single_predicted=None, readouts=None):
     """(the schedule's report, its per-pair D in the order of pairs_ij) for the queries
     (d x m) used in proportions `weights`, recomputed in float64: its bottleneck exponent
     min_p sum_l w_l D_p(x_l), counts, answers per query, the gain over the single query's
     bottleneck `single_d`, and which of the two to use (:func:`preferred`; single_predicted:
     the single query's predicted count)."""
-    law = _law_at(mats, list(queries.T), weights)
+    law = _law_at(mats, list(queries.T), weights, readouts)
     Dm = law.distance_matrix()
     per_pair = [float(Dm[i, j]) for i, j in pairs_ij]
     sD = min(per_pair)
@@ -201,22 +228,29 @@ def search_bottleneck(km: KModels, energy: float, *, search_space: str = "auto",
                       starts: int | None = None, seed: int = 0, progress=None, carried=None):
     """(SearchResult, subspace or None, pair directions): the bottleneck's search through
     the one search entry (search.maximize: sketched at vocabulary scale or full); `carried`
-    starting points climb too."""
+    starting points climb too. Models with read-outs are searched in full d (the sketch's
+    screens model plain softmax pairs)."""
+    if km.readouts is not None:
+        if search_space == "sketch":
+            raise InputError(f"{parameter_name('search_space')} sketch models plain softmax "
+                             f"models; with {parameter_name('links')} or "
+                             f"{parameter_name('biases')} the search is full")
+        search_space = "full"
     found = maximize(km, energy, search_space or "auto", starts=starts, seed=seed,
                      progress=progress, carried=carried)
     return found, found.subspace, found.directions
 
 
-def at_query(mats, pairs_ij, x, error: float):
+def at_query(mats, pairs_ij, x, error: float, readouts=None):
     """(pairs, index of the bottleneck pair, samples) at the query x, in float64."""
-    law = _law_at(mats, [x], [1.0])
+    law = _law_at(mats, [x], [1.0], readouts)
     pairs = pairs_at(law, pairs_ij, error)
     worst = min(range(len(pairs)), key=lambda p: pairs[p]["bhattacharyya_distance"])
     return pairs, worst, kway_counts(law, error)
 
 
 def design_kway(models, energy: float, options, *, dtype: str = "float64", schedule: bool = False,
-                progress=None) -> DesignResult:
+                progress=None, spec=None) -> DesignResult:
     """The query x (||x|| <= energy) that maximises the bottleneck min_{i<j} D_ij(x) among K
     softmax models, and how many answers name the true model with every error <= error.
 
@@ -236,24 +270,26 @@ def design_kway(models, energy: float, options, *, dtype: str = "float64", sched
     schedule : bool
         Also find the best schedule: queries used in fixed proportions (column generation).
     progress : callable, optional
+    spec : ModelSpec, optional
+        Its `links` and `biases`: each model's read-out (None: plain softmax).
 
     Returns
     -------
     DesignResult
-        With `models`, `pairs`, `bottleneck` (and `schedule`).
+        With `models`, `pairs`, `bottleneck` (and `schedule`; `readout` with read-outs).
     """
     error, starts, seed = options.error, options.starts, options.seed
     search_space = options.search_space
-    mats, names = load_models(models, merge_identical=True)
+    mats, names, readouts = load_kway(models, spec)
     t0 = time.perf_counter()
     if progress:
         progress(f"checking {len(mats) * (len(mats) - 1) // 2} pairs beside the search")
-    with facts_beside(mats, names, energy, progress) as (job, watched):
-        km = KModels(mats, dtype=dtype)
+    with facts_beside(mats, names, energy, progress, readouts) as (job, watched):
+        km = KModels(mats, dtype=dtype, readouts=readouts)
         found, space, directions = search_bottleneck(km, energy, search_space=search_space,
                                                      starts=starts, seed=seed, progress=watched)
         x = found.x
-        pairs, worst, samples = at_query(mats, km.pairs, x, error)
+        pairs, worst, samples = at_query(mats, km.pairs, x, error, readouts)
         D = pairs[worst]["bhattacharyya_distance"]
         sched = None
         if schedule:
@@ -263,7 +299,7 @@ def design_kway(models, energy: float, options, *, dtype: str = "float64", sched
                 ss = best_schedule(km, energy, columns, seed=seed, directions=directions,
                                    progress=watched, space=space)
             sched, sched_D = schedule_report(mats, km.pairs, ss.queries, ss.weights, D, error,
-                                             samples["predicted"])
+                                             samples["predicted"], readouts)
             sched.update(dual_bound=ss.dual_bound, converged=ss.converged, rounds=ss.rounds,
                          candidates=ss.columns)
         facts = job.result()
@@ -296,14 +332,21 @@ def bottleneck_result(names, km: KModels, energy: float, error: float, x, query_
                         pairs[worst]["bhattacharyya_distance"], None, None, None, None, True,
                         None, samples=samples, certificate=cert, solver=solver,
                         dtype=str(km.dtype), models=names, bottleneck={"i": i, "j": j},
-                        pairs=pairs, **extra)
+                        pairs=pairs, readout=readout_of(km.readouts), **extra)
 
 
-def bound_kway(models, energy: float, error: float = 0.05) -> BoundResult:
+def readout_of(readouts):
+    """The result's `readout` of K models: each model's link and whether it has a bias
+    (None, and no key, for plain softmax models)."""
+    return None if readouts is None else readouts.description
+
+
+def bound_kway(models, energy: float, error: float = 0.05, spec=None) -> BoundResult:
     """Each pair's closed-form ceiling (docs/maths.md §4.4) and the bottleneck's: no query and
-    no schedule separates the closest pair better than the smallest ceiling."""
-    mats, names = load_models(models, merge_identical=True)
-    facts = pair_facts(mats, names, energy)
+    no schedule separates the closest pair better than the smallest ceiling (`spec`: the
+    models' read-outs, as for :func:`design_kway`)."""
+    mats, names, readouts = load_kway(models, spec)
+    facts = pair_facts(mats, names, energy, readouts)
     K = len(mats)
     pairs = [(i, j) for i in range(K) for j in range(i + 1, K)]
     cert = bottleneck_certificate(facts, pairs, error, None)
@@ -319,22 +362,30 @@ def bound_kway(models, energy: float, error: float = 0.05) -> BoundResult:
     certificate = {k: cert[k] for k in ("bhattacharyya_max_bound", "hellinger_squared_max_bound",
                                         "binding_pair", "samples_lower_any_strategy")}
     return BoundResult("softmax", n, d, energy, error, True, None, None, None, certificate,
-                       models=names, pairs=rows)
+                       readout=readout_of(readouts), models=names, pairs=rows)
 
 
-def check_kway_options(*, model: str = "softmax", readout_plain: bool = True, **given) -> None:
-    """The rules of K >= 3 models, one message each: softmax models, plain readouts, and none
-    of the options in `given` that pairs have and K models have not yet (called by
-    bhtcli.api and by sweep manifests)."""
+def check_kway_options(*, model: str = "softmax", readout_plain: bool = True,
+                       per_model: bool = True, **given) -> None:
+    """The rules of K >= 3 models, one message each: softmax models, read-outs per model
+    (links, biases; the pair's link_a .. bias_b name model A and model B), and none of the
+    options in `given` that pairs have and K models have not yet (called by bhtcli.api and
+    by sweep manifests, which have no per-model columns: `per_model` False)."""
     p = parameter_name
     if model != "softmax":
         raise InputError(f"{p('model')} leverage compares two models at a time: K-way designs are "
                          "for softmax models (a leverage query weights rows, and the K-way search "
                          "climbs softmax scores)")
+    if not readout_plain and not per_model:
+        raise InputError(f"{p('link_a')}, {p('link_b')}, {p('bias_a')} and {p('bias_b')} name the "
+                         "two models of a pair; a manifest row of three or more models takes "
+                         f"plain softmax models only ({p('links')} and {p('biases')} of design, "
+                         "bound, rank and decide give them per model)")
     if not readout_plain:
-        raise InputError("links, biases and softcaps are not supported with three or more models "
-                         "yet: every model is a plain softmax model; compare two at a time with "
-                         f"{p('link_a')}, {p('bias_a')} ...")
+        raise InputError(f"{p('link_a')}, {p('link_b')}, {p('bias_a')} and {p('bias_b')} name the "
+                         "two models of a pair; with three or more models give "
+                         f"{p('links')} and {p('biases')}, one per model in their order "
+                         "(e.g. exp,softcap:30,exp)")
     extra = [f"{p(k)} {v}" if k in ("certificate", "method") else p(k)     # "certificate exact"
              for k, v in given.items() if v is not None and not (np.isscalar(v) and not v)]
     if extra:

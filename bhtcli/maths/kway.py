@@ -106,6 +106,13 @@ def llr_correlations(r_list, deltas_list, weights, k: int) -> np.ndarray:
     return np.clip(corr, -1.0, 1.0)
 
 
+def _pair_logits(r, deltas, i: int, j: int, readouts):
+    """(c, delta) of the pair (i, j): its midpoint and difference scores, through the pair's
+    read-out when there is one."""
+    m, D = r + 0.5 * (deltas[i] + deltas[j]), deltas[i] - deltas[j]
+    return (m, D) if readouts is None else readouts.pair_logits(m, D, i, j)[:2]
+
+
 @dataclass
 class KwayLaw:
     """Everything the counts need about K models under one schedule."""
@@ -117,17 +124,21 @@ class KwayLaw:
     tilts: dict | None = None  # (i, j) -> the pair's Tilt at each query (their cgf memoised)
 
     @classmethod
-    def build(cls, r_list, deltas_list, weights) -> "KwayLaw":
-        """r_list[l] = M_1 x_l, deltas_list[l][k] = (M_k - M_1) x_l (float64 scores)."""
+    def build(cls, r_list, deltas_list, weights, readouts=None) -> "KwayLaw":
+        """r_list[l] = M_1 x_l, deltas_list[l][k] = (M_k - M_1) x_l (float64 scores);
+        `readouts` (models/kway_readout.py: KReadouts, None for plain softmax) turn each
+        pair's scores into its (c, delta) and each model's into its law."""
         weights = np.asarray(weights, dtype=np.float64)
         weights = weights / weights.sum()
         K = len(deltas_list[0])
         exps, tilts = {}, {}
         for i in range(K):
             for j in range(i + 1, K):
-                tilts[(i, j)] = [Tilt.from_logits(r + 0.5 * (dl[i] + dl[j]), dl[i] - dl[j])
+                tilts[(i, j)] = [Tilt.from_logits(*_pair_logits(r, dl, i, j, readouts))
                                  for r, dl in zip(r_list, deltas_list)]
                 exps[(i, j)] = pair_exponent(tilts[(i, j)], weights)
+        if readouts is not None:
+            r_list, deltas_list = zip(*(readouts.laws(r, dl) for r, dl in zip(r_list, deltas_list)))
         corr = [llr_correlations(r_list, deltas_list, weights, k) for k in range(K)]
         return cls(K, weights, exps, corr, tilts)
 

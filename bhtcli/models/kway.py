@@ -27,6 +27,7 @@ from bhtcli.maths.divergences import bhattacharyya_weights
 from bhtcli.maths.kway_coefficients import coefficient_distances, coefficient_pairs
 from bhtcli.maths.kway_pairs import fused_pairs
 from bhtcli.models.problem import ProblemCache
+from bhtcli.models.readout import Readout
 from bhtcli.models.softmax import block_product, own_pass_seconds, timed_product
 from bhtcli.models.threads import in_two_halves
 
@@ -40,7 +41,9 @@ class KModels:
     it reads the K models once (K/2 times the data of a pair's pass).
     """
 
-    def __init__(self, models, dtype: str = "float64"):
+    def __init__(self, models, dtype: str = "float64", readouts=None):
+        """`readouts`: a :class:`bhtcli.models.kway_readout.KReadouts` (None: every model plain
+        softmax). Blocks are row-centred only when every link is exp."""
         self.K = len(models)
         n, d = models[0].shape
         self.n, self.d = n, d
@@ -69,18 +72,24 @@ class KModels:
             for k in range(lo, hi):
                 block = S[k * n:(k + 1) * n]
                 block -= block.mean(axis=0, dtype=np.float64).astype(self.dtype)
+        readouts = None if readouts is None or readouts.plain else readouts
+        centred = readouts is None or readouts.exp_links
         if S.nbytes >= PLAIN_PAGES_BYTES:   # two threads touch the fresh pages (docs/maths.md §8.13)
             in_two_halves(stack, len(starts))
-            in_two_halves(centre, self.K)
+            if centred:
+                in_two_halves(centre, self.K)
         else:
             stack(0, len(starts))
-            centre(0, self.K)
-        self._hold(S, self.K, n, timed=True)
+            if centred:
+                centre(0, self.K)
+        self._hold(S, self.K, n, timed=True, readouts=readouts)
 
-    def _hold(self, S: np.ndarray, K: int, n: int, timed: bool):
+    def _hold(self, S: np.ndarray, K: int, n: int, timed: bool, readouts=None):
         """The one place the K models' state is set: the stacked S (K n x d), the P = K(K-1)/2
         pairs under the bottleneck (the search protocol, problem.py), the pass count and the
-        first products' timings (None: never timed), the shared cache."""
+        first products' timings (None: never timed), the shared cache, the read-outs (None:
+        plain softmax; else every pair goes through its read-out, pair by pair)."""
+        self.readouts = readouts
         self.K, self.n, self.d = K, n, S.shape[1]
         self.dtype = np.dtype(S.dtype)
         self.S = S
@@ -144,11 +153,12 @@ class KModels:
         Bhattacharyya coefficients where they resolve D (maths/kway_coefficients.py:
         coefficient_distances, 2.5x cheaper), else the same numbers as without."""
         X2, one, r, deltas = self._stored_scores(X)
-        if ranking and not weights:
+        if ranking and not weights and self.readouts is None:
             D = coefficient_distances(r, deltas, self.pairs)
             if D is not None:
                 return D[:, 0] if one else D
-        fused = None if weights else fused_pairs(r, deltas, self.pairs, keep_u=False)
+        fused = None if weights or self.readouts is not None else \
+            fused_pairs(r, deltas, self.pairs, keep_u=False)
         if fused is not None:
             D = np.maximum(fused.D, 0.0)
         else:
@@ -165,28 +175,34 @@ class KModels:
         resolve D (maths/kway_coefficients.py: good to ~1e-16 / D relative, 4-8x cheaper), to
         climb with while exploring."""
         X2, _, r, deltas = self._stored_scores(X)
-        if rough:
-            found = coefficient_pairs(r, deltas, self.pairs, keep=True)
-            if found is not None:
-                return found.D, found.combine
-        fused = fused_pairs(r, deltas, self.pairs, keep_u=True)
-        if fused is not None:
-            return np.maximum(fused.D, 0.0), fused.combine
+        if self.readouts is None:           # the fused forms model plain softmax pairs
+            if rough:
+                found = coefficient_pairs(r, deltas, self.pairs, keep=True)
+                if found is not None:
+                    return found.D, found.combine
+            fused = fused_pairs(r, deltas, self.pairs, keep_u=True)
+            if fused is not None:
+                return np.maximum(fused.D, 0.0), fused.combine
         D, ws = self._pairwise(r, deltas, X2.shape[1], True)
         return D, lambda mu: self.combine(mu, ws)
 
     def _pairwise(self, r, deltas, k: int, weights: bool):
         """(D, per-pair weights or []) pair by pair (bhattacharyya_weights); the pairs'
-        logits are formed in two buffers shared by all pairs."""
+        logits are formed in two buffers shared by all pairs. With read-outs the pair's
+        midpoint and difference scores go through its Readout (forward to (c, delta), and
+        the weights back to the scores): the pair design's code."""
         D = np.empty((len(self.pairs), k))
         buffers = (np.empty_like(r), np.empty_like(r))
         ws = []
         for p, (i, j) in enumerate(self.pairs):
             c, delta = self.pair_logits(r, deltas, i, j, buffers)
+            jac = None
+            if self.readouts is not None:
+                c, delta, jac = self.readouts.pair_logits(c, delta, i, j)
             Dp, w_c, w_g = bhattacharyya_weights(c, delta)
             D[p] = np.maximum(Dp, 0.0)
             if weights:
-                ws.append((w_c, w_g))
+                ws.append(Readout.backward(w_c, w_g, jac))
         return D, ws
 
     def combine(self, mu: np.ndarray, ws) -> tuple:
@@ -389,7 +405,6 @@ class PairView:
     blocks' per-row Gram matrix; plain softmax readout."""
 
     def __init__(self, models: KModels, i: int, j: int, gram: np.ndarray):
-        from bhtcli.models.readout import Readout
         K, n = models.K, models.n
         a, b = np.zeros(K), np.zeros(K)
         a[0] = 1.0

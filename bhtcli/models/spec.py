@@ -45,6 +45,9 @@ class ModelSpec:
         Precision of the search's products (softmax family only).
     energies : tuple of float or None
         A budget curve: the increasing budgets (`energy` is the largest); None for one budget.
+    links, biases : tuple or None
+        K >= 3 softmax models: each model's Link and bias (array or path, None: no bias), in
+        the models' order (:func:`per_model`); None: every model plain softmax.
     """
 
     family: str = "softmax"
@@ -56,6 +59,8 @@ class ModelSpec:
     bias_b: object = None
     dtype: str = "float64"
     energies: tuple | None = None
+    links: tuple | None = None
+    biases: tuple | None = None
 
     @classmethod
     def build(cls, model="softmax", energy=None, floor=None, *, link_a="exp", link_b="exp",
@@ -144,11 +149,54 @@ class ModelSpec:
         from bhtcli.models.readout import make_readout
         return make_readout(n, self.link_a, self.link_b, self.bias_a, self.bias_b)
 
+    def kway_readouts(self, n: int):
+        """K models' read-outs (models/kway_readout.py: KReadouts) with the biases loaded and
+        checked against n rows."""
+        from bhtcli.models.kway_readout import make_kreadouts
+        return make_kreadouts(n, self.links, self.biases)
+
+    def with_models(self, links, biases) -> "ModelSpec":
+        """This spec with K models' links and biases (checked by :func:`per_model`); none
+        given, or all plain: the spec as it is."""
+        from dataclasses import replace
+        if links is None and biases is None:
+            return self
+        if self.leverage:
+            raise InputError(f"{parameter_name('model')} leverage compares two models at a time "
+                             f"and takes no {parameter_name('links')} or {parameter_name('biases')}")
+        K = len(links if links is not None else biases)
+        links = tuple(EXP for _ in range(K)) if links is None else links
+        biases = (None,) * K if biases is None else biases
+        if all(link.is_exp for link in links) and all(b is None for b in biases):
+            return self
+        return replace(self, links=tuple(links), biases=tuple(biases))
+
     def readout_options(self) -> dict:
         """link_a, link_b, bias_a, bias_b as keyword arguments (empty for leverage)."""
         if self.leverage:
             return {}
         return dict(link_a=self.link_a, link_b=self.link_b, bias_a=self.bias_a, bias_b=self.bias_b)
+
+
+def per_model(values, K: int, option: str, link: bool) -> tuple | None:
+    """A value per model, in the models' order: a list or tuple, or a comma list (the CLI's
+    "exp,softcap:30,exp"; an empty entry or "none" is no bias). Links are parsed; biases stay
+    as given (loaded against the models' rows later). InputError naming `option` when the
+    count is not K."""
+    if values is None:
+        return None
+    items = [v.strip() for v in values.split(",")] if isinstance(values, str) else list(values)
+    name = parameter_name(option)
+    if len(items) != K:
+        raise InputError(f"{name} gives {len(items)} value{'s' * (len(items) != 1)} for {K} "
+                         f"models: one per model, in their order (e.g. "
+                         f"{'exp,softcap:30,exp' if link else 'b1.npy,,b3.npy'}"
+                         f"{'' if link else '; an empty entry: no bias'})")
+    if link:
+        return tuple(parse_link(v if v != "" else "exp", f"{name} (model {k + 1})")
+                     for k, v in enumerate(items))
+    empty = lambda v: v is None or (isinstance(v, str) and v.strip().lower() in ("", "none"))
+    return tuple(None if empty(v) else v for v in items)
 
 
 def _checkpoint_links(link_a, link_b, inputs):

@@ -184,7 +184,8 @@ def _check_row(values: dict) -> None:
         from bhtcli.commands.kway import check_kway_options
         plain = all(values[k] in (None, "exp") for k in ("link_a", "link_b", "bias_a", "bias_b"))
         with parameter_names(str):
-            check_kway_options(model=values["model"], readout_plain=plain, floor=values["floor"],
+            check_kway_options(model=values["model"], readout_plain=plain, per_model=False,
+                               floor=values["floor"],
                                queries=values["queries"])
             check_energy(values["energy"], "energy")
         return
