@@ -638,8 +638,8 @@ def simulate(A, B=None, energy=None, *, model="softmax", floor=None, query=None,
     A, B, energy, model, floor, error, starts, link_a, link_b, bias_a, bias_b, dtype
         As for :func:`design` (the query is designed first unless `query` is given).
     links, biases
-        As for :func:`design`: two models only (K >= 3 models are simulated plain softmax; an
-        InputError names them).
+        As for :func:`design`. K >= 3 models with links or biases run the fixed and sprt
+        policies (the adaptive one is left out with a note; asked for alone, an InputError).
     query : array_like or path, optional
         Simulate this query instead of designing one.
     trials : int
@@ -673,16 +673,23 @@ def simulate(A, B=None, energy=None, *, model="softmax", floor=None, query=None,
         models, links, biases, link_a, link_b, bias_a, bias_b, split=pair)
     if models is not None:
         energy = B if energy is None and B is not None else energy
+    policies = check_policy(policy)
     if not pair:
         spec = _model_set(models, model, energy, link_a=link_a, link_b=link_b, bias_a=bias_a,
                           bias_b=bias_b, links=links, biases=biases, dtype=dtype, floor=floor,
-                          readouts="simulate", predicted_points=predicted_points or None)
+                          readouts="simulate's adaptive policy" if policy == "adaptive" else None,
+                          predicted_points=predicted_points or None)
+        if spec.links is not None and "adaptive" in policies:
+            policies = tuple(p for p in policies if p != "adaptive")
+            from bhtcli.errors import note
+            note("links and biases of three or more models: the adaptive policy is left out (its "
+                 "KL queries are designed for plain softmax models); fixed and sprt run")
     else:
         models, schedule, weights = models or [A, B], False, None     # a pair: one query
         spec = model_spec(model, energy, floor, link_a=link_a, link_b=link_b, bias_a=bias_a,
                           bias_b=bias_b, dtype=dtype, inputs=tuple(models))
     return simulate_models(models, spec, DesignOptions.build(error, starts, seed), query=query,
-                           trials=check_trials(trials), policy=check_policy(policy),
+                           trials=check_trials(trials), policy=policies,
                            predicted_points=predicted_points, progress=progress,
                            schedule=schedule, weights=weights)
 

@@ -261,9 +261,11 @@ class SimulateResult(Result):
     weights: list | None = None
     bhattacharyya_distance: float | None = None   # the bottleneck exponent per answer
     sequential: dict | None = None
+    readout: dict | None = None   # K models with links or biases (a pair's: in its query's design)
 
-    K_KEYS = ("models", "queries", "weights", "bhattacharyya_distance", "sequential")
-    PAIR_ONLY = ("query", "hellinger_squared", "sprt", "curve", "distinguishable", "note", "floor")
+    K_KEYS = ("models", "queries", "weights", "bhattacharyya_distance", "sequential", "readout")
+    PAIR_ONLY = ("query", "hellinger_squared", "sprt", "curve", "distinguishable", "note", "floor",
+                 "readout")          # in both: absent for a pair, kept for K models when set
 
 
 @dataclass(frozen=True)

@@ -269,7 +269,7 @@ def _kway_setup(models, spec, options, query, say, trials, progress, schedule, w
     with the designed query, the designed schedule or given queries (interleaved by
     kway_loop's interleave), and Chernoff's adaptive rule (sequential.py) with the same stop."""
     from bhtcli.commands.decide import check_prior, load_queries, log_probs_at, sprt_threshold
-    from bhtcli.commands.kway import design_kway, load_models
+    from bhtcli.commands.kway import design_kway, load_models, readout_of
     from bhtcli.commands.kway_loop import interleave
     from bhtcli.commands.sequential import adaptive_phase, matrix_sprt_runs
     from bhtcli.maths.kway import KwayLaw, allocate, kway_counts
@@ -278,20 +278,24 @@ def _kway_setup(models, spec, options, query, say, trials, progress, schedule, w
     error, seed, energy = options.error, options.seed, spec.energy
     mats, names = load_models(models)
     K, design_seconds = len(mats), None
+    readouts = None if spec.links is None else spec.kway_readouts(mats[0].shape[0])
     if query is None:
         say("designing the " + ("schedule" if schedule else "query"))
         t_design = time.perf_counter()
-        r = design_kway(mats, energy, options, dtype=spec.dtype, schedule=schedule)
+        r = design_kway(mats, energy, options, dtype=spec.dtype, schedule=schedule,
+                        spec=None if readouts is None else spec)
         design_seconds = time.perf_counter() - t_design
         Q, w = ((np.array(r.schedule["queries"]), np.array(r.schedule["weights"])) if schedule
                 else (np.array([r.query]), np.ones(1)))
     else:
         Q = load_queries(query, mats[0].shape[1])
         w = check_prior(weights, Q.shape[0], "weights", "query")
-    law = KwayLaw.build(*zip(*(kway_scores_at(mats, x) for x in Q)), w)
-    counts, Dm, logp = kway_counts(law, error), law.distance_matrix(), log_probs_at(mats, Q)
+    law = KwayLaw.build(*zip(*(kway_scores_at(mats, x) for x in Q)), w, readouts)
+    counts, Dm = kway_counts(law, error), law.distance_matrix()
+    logp = log_probs_at(mats, Q, readouts)
     header = dict(shape=mats[0].shape, models=names, queries=Q.tolist(), weights=w.tolist(),
-                  bhattacharyya_distance=float(Dm[np.triu_indices(K, 1)].min()))
+                  bhattacharyya_distance=float(Dm[np.triu_indices(K, 1)].min()),
+                  readout=readout_of(readouts))
     if counts["upper"] is None:               # all of the counts are None: D = 0
         return header, None
     cap, threshold = max(20 * counts["upper"], 100), sprt_threshold(K, error)
