@@ -15,7 +15,7 @@ import functools
 import os
 
 from bhtcli.errors import (BhtError, InputError, NotReachable, OutputError, SolverError,  # noqa: F401
-                           notes_to, parameter_name, parameter_names, phases_to)
+                           note, notes_to, parameter_name, parameter_names, phases_to)
 
 from bhtcli.settings import (CERTIFICATES, DEFAULT_STARTS, DESIGN_METHODS, FORMATS, OUT_FORMATS,  # noqa: F401
                              OUT_SUFFIXES, QUANTIZE_TYPES)
@@ -681,7 +681,6 @@ def simulate(A, B=None, energy=None, *, model="softmax", floor=None, query=None,
                           predicted_points=predicted_points or None)
         if spec.links is not None and "adaptive" in policies:
             policies = tuple(p for p in policies if p != "adaptive")
-            from bhtcli.errors import note
             note("links and biases of three or more models: the adaptive policy is left out (its "
                  "KL queries are designed for plain softmax models); fixed and sprt run")
     else:

@@ -37,8 +37,8 @@ import numpy as np
 
 from bhtcli.engine.laws import floor_laws, sampler_laws
 from bhtcli.errors import InputError, parameter_name
-from bhtcli.maths.laws import (bhattacharyya, build_counts, clears_floor, error_shift,
-                              hellinger_squared)
+from bhtcli.maths.laws import (bhattacharyya, build_counts, clears_floor, error_shift, pair_h2,
+                              pair_list)
 
 MARGIN_WALK = 8             # with min_margin: candidates checked per found prompt, at most
 
@@ -72,14 +72,9 @@ def check_budget(budget, builds: int) -> int:
 
 def bottleneck(L) -> tuple[np.ndarray, np.ndarray]:
     """(H^2 of the closest pair, its index in pair order) per prompt, for K laws (K, m, n)."""
-    K = len(L)
-    h2 = np.stack([hellinger_squared(L[i], L[j]) for i in range(K) for j in range(i + 1, K)])
+    h2 = pair_h2(L)
     b = np.argmin(h2, axis=0)
     return h2[b, np.arange(h2.shape[1])], b
-
-
-def pair_list(K: int) -> list[tuple[int, int]]:
-    return [(i, j) for i in range(K) for j in range(i + 1, K)]
 
 
 class Prompter:

@@ -21,8 +21,8 @@ from bhtcli.analysis.prompt_search import SearchSettings, search_prompts
 from bhtcli.engine import EngineSettings, Sampler, open_engine
 from bhtcli.engine.laws import floor_laws, sampler_laws
 from bhtcli.errors import InputError, note, parameter_name
-from bhtcli.maths.laws import (bhattacharyya, build_counts, clears_floor, error_shift,
-                              hellinger_squared)
+from bhtcli.maths.laws import (bhattacharyya, build_counts, clears_floor, error_shift, pair_h2,
+                              pair_list)
 from bhtcli.results import PromptsResult
 
 MAX_BUILDS = 8
@@ -80,16 +80,6 @@ def token_prompts(engines, prompts) -> tuple[list[str], list[list[int]]]:
         texts.append(text)
         ids.append(list(tokens))
     return texts, ids
-
-
-def pair_h2(L: list) -> np.ndarray:
-    """H^2 of every pair (i < j) per prompt: (pairs, m), pairs in itertools.combinations order."""
-    K = len(L)
-    return np.stack([hellinger_squared(L[i], L[j]) for i in range(K) for j in range(i + 1, K)])
-
-
-def pair_list(K: int) -> list[tuple[int, int]]:
-    return [(i, j) for i in range(K) for j in range(i + 1, K)]
 
 
 def prompts(builds, prompt_list, *, source: str, sampler: Sampler = Sampler(),

@@ -27,6 +27,16 @@ def hellinger_squared(la: np.ndarray, lb: np.ndarray) -> np.ndarray:
     return np.minimum(0.5 * np.sum(d * d, axis=-1), 1.0)
 
 
+def pair_list(K: int) -> list[tuple[int, int]]:
+    """The pairs (i < j) of K laws, in itertools.combinations order."""
+    return [(i, j) for i in range(K) for j in range(i + 1, K)]
+
+
+def pair_h2(L) -> np.ndarray:
+    """H^2 of every pair (i < j) of K laws (each (m, n) log-probabilities), per row: (pairs, m)."""
+    return np.stack([hellinger_squared(L[i], L[j]) for i, j in pair_list(len(L))])
+
+
 def bhattacharyya(h2) -> float:
     """D = -log(1 - H^2) (inf for disjoint supports)."""
     h2 = float(h2)

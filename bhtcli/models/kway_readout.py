@@ -24,10 +24,6 @@ class KReadouts:
     links: tuple
     biases: tuple
 
-    @classmethod
-    def plain_of(cls, K: int) -> "KReadouts":
-        return cls((EXP,) * K, (None,) * K)
-
     @property
     def plain(self) -> bool:
         return all(link.is_exp for link in self.links) and all(b is None for b in self.biases)
