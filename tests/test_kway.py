@@ -410,6 +410,26 @@ def test_identical_builds_are_merged_before_the_search(capsys, tmp_path):
     assert exc.value.code == 2 and "all 3 models are identical" in err
 
 
+def test_same_values_reads_every_row_when_the_sample_agrees():
+    """The identical-build rule against numpy's own comparison of the float64 values: a model
+    differing in one row the sample skips (one ulp, or a sign) is not the same; float32 and
+    float64 copies of the same values, and -0.0 against 0.0, are; another shape is not."""
+    from bhtcli.commands.kway import same_values
+    rng = np.random.default_rng(9)
+    M = rng.standard_normal((20000, 3)).astype(np.float32)
+    assert same_values(M, M.astype(np.float64))
+    for row in (17, 9_999, 12_345):               # between the sampled rows
+        R = M.copy()
+        R[row, 1] = np.nextafter(R[row, 1], np.float32(np.inf))
+        assert not same_values(M, R) and not np.array_equal(M, R)
+    Z = M.copy()
+    Z[5000, 0] = 0.0
+    negative = Z.copy()
+    negative[5000, 0] = -0.0
+    assert same_values(Z, negative)
+    assert not same_values(M, M[:-1])
+
+
 def _bottleneck_on_a_grid(km, E, angles=2000, radii=100):
     """max of min_p D_p over a polar grid of the disc (the true bottleneck, one pass a ring)."""
     th = np.linspace(0.0, 2.0 * np.pi, angles, endpoint=False)
