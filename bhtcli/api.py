@@ -257,10 +257,8 @@ def design(A, B=None, energy=None, *, model="softmax", floor=None, error: float 
             return design_candidates(models, candidates, spec, options, kway=True, names=names,
                                      top=top, schedule=schedule, progress=progress)
         if energies is not None:
-            from bhtcli.results import BudgetCurveResult
-            return BudgetCurveResult([kway.design_kway(models, e, options, dtype=spec.dtype,
-                                                       progress=progress, spec=spec)
-                                      for e in energies])
+            return kway.design_kway_curve(models, energies, options, dtype=spec.dtype,
+                                          progress=progress, spec=spec)
         return kway.design_kway(models, spec.energy, options, dtype=spec.dtype,
                                 schedule=schedule, progress=progress, spec=spec)
     if spec.leverage:

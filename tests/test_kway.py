@@ -163,14 +163,27 @@ def test_k2_schedule_is_the_pair_design_plus_its_schedule():
         api.design(A, B, [0.5, 1.0], schedule=True)
 
 
-def test_k3_budget_list_is_one_design_per_budget():
-    """A budget list with K models: one bottleneck design per budget, as for a pair."""
+def test_k3_budget_list_is_one_design_per_budget(capsys):
+    """A budget list with K models: one bottleneck design per budget, as for a pair; each
+    budget's search also climbs from the smaller budget's query (one start more, here the
+    same maximum), and the models are read once (one note for identical builds, not one a
+    budget)."""
     models = [os.path.join(EX, f) for f in ("A.npy", "B.npy", "C.npy")]
     curve = api.design(models, energy=[0.5, 1.0], starts=4)
     assert [d.energy for d in curve.designs] == [0.5, 1.0]
     single = api.design(models, energy=1.0, starts=4).body()      # the run record aside
-    assert _untimed(curve.designs[1].body()) == _untimed(single)
+    carried = _untimed(curve.designs[1].body())
+    assert carried["solver"].pop("starts") == single["solver"].pop("starts") + 1
+    assert carried["solver"].pop("message") == "fixed number of starts (5)"
+    single["solver"].pop("message")
+    assert carried == _untimed(single)
     assert curve.to_dict()["energies"] == [0.5, 1.0]
+    from bhtcli.cli.main import main
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exc:
+        main(["design", *models, models[1], "-E", "0.5,1,2", "--starts", "2", "--json", "-q"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 0 and err.count("are identical") == 1, err
 
 
 @pytest.mark.slow

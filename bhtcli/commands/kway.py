@@ -20,7 +20,7 @@ from bhtcli.maths.certificate import certificate_from_variance
 from bhtcli.maths.kway import KwayLaw, allocate, kway_counts
 from bhtcli.models.kway import KModels, kway_scores_at, pairs_at
 from bhtcli.models.threads import beside, single_threaded
-from bhtcli.results import BoundResult, DesignResult
+from bhtcli.results import BoundResult, BudgetCurveResult, DesignResult
 from bhtcli.search.entry import maximize
 from bhtcli.search.schedule import best_schedule
 from bhtcli.search.result import solver_dict
@@ -287,16 +287,39 @@ def design_kway(models, energy: float, options, *, dtype: str = "float64", sched
     DesignResult
         With `models`, `pairs`, `bottleneck` (and `schedule`; `readout` with read-outs).
     """
+    return _design_loaded(*load_kway(models, spec), energy, options, dtype=dtype,
+                          schedule=schedule, progress=progress)
+
+
+def design_kway_curve(models, energies, options, *, dtype: str = "float64", progress=None,
+                      spec=None) -> BudgetCurveResult:
+    """One K-way design per budget (increasing), the models read once: each budget's search
+    also climbs from the smaller budget's query (inside the larger ball), so that where the
+    full search runs, the bottleneck found never falls along the list (the balls nest)."""
+    mats, names, readouts = load_kway(models, spec)
+    designs = []
+    for e in energies:
+        if progress:
+            progress(f"budget {e:g}")
+        carried = None if not designs else np.asarray(designs[-1].query, dtype=np.float64)[:, None]
+        designs.append(_design_loaded(mats, names, readouts, e, options, dtype=dtype,
+                                      progress=progress, carried=carried))
+    return BudgetCurveResult(designs)
+
+
+def _design_loaded(mats, names, readouts, energy: float, options, *, dtype: str,
+                   schedule: bool = False, progress=None, carried=None) -> DesignResult:
+    """design_kway on models already read: `carried` (d x m) points the search climbs from too."""
     error, starts, seed = options.error, options.starts, options.seed
     search_space = options.search_space
-    mats, names, readouts = load_kway(models, spec)
     t0 = time.perf_counter()
     if progress:
         progress(f"checking {len(mats) * (len(mats) - 1) // 2} pairs beside the search")
     with facts_beside(mats, names, energy, progress, readouts) as (job, watched):
         km = KModels(mats, dtype=dtype, readouts=readouts)
         found, space, directions = search_bottleneck(km, energy, search_space=search_space,
-                                                     starts=starts, seed=seed, progress=watched)
+                                                     starts=starts, seed=seed, progress=watched,
+                                                     carried=carried)
         x = found.x
         pairs, worst, samples = at_query(mats, km.pairs, x, error, readouts)
         D = pairs[worst]["bhattacharyya_distance"]
