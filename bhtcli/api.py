@@ -675,8 +675,7 @@ def simulate(A, B=None, energy=None, *, model="softmax", floor=None, query=None,
     if not pair:
         spec = _model_set(models, model, energy, link_a=link_a, link_b=link_b, bias_a=bias_a,
                           bias_b=bias_b, links=links, biases=biases, dtype=dtype, floor=floor,
-                          readouts="simulate's adaptive policy" if policy == "adaptive" else None,
-                          predicted_points=predicted_points or None)
+                          readouts="simulate's adaptive policy" if policy == "adaptive" else None)
         if spec.links is not None and "adaptive" in policies:
             policies = tuple(p for p in policies if p != "adaptive")
             note("links and biases of three or more models: the adaptive policy is left out (its "

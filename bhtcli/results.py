@@ -266,6 +266,7 @@ class SimulateResult(Result):
     K_KEYS = ("models", "queries", "weights", "bhattacharyya_distance", "sequential", "readout")
     PAIR_ONLY = ("query", "hellinger_squared", "sprt", "curve", "distinguishable", "note", "floor",
                  "readout")          # in both: absent for a pair, kept for K models when set
+    K_WHEN_SET = ("readout", "curve")      # K models' curve: with --plot (predicted_points)
 
 
 @dataclass(frozen=True)

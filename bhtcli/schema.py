@@ -262,7 +262,7 @@ SIMULATE = {
     "adaptive.saving_vs_sprt": ("number", "Mean saving of the adaptive rule against the SPRT (0.1: 10% fewer queries)."),
     "adaptive.query_a": ("array", "The query asked while A is at least as likely (argmax KL(P_A||P_B))."),
     "adaptive.query_b": ("array", "The query asked otherwise (argmax KL(P_B||P_A))."),
-    "curve": ("object or null", "Empirical max error against n (the fixed experiment's grid)."),
+    "curve": ("object or null", "Empirical max error against n (the fixed experiment's grid); K models: the largest error over the models, present with --plot."),
     "curve.n": ("array", "The n of the grid."),
     "curve.error": ("array", "Empirical max error at each n."),
     "curve.standard_error": ("array", "Its standard error."),

@@ -363,6 +363,49 @@ def test_simulate_table_names_every_model(capsys, tmp_path):
     assert len(rows) >= 2 and all(r.endswith("(M1 / M2 / M3 / M4 true)") for r in rows), rows
 
 
+def test_simulate_plot_of_k_models(capsys, tmp_path):
+    """simulate --plot with three models: a PNG, and the JSON's curve (only then) with the
+    fixed experiment's own numbers at its empirical count; the predicted curve crosses alpha
+    where the predicted count says, and follows an independent Monte Carlo of the
+    maximum-likelihood test (numpy draws, not the simulate code) within its noise."""
+    paths = [os.path.join(EX, f) for f in ("A.npy", "B.npy", "C.npy")]
+    png = tmp_path / "k.png"
+    code, out, err = run(capsys, "simulate", *paths, "-E", "1", "--trials", "2000",
+                         "--policy", "fixed", "--plot", str(png), "--json", "-q")
+    assert code == 0, err
+    r = json.loads(out)
+    c, f = r["curve"], r["fixed"]
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    at = dict(zip(c["n"], c["error"]))
+    assert at[f["empirical"]] == max(f["errors_at_empirical"])
+    assert at[f["predicted"]] == f["error_at_predicted"]
+    pred = dict(zip(c["predicted_n"], c["predicted_error"]))
+    assert c["n"][-1] >= f["upper"] and len(c["n"]) == len(c["standard_error"])
+    assert pred[1] > 0.05 and min(e for n, e in pred.items() if n >= f["predicted"]) <= 0.05
+    # an independent Monte Carlo at one n: ML over the three laws at the designed query
+    x = np.array(r["queries"][0])
+    logp = []
+    for p in paths:
+        s = np.load(p) @ x
+        logp.append(s - s.max() - np.log(np.exp(s - s.max()).sum()))
+    logp = np.array(logp)
+    rng, N, trials = np.random.default_rng(0), 12, 20000
+    worst = 0.0
+    for k in range(3):
+        counts = rng.multinomial(N, np.exp(logp[k]), size=trials)
+        L = counts @ logp.T
+        worst = max(worst, float(np.mean(L.argmax(axis=1) != k)))
+    near = min(pred, key=lambda n: abs(n - N))
+    assert abs(pred[near] - worst) < 0.15 * worst + 0.01, (pred[near], worst)
+    code, out, _ = run(capsys, "simulate", *paths, "-E", "1", "--trials", "200",
+                       "--policy", "fixed", "--json", "-q")
+    assert code == 0 and "curve" not in json.loads(out)
+    code, _, err = run(capsys, "simulate", *paths, "-E", "1", "--policy", "sprt", "--plot",
+                       str(tmp_path / "s.png"))
+    assert code == 2 and err.startswith("Error: --plot draws the fixed-n experiment")
+    assert not (tmp_path / "s.png").exists()
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("n_answers", [12, 40])
 def test_decide_fixed_error_matches_monte_carlo(n_answers):

@@ -405,7 +405,7 @@ def decide(a, b, rest, model, query, prompt, temperature, top_k, top_p, min_p, a
 @click.option("--policy", type=click.Choice(["fixed", "sprt", "adaptive", "all"]), default="all",
               show_default=True, help="Which strategies to simulate.")
 @click.option("--plot", type=click.Path(dir_okay=False), default=None, metavar="FILE.png",
-              help="Write a PNG: max error against n, empirical vs predicted and bounds (needs fixed).")
+              help="Write a PNG: max error against n, empirical vs predicted and bounds (needs fixed; K models: the largest error over the models).")
 @force_option
 @json_option
 @hash_option
@@ -426,9 +426,12 @@ def simulate(a, b, more, links, biases, schedule, model, energy, floor, alpha, l
     """
     from bhtcli.api import simulate as simulate_fn
     from bhtcli.api import check_output_path
+    if plot:
+        check_output_path(plot, "--plot", inputs=(a, b, *more, query, bias_a, bias_b), force=force,
+                          suffixes=(".png",))
+        if policy not in ("fixed", "all"):
+            raise InputError("--plot draws the fixed-n experiment; use --policy fixed or all")
     if more or schedule:
-        if plot:
-            raise InputError("--plot draws the two-model experiment; drop it with three or more models")
         if energy is None:
             raise click.UsageError("Missing option '--energy' / '-E'.", ctx=click.get_current_context())
         with _reporter(quiet, bar=True) as progress:
@@ -437,26 +440,28 @@ def simulate(a, b, more, links, biases, schedule, model, energy, floor, alpha, l
                                  policy=policy,
                                  link_a=link_a, link_b=link_b, bias_a=bias_a, bias_b=bias_b,
                                  links=links, biases=biases, dtype=dtype, progress=progress,
-                                 schedule=schedule, hash_files=not no_hash)
+                                 schedule=schedule, hash_files=not no_hash,
+                                 predicted_points=80 if plot else 0)
+            _plot_simulation(result, plot, progress)
         _emit(result, as_json)
         return
     link_a, link_b, bias_a, bias_b, _, _ = api._readout_lists(     # two models: the pair's options
         [a, b], links, biases, link_a, link_b, bias_a, bias_b)
     spec = _spec(model, energy, floor, link_a, link_b, bias_a, bias_b, dtype, inputs=(a, b))
-    if plot:
-        check_output_path(plot, "--plot", inputs=(a, b, query, bias_a, bias_b), force=force,
-                          suffixes=(".png",))
-        if policy not in ("fixed", "all"):
-            raise InputError("--plot draws the fixed-n experiment; use --policy fixed or all")
     with _reporter(quiet, bar=True) as progress:
         result = simulate_fn(a, b, model=spec, query=query, error=alpha, trials=trials, seed=seed,
                              policy=policy, progress=progress, predicted_points=80 if plot else 0,
                              hash_files=not no_hash)
-        if plot and result.fixed:
-            progress("plotting")
-            from bhtcli.cli.plot import plot_fixed
-            plot_fixed(result, plot)
+        _plot_simulation(result, plot, progress)
     _emit(result, as_json)
+
+
+def _plot_simulation(result, plot, progress) -> None:
+    """simulate --plot: the fixed-n experiment's PNG, when it ran."""
+    if plot and result.fixed:
+        progress("plotting")
+        from bhtcli.cli.plot import plot_fixed
+        plot_fixed(result, plot)
 
 
 @cli.command(context_settings=CONTEXT)

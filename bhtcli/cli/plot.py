@@ -15,6 +15,7 @@ def plot_fixed(result, path: str) -> None:
 
     r = result.to_dict()
     curve, fixed = r["curve"], r["fixed"]
+    K = len(r["models"]) if r.get("models") else 2
     n = np.array(curve["n"])
     err = np.array(curve["error"])
     se = np.array(curve["standard_error"])
@@ -24,15 +25,23 @@ def plot_fixed(result, path: str) -> None:
     ax.plot(n, np.clip(err, 1e-6, 1), color="tab:blue", lw=1.5,
             label=f"empirical max error ({r['trials']:,} trials per model)")
     ax.plot(curve["predicted_n"], curve["predicted_error"], "k--", lw=1.2,
-            label="predicted (exact minimax LR test)")
+            label="predicted (exact minimax LR test)" if K == 2 else
+            "predicted (maximum likelihood, saddlepoint-copula)")
     ax.axhline(r["target_error"], color="tab:red", lw=1, label=f"target alpha = {r['target_error']:g}")
     if fixed:
         ax.axvline(fixed["lower"], color="tab:gray", ls=":", lw=1.2, label=f"lower bound {fixed['lower']:,}")
         ax.axvline(fixed["upper"], color="tab:gray", ls="-.", lw=1.2, label=f"upper bound {fixed['upper']:,}")
     ax.set_yscale("log")
-    ax.set_xlabel("n (repetitions of the designed query)")
-    ax.set_ylabel("max(type I, type II) error")
-    ax.set_title(f"softmax n={r['n']}, d={r['d']}, E={r['energy']:g}: H^2 = {r['hellinger_squared']:.3g}")
+    if K == 2:
+        ax.set_xlabel("n (repetitions of the designed query)")
+        ax.set_ylabel("max(type I, type II) error")
+        ax.set_title(f"softmax n={r['n']}, d={r['d']}, E={r['energy']:g}: H^2 = {r['hellinger_squared']:.3g}")
+    else:
+        ax.set_xlabel("n (answers" + (" to the designed query)" if len(r["queries"]) == 1 else
+                                      ", split among the queries by their weights)"))
+        ax.set_ylabel(f"largest error over the {K} models")
+        ax.set_title(f"{K} softmax models n={r['n']}, d={r['d']}, E={r['energy']:g}: "
+                     f"bottleneck D = {r['bhattacharyya_distance']:.3g}")
     ax.legend(fontsize=8, loc="upper right")
     ax.grid(alpha=0.3, which="both")
     fig.tight_layout()

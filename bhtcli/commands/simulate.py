@@ -199,7 +199,7 @@ def simulate(models, spec: ModelSpec, options: DesignOptions = DesignOptions(), 
     kway = len(models) > 2 or schedule or weights is not None
     if kway:
         header, run = _kway_setup(models, spec, options, query, say, trials, progress, schedule,
-                                  weights)
+                                  weights, predicted_points)
     else:
         header, run = _pair_setup(*load_pair(*models), spec, options, query, say, trials,
                                   predicted_points)
@@ -263,7 +263,8 @@ def _pair_setup(A, B, spec, options, query, say, trials, predicted_points):
     return header, (fixed, sprt, adaptive)
 
 
-def _kway_setup(models, spec, options, query, say, trials, progress, schedule, weights):
+def _kway_setup(models, spec, options, query, say, trials, progress, schedule, weights,
+                predicted_points=0):
     """K models' result keys and phases (as _pair_setup's): the maximum-likelihood test at fixed
     n (the empirical n for every error <= alpha, against the predicted count), the matrix SPRT
     with the designed query, the designed schedule or given queries (interleaved by
@@ -309,7 +310,8 @@ def _kway_setup(models, spec, options, query, say, trials, progress, schedule, w
         return {"empirical": hi, "predicted": counts["predicted"], "lower": counts["lower"],
                 "upper": counts["upper"], "error_at_predicted": float(at_pred.max()),
                 "worst_model": int(np.argmax(at_pred)),
-                "errors_at_empirical": worst(hi).tolist()}, None
+                "errors_at_empirical": worst(hi).tolist()}, \
+            _kway_curve(worst, law, hi, counts, trials, predicted_points) if predicted_points else None
 
     def sprt(rng):
         order = interleave(w, cap)
@@ -329,6 +331,24 @@ def _kway_setup(models, spec, options, query, say, trials, progress, schedule, w
         return adaptive_phase(np.concatenate([Q, extra]), logp + log_probs_at(mats, extra),
                               threshold, trials, rng, cap, sequential)
     return header, (fixed, sprt, adaptive)
+
+
+def _kway_curve(worst, law, empirical: int, counts: dict, trials: int, points: int,
+                grid_points: int = 24) -> dict:
+    """The curve of K models for plots, as a pair's: the largest error over the models of the
+    maximum-likelihood test at each n of a grid up to 1.3 x the largest of the empirical, the
+    predicted and the upper count (Monte Carlo, `worst(n)`: each n its own seed), its standard error
+    (the worst model's), and the predicted largest error (the saddlepoint-copula of
+    docs/maths.md §8.5) at `points` n."""
+    top = int(1.3 * max(empirical, counts["predicted"], counts["upper"])) + 2
+    grid = np.unique(np.rint(np.geomspace(1, top, grid_points)).astype(np.int64))
+    grid = np.union1d(grid, [empirical, counts["predicted"]])
+    errs = np.array([float(worst(int(N)).max()) for N in grid])
+    ns = np.unique(np.linspace(1, top, points).astype(int))
+    return {"n": grid.tolist(), "error": errs.tolist(),
+            "standard_error": np.sqrt(errs * (1 - errs) / trials).tolist(),
+            "predicted_n": ns.tolist(),
+            "predicted_error": [float(law.ml_errors(float(N)).max()) for N in ns]}
 
 
 DRAW_FRACTION = 16       # fewer answers than n / this: draw them, not a t x n table of counts
