@@ -310,11 +310,31 @@ def test_bad_inputs_are_one_clear_error(capsys, tmp_path):
     with pytest.raises(InputError, match="name the two models of a pair; with three or more "
                                          "models give links and biases"):
         api.design([A, B, C], energy=1.0, link_b="softcap:30")
-    with pytest.raises(InputError, match="^queries is not supported with three or more models"):
-        api.design([A, B, C], energy=1.0, queries=40)
-    code, _, err = run(capsys, "design", A, B, C, "-E", "1", "--queries", "40")
-    assert code == 2 and err == "Error: --queries is not supported with three or more models " \
+    with pytest.raises(InputError, match="^subspace is not supported with three or more models"):
+        api.design([A, B, C], energy=1.0, subspace=np.eye(8)[:, :2])
+    code, _, err = run(capsys, "design", A, B, C, "-E", "1", "--max-starts", "40")
+    assert code == 2 and err == "Error: --max-starts is not supported with three or more models " \
         "(docs/kway.md lists what is)\n"
+
+
+def test_queries_of_k_models_finds_the_smallest_budget(capsys):
+    """design --queries N with three models: the budget found needs at most N answers for the
+    maximum-likelihood verdict, and a separate design 0.6% below it needs more (the bracket's
+    0.5%); the design reported is the plain design at that budget; a budget that needs more
+    even at --energy is one Error line, exit 1."""
+    A, B, C = (os.path.join(EX, f) for f in ("A.npy", "B.npy", "C.npy"))
+    r = api.design([A, B, C], energy=4.0, queries=30, starts=8)
+    es = r.energy_search
+    assert r.samples["predicted"] <= 30 and es["queries"] == 30 and es["energy_max"] == 4.0
+    assert r.energy in [t["energy"] for t in es["rungs"]]
+    below = api.design([A, B, C], energy=r.energy * 0.994, starts=8)
+    assert below.samples["predicted"] > 30
+    plain = api.design([A, B, C], energy=r.energy, starts=8).body()
+    found = r.body()
+    assert found.pop("energy_search") == es and "energy_search" not in plain
+    assert _untimed(found) == _untimed(plain)
+    code, out, err = run(capsys, "design", A, B, C, "-E", "0.05", "--queries", "30", "--json")
+    assert code == 1 and err.startswith("Error: --queries 30: even --energy 0.05 needs")
 
 
 def test_bound_kway_is_the_smallest_pair_ceiling(capsys):

@@ -130,7 +130,7 @@ def design_for_queries(A, B, queries: int, spec: ModelSpec,
     if not facts_max.distinguishable:
         raise NotReachable(f"A and B are the same model ({facts_max.reason}): no number of "
                            "queries tells them apart")
-    tried, results = [], {}
+    results = {}
 
     def trial(e):
         if progress:
@@ -141,15 +141,34 @@ def design_for_queries(A, B, queries: int, spec: ModelSpec,
         d = divergences_from_tilt(tilt)
         n = query_counts(tilt, d.bhattacharyya_distance, error).predicted \
             if d.bhattacharyya_distance > 0 else None
-        tried.append({"energy": e, "hellinger_squared": d.hellinger_squared, "predicted": n})
         results[e] = r
+        return n, d.hellinger_squared
+
+    hi, tried = smallest_budget(trial, energy_max, queries)
+    final = results[hi]
+    facts = facts_max if hi == energy_max else analyse_pair(A, B, pair.G, hi, pair.readout, base)
+    ctx = ReportContext(A, B, pair, hi, error, facts, t0)
+    result = report(ctx, final.x, final.on_boundary, solver_record(final, starts, max_starts))
+    return replace(result, energy_search=energy_search(queries, energy_max, tried))
+
+
+def smallest_budget(trial, energy_max: float, queries: int):
+    """(the budget found, the rungs tried): the smallest budget E <= energy_max at which
+    trial(E) -> (predicted count or None, H^2) is at most `queries`, to QUERIES_TOLERANCE
+    relative (see :func:`design_for_queries`); for a pair and for K models alike. Raises
+    NotReachable when energy_max needs more."""
+    tried = []
+
+    def count(e):
+        n, h2 = trial(e)
+        tried.append({"energy": e, "hellinger_squared": h2, "predicted": n})
         return n
 
-    n_top = trial(energy_max)
+    n_top = count(energy_max)
     if n_top is None or n_top > queries:
-        count = "no finite number of" if n_top is None else f"{n_top:,}"
+        many = "no finite number of" if n_top is None else f"{n_top:,}"
         raise NotReachable(f"{parameter_name('queries')} {queries:,}: even {parameter_name('energy')} "
-                           f"{energy_max:g} needs {count} "
+                           f"{energy_max:g} needs {many} "
                            "queries for the designed query; raise " + parameter_name("energy"))
     hi, n_hi, lo, n_lo = energy_max, n_top, 0.0, None
     sides = []                    # which end each trial moved: interpolation that keeps
@@ -159,21 +178,21 @@ def design_for_queries(A, B, queries: int, spec: ModelSpec,
         if lo == 0.0 and hi < energy_max * 1e-9:
             break
         e = _next_budget(lo, n_lo, hi, n_hi, queries, bisect=sides[-3:] in (["hi"] * 3, ["lo"] * 3))
-        n = trial(e)
+        n = count(e)
         if n is not None and n <= queries:
             hi, n_hi = e, n
             sides.append("hi")
         else:
             lo, n_lo = e, n
             sides.append("lo")
-    final = results[hi]
-    facts = facts_max if hi == energy_max else analyse_pair(A, B, pair.G, hi, pair.readout, base)
-    ctx = ReportContext(A, B, pair, hi, error, facts, t0)
-    result = report(ctx, final.x, final.on_boundary, solver_record(final, starts, max_starts))
-    search = {"queries": queries, "energy_max": energy_max,
-              "rungs": sorted(tried, key=lambda t: t["energy"]),
-              "relative_tolerance": QUERIES_TOLERANCE}
-    return replace(result, energy_search=search)
+    return hi, tried
+
+
+def energy_search(queries: int, energy_max: float, tried: list) -> dict:
+    """The result's `energy_search`: the target, the largest budget, every rung tried."""
+    return {"queries": queries, "energy_max": energy_max,
+            "rungs": sorted(tried, key=lambda t: t["energy"]),
+            "relative_tolerance": QUERIES_TOLERANCE}
 
 
 def _next_budget(lo, n_lo, hi, n_hi, queries, bisect=False) -> float:

@@ -8,6 +8,7 @@ import math
 import os
 import time
 import warnings
+from dataclasses import replace
 
 import numpy as np
 
@@ -219,7 +220,6 @@ def pair_schedule(result: DesignResult) -> DesignResult:
     """`result` with its `schedule`: for two models the best schedule is the single query
     (the programme's one pair: max over mixes of sum_l w_l D(x_l) is max_x D(x)), weight 1, with
     the report's own numbers; its dual bound is the search's maximum D (docs/maths.md §8.3)."""
-    from dataclasses import replace
     s = result.samples
     D = result.bhattacharyya_distance
     sched = {"queries": [result.query], "weights": [1.0], "bhattacharyya_distance": D,
@@ -305,6 +305,26 @@ def design_kway_curve(models, energies, options, *, dtype: str = "float64", prog
         designs.append(_design_loaded(mats, names, readouts, e, options, dtype=dtype,
                                       progress=progress, carried=carried))
     return BudgetCurveResult(designs)
+
+
+def design_kway_for_queries(models, queries: int, options, *, dtype: str = "float64",
+                            progress=None, spec=None) -> DesignResult:
+    """The smallest budget <= spec.energy at which the K-way design needs at most `queries`
+    answers (samples.predicted, the maximum-likelihood verdict's count), to 0.5% relative, by
+    the pair's bracket (commands/budgets.py smallest_budget); the result is that trial's design,
+    with `energy_search`. The models are read once."""
+    from bhtcli.commands.budgets import energy_search, smallest_budget
+    mats, names, readouts = load_kway(models, spec)
+    designs = {}
+
+    def trial(e):
+        if progress:
+            progress(f"{parameter_name('queries')} {queries}: trying budget {e:.6g}")
+        designs[e] = _design_loaded(mats, names, readouts, e, options, dtype=dtype)
+        return designs[e].samples["predicted"], designs[e].hellinger_squared
+
+    hi, tried = smallest_budget(trial, spec.energy, queries)
+    return replace(designs[hi], energy_search=energy_search(queries, spec.energy, tried))
 
 
 def _design_loaded(mats, names, readouts, energy: float, options, *, dtype: str,
