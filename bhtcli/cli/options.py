@@ -118,7 +118,8 @@ readout_options = _stack(
 model_readout_options = _stack(
     click.option("--links", default=None, metavar="L1,L2,...",
                  help="With a list of models: the link of each, in their order (e.g. "
-                      "exp,softcap:30,exp; as --link-a) [default: exp for every model]."),
+                      "exp,softcap:30,exp; as --link-a) [default: each checkpoint's softcap:C when it "
+                      "declares final_logit_softcapping, else exp]."),
     click.option("--biases", default=None, metavar="F1,F2,...",
                  help="With a list of models: the bias file of each, in their order; an empty "
                       "entry is no bias (e.g. ,b2.npy,)."),

@@ -97,7 +97,7 @@ class ModelSpec:
         if isinstance(model, ModelSpec):
             return model
         if not (str(model).strip().lower() == "leverage"):
-            link_a, link_b = _checkpoint_links(link_a, link_b, inputs or ())
+            link_a, link_b = _checkpoint_links((link_a, link_b), inputs or ())
         from bhtcli.io.validation import check_dtype, check_energy
         family = str(model).strip().lower() if model is not None else "softmax"
         if family not in FAMILIES:
@@ -155,10 +155,14 @@ class ModelSpec:
         from bhtcli.models.kway_readout import make_kreadouts
         return make_kreadouts(n, self.links, self.biases)
 
-    def with_models(self, links, biases) -> "ModelSpec":
-        """This spec with K models' links and biases (checked by :func:`per_model`); none
-        given, or all plain: the spec as it is."""
+    def with_models(self, links, biases, inputs=None) -> "ModelSpec":
+        """This spec with K models' links and biases (checked by :func:`per_model`); links
+        None: each model's checkpoint among `inputs` (the models as given) declares its link
+        (softcap:C, with a note), else exp, as for a pair (:func:`_checkpoint_links`). All
+        plain: the spec as it is."""
         from dataclasses import replace
+        if links is None and inputs and not self.leverage:
+            links = tuple(_checkpoint_links((None,) * len(inputs), inputs, pair=False))
         if links is None and biases is None:
             return self
         if self.leverage:
@@ -199,18 +203,23 @@ def per_model(values, K: int, option: str, link: bool) -> tuple | None:
     return tuple(None if empty(v) else v for v in items)
 
 
-def _checkpoint_links(link_a, link_b, inputs):
-    """Links given as None: the one the model's checkpoint declares, else exp (with a note)."""
+def _checkpoint_links(links, inputs, pair: bool = True) -> list:
+    """Each link given as None: softcap:C when its model (the same place in `inputs`) is a
+    checkpoint declaring final_logit_softcapping C, with a note naming the file and the option
+    that sets the link; else exp. The rule of pairs (link_a, link_b: model A, model B) and of K
+    models (`pair` False: model k, the option links)."""
     out = []
-    for which, link, spec in zip(("a", "b"), (link_a, link_b), (*inputs, None, None)):
+    for k, (link, spec) in enumerate(zip(links, (*inputs, *(None,) * len(links)))):
         if link is None:
             from bhtcli.io.checkpoint import checkpoint_softcap
             cap = checkpoint_softcap(spec)
             link = EXP if cap is None else Link("softcap", cap=cap)
             if not link.is_exp:
                 from bhtcli.errors import note
-                note(f"{spec} declares final_logit_softcapping {link.cap:g}: model {which.upper()} "
-                     f"reads out with {link.name} (set {parameter_name('link_' + which)} to change it)")
+                model, option = ((f"model {'AB'[k]}", "link_" + "ab"[k]) if pair
+                                 else (f"model {k + 1}", "links"))
+                note(f"{spec} declares final_logit_softcapping {link.cap:g}: {model} reads out "
+                     f"with {link.name} (set {parameter_name(option)} to change it)")
         out.append(link)
     return out
 
