@@ -239,9 +239,3 @@ def test_cli_simulate_of_k_models_refuses_adaptive_readouts_and_decide_of_two_is
     two = run(capsys, "decide", A, B, "-x", x, ans, "--link-a", "softcap:2", "--bias-a", bias, "--json")
     strip = lambda d: (d.pop("run"), d.pop("seconds", None), d)[2]
     assert one[0] == two[0] == 0 and strip(json.loads(one[1])) == strip(json.loads(two[1]))
-
-
-def test_manifest_rows_of_k_models_say_what_they_take():
-    from bhtcli.commands.kway import check_kway_options
-    with pytest.raises(api.InputError, match="manifest row of three or more models takes plain"):
-        check_kway_options(readout_plain=False, per_model=False)

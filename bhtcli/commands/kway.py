@@ -417,22 +417,16 @@ def bound_kway(models, energy: float, error: float = 0.05, spec=None) -> BoundRe
                        readout=readout_of(readouts), models=names, pairs=rows)
 
 
-def check_kway_options(*, model: str = "softmax", readout_plain: bool = True,
-                       per_model: bool = True, **given) -> None:
+def check_kway_options(*, model: str = "softmax", readout_plain: bool = True, **given) -> None:
     """The rules of K >= 3 models, one message each: softmax models, read-outs per model
     (links, biases; the pair's link_a .. bias_b name model A and model B), and none of the
     options in `given` that pairs have and K models have not yet (called by bhtcli.api and
-    by sweep manifests, which have no per-model columns: `per_model` False)."""
+    by sweep manifests)."""
     p = parameter_name
     if model != "softmax":
         raise InputError(f"{p('model')} leverage compares two models at a time: K-way designs are "
                          "for softmax models (a leverage query weights rows, and the K-way search "
                          "climbs softmax scores)")
-    if not readout_plain and not per_model:
-        raise InputError(f"{p('link_a')}, {p('link_b')}, {p('bias_a')} and {p('bias_b')} name the "
-                         "two models of a pair; a manifest row of three or more models takes "
-                         f"plain softmax models only ({p('links')} and {p('biases')} of design, "
-                         "bound, rank and decide give them per model)")
     if not readout_plain:
         raise InputError(f"{p('link_a')}, {p('link_b')}, {p('bias_a')} and {p('bias_b')} name the "
                          "two models of a pair; with three or more models give "

@@ -203,6 +203,32 @@ def per_model(values, K: int, option: str, link: bool) -> tuple | None:
     return tuple(None if empty(v) else v for v in items)
 
 
+def readout_lists(models, links, biases, link_a, link_b, bias_a, bias_b, split: bool = True):
+    """(link_a, link_b, bias_a, bias_b, links, biases): `links` and `biases` checked, one
+    per model (:func:`per_model`). Two models that the command runs as a pair
+    (`split`): they become link_a .. bias_b, so a pair is the pair design whichever way it
+    is spelt; else they stay per model, and the pair's options are refused (they name model
+    A and model B)."""
+    if links is None and biases is None:
+        return link_a, link_b, bias_a, bias_b, None, None
+    pair = [k for k, v in (("link_a", link_a), ("link_b", link_b), ("bias_a", bias_a),
+                           ("bias_b", bias_b)) if v is not None]
+    given = [k for k, v in (("links", links), ("biases", biases)) if v is not None]
+    if pair:
+        raise InputError(f"{', '.join(map(parameter_name, given))} and "
+                         f"{', '.join(map(parameter_name, pair))} both set read-outs: give the "
+                         "per-model list alone")
+    if models is None:
+        raise InputError(f"{', '.join(map(parameter_name, given))} gives one value per model "
+                         "of a list of models; for A and B use "
+                         f"{parameter_name('link_a')}, {parameter_name('bias_a')} ...")
+    K = len(models)
+    links, biases = per_model(links, K, "links", True), per_model(biases, K, "biases", False)
+    if K == 2 and split:
+        return (*(links or (None, None)), *(biases or (None, None)), None, None)
+    return None, None, None, None, links, biases
+
+
 def _checkpoint_links(links, inputs, pair: bool = True) -> list:
     """Each link given as None: softcap:C when its model (the same place in `inputs`) is a
     checkpoint declaring final_logit_softcapping C, with a note naming the file and the option

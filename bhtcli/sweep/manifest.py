@@ -125,6 +125,37 @@ def _link(raw, column, base):
     return parse_link(raw, column).name
 
 
+def _items(raw, column: str) -> list:
+    """The entries of a per-model cell: a comma list, as the CLI's --links and --biases take
+    (JSONL: a list too); an empty entry stays empty."""
+    if isinstance(raw, (list, tuple)):
+        return ["" if v is None else str(v).strip() for v in raw]
+    if isinstance(raw, str):
+        return [v.strip() for v in raw.split(",")]
+    raise InputError(f"{column} must be one value per model separated by ',' (JSONL: a list), "
+                     f"got {raw!r}")
+
+
+def _links(raw, column, base):
+    """The models' links as one comma list of their names (exp for an empty entry)."""
+    from bhtcli.errors import parameter_names
+    from bhtcli.models.spec import per_model
+    items = _items(raw, column)
+    with parameter_names(str):
+        return ",".join(link.name for link in per_model(items, len(items), column, True))
+
+
+def _biases(raw, column, base):
+    """The models' bias files (absolute, relative to the manifest; None: an empty entry, no bias)."""
+    from bhtcli.errors import parameter_names
+    from bhtcli.models.spec import per_model
+    items = _items(raw, column)
+    with parameter_names(str):
+        given = per_model(items, len(items), column, False)
+    return [None if b is None else _path(b, f"{column} (model {k + 1})", base)
+            for k, b in enumerate(given)]
+
+
 def _dtype(raw, column, base):
     from bhtcli.io.validation import check_dtype
     return check_dtype(str(raw).strip(), column)
@@ -165,6 +196,9 @@ COLUMNS = {
     "link_b": Column(_link, kwarg="link_b", implicit="exp"),
     "bias_a": Column(_path, kwarg="bias_a", is_path=True),
     "bias_b": Column(_path, kwarg="bias_b", is_path=True),
+    # one per model, as --links and --biases: a `models` row's (a pair's: link_a .. bias_b)
+    "links": Column(_links, kwarg="links"),
+    "biases": Column(_biases, kwarg="biases", is_path=True),
     "dtype": Column(_dtype, kwarg="dtype", implicit="float64"),
     "queries": Column(lambda raw, c, base: _queries(raw, c), kwarg="queries"),
 }
@@ -177,23 +211,30 @@ def _queries(raw, column):
 
 def _check_row(values: dict) -> None:
     """Rules across columns of one row: the ModelSpec's (column names are its parameter names);
-    a `models` row, the K-way design's."""
+    `links` and `biases` those of the CLI's --links and --biases (models/spec.py
+    readout_lists: a pair row's become link_a .. bias_b); a `models` row, the K-way design's."""
     from bhtcli.errors import parameter_names
-    from bhtcli.models.spec import ModelSpec
-    if values.get("models") is not None:
-        from bhtcli.commands.kway import check_kway_options
-        plain = all(values[k] in (None, "exp") for k in ("link_a", "link_b", "bias_a", "bias_b"))
-        with parameter_names(str):
-            check_kway_options(model=values["model"], readout_plain=plain, per_model=False,
-                               floor=values["floor"],
-                               queries=values["queries"])
-            check_energy(values["energy"], "energy")
-        return
-    readout = {name: values[name] for name in ("link_a", "link_b", "bias_a", "bias_b", "dtype")
-               if values[name] is not None}
+    from bhtcli.models.spec import ModelSpec, readout_lists
+    kway = values.get("models") is not None
+    given = {name: None if values[name] == COLUMNS[name].implicit else values[name]
+             for name in READOUT_COLUMNS}
     with parameter_names(str):          # messages name the manifest's columns
+        pair = readout_lists(values["models"] if kway else [values["a"], values["b"]],
+                             values["links"], values["biases"], *given.values(), split=not kway)
+        if kway:
+            from bhtcli.commands.kway import check_kway_options
+            check_kway_options(model=values["model"], readout_plain=pair[:4] == (None,) * 4,
+                               floor=values["floor"], queries=values["queries"])
+            check_energy(values["energy"], "energy")
+            return
+        readout = {name: v for name, v in zip(READOUT_COLUMNS, pair) if v is not None}
+        if values["dtype"] is not None:
+            readout["dtype"] = values["dtype"]
         ModelSpec.build(values["model"], values["energy"], values["floor"], **readout)
     # an empty softmax `starts` stays empty: the task runs design's own (default) search
+
+
+READOUT_COLUMNS = ("link_a", "link_b", "bias_a", "bias_b")
 
 
 def call_arguments(values: dict) -> dict:
@@ -230,8 +271,10 @@ def task_key(values: dict) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def _stamp(path: str):
-    """[size, modification time] of a matrix file (None when it cannot be read)."""
+def _stamp(path: str | None):
+    """[size, modification time] of a matrix file (None when it cannot be read, or no file)."""
+    if path is None:
+        return None
     try:
         st = os.stat(split_npz_key(path)[0])
         return [st.st_size, st.st_mtime_ns]
@@ -240,8 +283,10 @@ def _stamp(path: str):
 
 
 def matrix_paths(value) -> list:
-    """The matrix files of one path column's value (a path, a list of paths or None)."""
-    return value if isinstance(value, list) else [value] if isinstance(value, str) else []
+    """The matrix files of one path column's value (a path, a list of paths or None; a list's
+    None entries, no bias, are no file)."""
+    return ([v for v in value if v is not None] if isinstance(value, list)
+            else [value] if isinstance(value, str) else [])
 
 
 @dataclass(frozen=True)

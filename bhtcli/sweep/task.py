@@ -104,8 +104,12 @@ def run_task(task: Task, design, cache: MatrixCache | None = None) -> dict:
             A = cache.load(v["a"], task.shown["a"])
             B = cache.load(v["b"], task.shown["b"])
             check_pair(A, B, task.shown["a"], task.shown["b"])
+            # links or biases (one per model): the pair as a list of two, as `bht design A B
+            # --links ...` reads them (as link_a .. bias_b)
+            models = (dict(A=[A, B]) if v.get("links") is not None or v.get("biases") is not None
+                      else dict(A=A, B=B))
             with parameter_names(str):      # messages name the manifest's columns, in any process
-                result = design(**dict(call_arguments(v), A=A, B=B))
+                result = design(**dict(call_arguments(v), **models))
     except BhtError as exc:
         return {"row": failed_fields(str(exc), time.perf_counter() - t0), "query": None}
     except MemoryError:
