@@ -1,5 +1,5 @@
 """K >= 3 checkpoints that declare final_logit_softcapping read out with softcap:C when no
---links is given, as a pair's do (models/spec.py: _checkpoint_links, one rule for both):
+--links is given, as a pair's do (models/spec.py: checkpoint_links, one rule for both):
 a note per model, the same JSON as the explicit --links, and --links wins."""
 import json
 

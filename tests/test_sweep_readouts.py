@@ -95,3 +95,43 @@ def test_bad_cells_are_one_error_line(folder, capsys, header, cells, message):
     assert (code, stdout) == (2, "") and len(lines) == 1, err
     assert lines[0].startswith(f"Error: {manifest}: 1 row of 1 cannot run (") and message in lines[0], err
     assert not out.exists()
+
+
+@pytest.fixture
+def capped(tmp_path):
+    """Three GGUF heads (30 x 6) declaring caps 3, 2 and none."""
+    from test_gguf import write_gguf
+    rng = np.random.default_rng(41)
+    W = rng.standard_normal((30, 6)).astype(np.float32)
+    for k, cap in enumerate((3.0, 2.0, None)):
+        M = W + 0.4 * k * rng.standard_normal(W.shape).astype(np.float32)
+        meta = {"gemma2.final_logit_softcapping": cap} if cap else {}
+        write_gguf(tmp_path / f"g{k}.gguf", {"token_embd.weight": (M, None)}, "gemma2", meta)
+    return tmp_path, [str(tmp_path / f"g{k}.gguf") for k in range(3)]
+
+
+def test_rows_of_checkpoints_read_their_declared_softcaps(capped):
+    """The task loads the matrices, not the files: the manifest reads the checkpoints' declared
+    links (a note each), so that a row is what `bht design` of its files gives."""
+    folder, paths = capped
+    manifest = write_csv(folder / "c.csv", ["name", "a", "b", "models", "energy", "seed", "links"],
+                         [("pair", "g0.gguf", "g1.gguf", "", 1.5, 1, ""),
+                          ("three", "", "", '"g0.gguf|g1.gguf|g2.gguf"', 1.5, 1, ""),
+                          ("forced", "g0.gguf", "g1.gguf", "", 1.5, 1, '"exp,exp"')])
+    m = read_manifest(manifest)
+    pair, three, forced = m.tasks
+    assert (pair.values["link_a"], pair.values["link_b"]) == ("softcap:3", "softcap:2")
+    assert (pair.shown["link_a"], pair.shown["link_b"]) == ("softcap:3", "softcap:2")
+    assert three.values["links"] == "softcap:3,softcap:2,exp"
+    assert forced.values["link_a"] is None and forced.values["links"] == "exp,exp"
+    assert m.notes == [f"{paths[0]} declares final_logit_softcapping 3: model 1 reads out with softcap:3 (set links to change it)",
+                       f"{paths[1]} declares final_logit_softcapping 2: model 2 reads out with softcap:2 (set links to change it)"]
+    refs = {"pair": design(paths[0], paths[1], 1.5, seed=1), "three": design(paths, energy=1.5, seed=1),
+            "forced": design(paths[0], paths[1], 1.5, seed=1, link_a="exp", link_b="exp")}
+    assert refs["pair"].hellinger_squared != refs["forced"].hellinger_squared
+    for task in m.tasks:
+        got = run_task(task, design, MatrixCache())
+        ref = refs[task.labels["name"]]
+        assert got["row"]["status"] == "ok", got["row"]["failure"]
+        assert got["query"].tolist() == list(ref.query), task.labels["name"]
+        assert got["row"]["hellinger_squared"] == ref.hellinger_squared

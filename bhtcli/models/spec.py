@@ -97,7 +97,7 @@ class ModelSpec:
         if isinstance(model, ModelSpec):
             return model
         if not (str(model).strip().lower() == "leverage"):
-            link_a, link_b = _checkpoint_links((link_a, link_b), inputs or ())
+            link_a, link_b = checkpoint_links((link_a, link_b), inputs or ())
         from bhtcli.io.validation import check_dtype, check_energy
         family = str(model).strip().lower() if model is not None else "softmax"
         if family not in FAMILIES:
@@ -158,11 +158,11 @@ class ModelSpec:
     def with_models(self, links, biases, inputs=None) -> "ModelSpec":
         """This spec with K models' links and biases (checked by :func:`per_model`); links
         None: each model's checkpoint among `inputs` (the models as given) declares its link
-        (softcap:C, with a note), else exp, as for a pair (:func:`_checkpoint_links`). All
+        (softcap:C, with a note), else exp, as for a pair (:func:`checkpoint_links`). All
         plain: the spec as it is."""
         from dataclasses import replace
         if links is None and inputs and not self.leverage:
-            links = tuple(_checkpoint_links((None,) * len(inputs), inputs, pair=False))
+            links = tuple(checkpoint_links((None,) * len(inputs), inputs, pair=False))
         if links is None and biases is None:
             return self
         if self.leverage:
@@ -229,16 +229,18 @@ def readout_lists(models, links, biases, link_a, link_b, bias_a, bias_b, split: 
     return None, None, None, None, links, biases
 
 
-def _checkpoint_links(links, inputs, pair: bool = True) -> list:
+def checkpoint_links(links, inputs, pair: bool = True, softcap=None) -> list:
     """Each link given as None: softcap:C when its model (the same place in `inputs`) is a
     checkpoint declaring final_logit_softcapping C, with a note naming the file and the option
     that sets the link; else exp. The rule of pairs (link_a, link_b: model A, model B) and of K
-    models (`pair` False: model k, the option links)."""
+    models and sweep manifests (`pair` False: model k, the option links). `softcap`: the
+    look-up (default :func:`bhtcli.io.checkpoint.checkpoint_softcap`; a manifest caches it)."""
     out = []
     for k, (link, spec) in enumerate(zip(links, (*inputs, *(None,) * len(links)))):
         if link is None:
-            from bhtcli.io.checkpoint import checkpoint_softcap
-            cap = checkpoint_softcap(spec)
+            if softcap is None:
+                from bhtcli.io.checkpoint import checkpoint_softcap as softcap
+            cap = softcap(spec)
             link = EXP if cap is None else Link("softcap", cap=cap)
             if not link.is_exp:
                 from bhtcli.errors import note

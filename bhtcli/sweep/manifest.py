@@ -209,10 +209,11 @@ def _queries(raw, column):
     return check_queries(_whole(raw, column), column)
 
 
-def _check_row(values: dict) -> None:
+def _check_row(values: dict, softcap=None) -> dict:
     """Rules across columns of one row: the ModelSpec's (column names are its parameter names);
     `links` and `biases` those of the CLI's --links and --biases (models/spec.py
-    readout_lists: a pair row's become link_a .. bias_b); a `models` row, the K-way design's."""
+    readout_lists: a pair row's become link_a .. bias_b); a `models` row, the K-way design's.
+    Returns the links the row's checkpoints declare where it sets none (:func:`_declared_links`)."""
     from bhtcli.errors import parameter_names
     from bhtcli.models.spec import ModelSpec, readout_lists
     kway = values.get("models") is not None
@@ -226,12 +227,34 @@ def _check_row(values: dict) -> None:
             check_kway_options(model=values["model"], readout_plain=pair[:4] == (None,) * 4,
                                floor=values["floor"], queries=values["queries"])
             check_energy(values["energy"], "energy")
-            return
-        readout = {name: v for name, v in zip(READOUT_COLUMNS, pair) if v is not None}
-        if values["dtype"] is not None:
-            readout["dtype"] = values["dtype"]
-        ModelSpec.build(values["model"], values["energy"], values["floor"], **readout)
-    # an empty softmax `starts` stays empty: the task runs design's own (default) search
+        else:
+            readout = {name: v for name, v in zip(READOUT_COLUMNS, pair) if v is not None}
+            if values["dtype"] is not None:
+                readout["dtype"] = values["dtype"]
+            ModelSpec.build(values["model"], values["energy"], values["floor"], **readout)
+        # an empty softmax `starts` stays empty: the task runs design's own (default) search
+        return _declared_links(values, given, softcap)
+
+
+def _declared_links(values: dict, given: dict, softcap=None) -> dict:
+    """The links a softmax row leaves unset (no `links`; an empty or exp link_a, link_b) that
+    its checkpoints declare, as `bht design` reads them (models/spec.py checkpoint_links, a
+    note each): the task hands design the loaded matrices, no longer the files. A pair row's
+    become link_a, link_b; a `models` row's, links."""
+    if values["model"] != "softmax" or values["links"] is not None:
+        return {}
+    from bhtcli.models.spec import checkpoint_links
+    kway = values.get("models") is not None
+    paths = values["models"] if kway else [values["a"], values["b"]]
+    unset = [None] * len(paths) if kway else [given["link_a"], given["link_b"]]
+    links = checkpoint_links(unset, paths, pair=False, softcap=softcap)
+    found = {k: link.name for k, (link, was) in enumerate(zip(links, unset))
+             if was is None and not link.is_exp}
+    if not found:
+        return {}
+    if kway:
+        return {"links": ",".join(link.name for link in links)}
+    return {("link_a", "link_b")[k]: name for k, name in found.items()}
 
 
 READOUT_COLUMNS = ("link_a", "link_b", "bias_a", "bias_b")
@@ -334,8 +357,13 @@ def read_manifest(path) -> Manifest:
     if not rows:
         raise InputError(f"{path} has no tasks; add one row per task under the header")
     base = os.path.dirname(os.path.abspath(path))
-    tasks = [_task(line, cells, base) for line, cells in rows]
     notes, first = [], {}
+    from functools import lru_cache
+    from bhtcli.errors import notes_to
+    from bhtcli.io.checkpoint import checkpoint_softcap
+    softcap = lru_cache(maxsize=None)(checkpoint_softcap)      # a file in many rows: read once
+    with notes_to(notes.append):         # the checkpoints' declared links
+        tasks = [_task(line, cells, base, softcap) for line, cells in rows]
     for t in tasks:
         if t.key in first:
             notes.append(f"{path}: line {t.line} repeats the task of line {first[t.key]}; it runs once")
@@ -420,7 +448,7 @@ def is_label(name: str) -> bool:
 PAIR_COLUMNS = ("a", "b")      # required unless the row gives `models`
 
 
-def _task(line: int, cells: dict, base: str) -> Task:
+def _task(line: int, cells: dict, base: str, softcap=None) -> Task:
     values, shown, problems = {}, {}, []
     raw_models = cells.get("models")
     kway = not (raw_models is None or (isinstance(raw_models, str) and not raw_models.strip()))
@@ -442,7 +470,7 @@ def _task(line: int, cells: dict, base: str) -> Task:
             problems.append(str(exc))
     if not problems:
         try:
-            _check_row(values)
+            values.update(_check_row(values, softcap))
         except InputError as exc:
             problems.append(str(exc))
     for name in COLUMNS:              # typed values; an invalid cell shows as null (the failure quotes it)
