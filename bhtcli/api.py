@@ -345,9 +345,11 @@ def _model_set(models, model="softmax", energy=None, *, link_a=None, link_b=None
         spec = model_spec("softmax", energy, dtype=dtype, need_energy=need_energy,
                           budget_list=budget_list).with_models(links, biases, inputs=models)
     if spec.links is not None and readouts is not None:
+        declared = (f"; here the checkpoints declare softcaps (noted above): "
+                    f"{parameter_name('links')} exp,... reads them out with exp" if links is None else "")
         raise InputError(f"{parameter_name('links')} and {parameter_name('biases')} of three or "
                          f"more models are not yet for {readouts} (design, bound, rank and "
-                         "decide take them)")
+                         f"decide take them){declared}")
     return spec
 
 

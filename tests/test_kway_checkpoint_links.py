@@ -94,3 +94,11 @@ def test_the_pair_is_unchanged(three, capsys):
     assert json.loads(out)["readout"]["link_b"] == "softcap:2"
     assert "model A reads out with softcap:3 (set --link-a to change it)" in err
     assert "model B reads out with softcap:2 (set --link-b to change it)" in err
+
+
+def test_simulate_adaptive_says_where_the_links_came_from(three, capsys):
+    code, out, err = run(capsys, "simulate", *three, "-E", "1", "--policy", "adaptive", "-q")
+    lines = [line for line in err.splitlines() if line.startswith("Error: ")]
+    assert code == 2 and len(lines) == 1 and "not yet for simulate's adaptive policy" in lines[0]
+    assert "here the checkpoints declare softcaps (noted above): --links exp,... reads them out " \
+           "with exp" in lines[0], err
