@@ -218,7 +218,7 @@ def design(A, B=None, energy=None, *, model="softmax", floor=None, error: float 
         spec = _model_set(models, model, energy, link_a=link_a, link_b=link_b, bias_a=bias_a,
                           bias_b=bias_b, links=links, biases=biases,
                           dtype=dtype, need_energy=candidates is None,
-                          budget_list=True, floor=floor, subspace=subspace,
+                          budget_list=True, floor=floor,
                           max_starts=max_starts, method=None if method == "lbfgs" else method,
                           certificate=None if certificate == "fast" else certificate)
     else:
@@ -256,6 +256,10 @@ def design(A, B=None, energy=None, *, model="softmax", floor=None, error: float 
             from bhtcli.commands.candidates import design_candidates
             return design_candidates(models, candidates, spec, options, kway=True, names=names,
                                      top=top, schedule=schedule, progress=progress)
+        if subspace is not None:
+            from bhtcli.commands.subspace import design_kway_in_subspace
+            return design_kway_in_subspace(models, subspace, spec, options, schedule=schedule,
+                                           progress=progress)
         if queries is not None:
             return kway.design_kway_for_queries(models, _queries(queries), options,
                                                 dtype=spec.dtype, progress=progress, spec=spec)

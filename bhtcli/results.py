@@ -152,7 +152,7 @@ class DesignResult(Result):
     PAIR_ONLY = ("hellinger", "total_variation", "kl_ab", "kl_ba", "chernoff_information", "note",
                  "row_norm_2inf", "paper_lower_order", "floor", "readout", "subspace_rank",
                  "energy_search", "seconds")
-    K_WHEN_SET = ("readout", "energy_search")     # K models: with a readout, with --queries
+    K_WHEN_SET = ("readout", "energy_search", "subspace_rank")   # K models: when set
 
     def __post_init__(self):
         if self.seconds is None and self.solver.get("seconds") is not None:

@@ -310,11 +310,50 @@ def test_bad_inputs_are_one_clear_error(capsys, tmp_path):
     with pytest.raises(InputError, match="name the two models of a pair; with three or more "
                                          "models give links and biases"):
         api.design([A, B, C], energy=1.0, link_b="softcap:30")
-    with pytest.raises(InputError, match="^subspace is not supported with three or more models"):
-        api.design([A, B, C], energy=1.0, subspace=np.eye(8)[:, :2])
+    with pytest.raises(InputError, match="^method ccp is not supported with three or more models"):
+        api.design([A, B, C], energy=1.0, method="ccp")
     code, _, err = run(capsys, "design", A, B, C, "-E", "1", "--max-starts", "40")
     assert code == 2 and err == "Error: --max-starts is not supported with three or more models " \
         "(docs/kway.md lists what is)\n"
+
+
+def test_subspace_of_k_models_is_the_grid_maximum_inside_it(capsys, tmp_path):
+    """design --subspace V with three models in d = 4, V of rank 2: the query lies in V's span
+    on the ball, and its bottleneck D is the maximum of min_ij D_ij(Q z) over a polar grid of
+    the disc (numpy's softmax, not bht's code), within the grid's resolution; the schedule's
+    queries lie in the span too; models equal inside the subspace are one Error naming it."""
+    from scipy.special import logsumexp
+    rng = np.random.default_rng(11)
+    M = [rng.standard_normal((7, 4)) for _ in range(3)]
+    V = rng.standard_normal((4, 2))
+    r = api.design(M, energy=1.5, subspace=V)
+    x = np.array(r.query)
+    Q = np.linalg.qr(V)[0]
+    assert r.subspace_rank == 2 and r.d == 4 and np.linalg.norm(x) <= 1.5 * (1 + 1e-12)
+    assert np.linalg.norm(x - Q @ (Q.T @ x)) < 1e-10
+    th = np.linspace(0, 2 * np.pi, 1440, endpoint=False)
+    rad = np.linspace(0, 1.5, 301)
+    Z = (rad[:, None, None] * np.stack([np.cos(th), np.sin(th)])[None]).transpose(1, 0, 2).reshape(2, -1)
+    logp = [S - logsumexp(S, axis=0) for S in (Mk @ Q @ Z for Mk in M)]
+    D = np.min([-logsumexp(0.5 * (logp[i] + logp[j]), axis=0)
+                for i in range(3) for j in range(i + 1, 3)], axis=0)
+    assert r.bhattacharyya_distance >= D.max() * (1 - 1e-4), (r.bhattacharyya_distance, D.max())
+    assert r.bhattacharyya_distance <= D.max() * (1 + 1e-2)
+    s = api.design(M, energy=1.5, subspace=V, schedule=True).schedule
+    for q in s["queries"]:
+        q = np.array(q)
+        assert np.linalg.norm(q - Q @ (Q.T @ q)) < 1e-10
+    twin = M[0].copy()
+    twin[:, 2:] += 1.0                  # the same for every query of the first two axes
+    with pytest.raises(InputError, match="^inside the subspace x = V z: models 1 .* and 3"):
+        api.design([M[0], M[1], twin], energy=1.5, subspace=np.eye(4)[:, :2])
+    np.save(tmp_path / "V.npy", V.T)
+    paths = []
+    for k, Mk in enumerate(M):
+        np.save(tmp_path / f"M{k}.npy", Mk)
+        paths.append(str(tmp_path / f"M{k}.npy"))
+    code, out, err = run(capsys, "design", *paths, "-E", "1.5", "--subspace", str(tmp_path / "V.npy"))
+    assert code == 2 and err.count("\n") == 1 and "looks transposed" in err and out == ""
 
 
 def test_queries_of_k_models_finds_the_smallest_budget(capsys):

@@ -287,7 +287,7 @@ def design_kway(models, energy: float, options, *, dtype: str = "float64", sched
     DesignResult
         With `models`, `pairs`, `bottleneck` (and `schedule`; `readout` with read-outs).
     """
-    return _design_loaded(*load_kway(models, spec), energy, options, dtype=dtype,
+    return design_loaded(*load_kway(models, spec), energy, options, dtype=dtype,
                           schedule=schedule, progress=progress)
 
 
@@ -302,7 +302,7 @@ def design_kway_curve(models, energies, options, *, dtype: str = "float64", prog
         if progress:
             progress(f"budget {e:g}")
         carried = None if not designs else np.asarray(designs[-1].query, dtype=np.float64)[:, None]
-        designs.append(_design_loaded(mats, names, readouts, e, options, dtype=dtype,
+        designs.append(design_loaded(mats, names, readouts, e, options, dtype=dtype,
                                       progress=progress, carried=carried))
     return BudgetCurveResult(designs)
 
@@ -320,14 +320,14 @@ def design_kway_for_queries(models, queries: int, options, *, dtype: str = "floa
     def trial(e):
         if progress:
             progress(f"{parameter_name('queries')} {queries}: trying budget {e:.6g}")
-        designs[e] = _design_loaded(mats, names, readouts, e, options, dtype=dtype)
+        designs[e] = design_loaded(mats, names, readouts, e, options, dtype=dtype)
         return designs[e].samples["predicted"], designs[e].hellinger_squared
 
     hi, tried = smallest_budget(trial, spec.energy, queries)
     return replace(designs[hi], energy_search=energy_search(queries, spec.energy, tried))
 
 
-def _design_loaded(mats, names, readouts, energy: float, options, *, dtype: str,
+def design_loaded(mats, names, readouts, energy: float, options, *, dtype: str,
                    schedule: bool = False, progress=None, carried=None) -> DesignResult:
     """design_kway on models already read: `carried` (d x m) points the search climbs from too."""
     error, starts, seed = options.error, options.starts, options.seed

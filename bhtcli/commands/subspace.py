@@ -61,14 +61,15 @@ def orthonormal_basis(V, d: int, option: str | None = None) -> np.ndarray:
     return U[:, :r]
 
 
-def project_pair(A: np.ndarray, B: np.ndarray, Q: np.ndarray, rows: int = 8192):
-    """(A Q, B Q) in float64, streamed over row blocks (one pass over A and B)."""
-    n = A.shape[0]
-    AQ, BQ = np.empty((n, Q.shape[1])), np.empty((n, Q.shape[1]))
-    for s in range(0, n, rows):
-        AQ[s:s + rows] = np.asarray(A[s:s + rows], dtype=np.float64) @ Q
-        BQ[s:s + rows] = np.asarray(B[s:s + rows], dtype=np.float64) @ Q
-    return AQ, BQ
+def project(mats, Q: np.ndarray, rows: int = 8192) -> list:
+    """[M Q for M in mats] in float64, streamed over row blocks (one pass over each model)."""
+    out = []
+    for M in mats:
+        MQ = np.empty((M.shape[0], Q.shape[1]))
+        for s in range(0, M.shape[0], rows):
+            MQ[s:s + rows] = np.asarray(M[s:s + rows], dtype=np.float64) @ Q
+        out.append(MQ)
+    return out
 
 
 def design_in_subspace(A, B, V, spec, options=None, progress=None):
@@ -80,10 +81,32 @@ def design_in_subspace(A, B, V, spec, options=None, progress=None):
     A, B = load_pair(A, B, dtype=None)
     d = A.shape[1]
     Q = orthonormal_basis(V, d)
-    AQ, BQ = project_pair(A, B, Q)
+    AQ, BQ = project([A, B], Q)
     result = design(AQ, BQ, spec, *(() if options is None else (options,)), progress=progress)
     z = np.asarray(result.query, dtype=np.float64)
     note = result.note
     if not result.distinguishable:
         note = f"inside the subspace x = V z: {note}" if note else "inside the subspace x = V z"
     return replace(result, d=d, query=(Q @ z).tolist(), subspace_rank=int(Q.shape[1]), note=note)
+
+
+def design_kway_in_subspace(models, V, spec, options, *, schedule: bool = False, progress=None):
+    """The K-way design (commands/kway.py) restricted to x = V z: the K models projected to
+    M_k Q, n x r, designed over the ball of radius E there, the query (and the schedule's
+    queries) mapped back to x = Q z; `subspace_rank` as for a pair. Models that give the same
+    laws for every query of the subspace are one InputError saying so."""
+    from bhtcli.commands.kway import design_loaded, load_kway
+    mats, names, readouts = load_kway(models, spec)
+    d = mats[0].shape[1]
+    Q = orthonormal_basis(V, d)
+    try:
+        result = design_loaded(project(mats, Q), names, readouts, spec.energy, options,
+                                  dtype=spec.dtype, schedule=schedule, progress=progress)
+    except InputError as e:
+        raise InputError(f"inside the subspace x = V z: {e}") from None
+    lift = lambda z: (Q @ np.asarray(z, dtype=np.float64)).tolist()
+    sched = result.schedule
+    if sched is not None:
+        sched = {**sched, "queries": [lift(z) for z in sched["queries"]]}
+    return replace(result, d=d, query=lift(result.query), subspace_rank=int(Q.shape[1]),
+                   schedule=sched)
