@@ -195,8 +195,9 @@ def design(A, B=None, energy=None, *, model="softmax", floor=None, error: float 
         `candidates`, the best schedule over the eligible candidate rows. Two models: the
         design's own object plus `schedule`, the single query with weight 1.
     certificate : {"fast", "exact"}
-        "exact" adds the bilinear ceiling to the certificate, as :func:`bound` does: one pair
-        at one budget, exp links, no biases (an n x n matrix in memory; minutes at n = 30,000).
+        "exact" adds the bilinear ceiling to the certificate, as :func:`bound` does: one budget,
+        exp links, no biases (an n x n matrix in memory; minutes at n = 30,000); K models: each
+        pair's.
     hash_files : bool
         The run record (the result's `run`) gives each file read its SHA-256; False leaves
         them out (null), for huge checkpoints: hashing reads every byte once more. Every
@@ -219,8 +220,7 @@ def design(A, B=None, energy=None, *, model="softmax", floor=None, error: float 
                           bias_b=bias_b, links=links, biases=biases,
                           dtype=dtype, need_energy=candidates is None,
                           budget_list=True, floor=floor,
-                          max_starts=max_starts, method=None if method == "lbfgs" else method,
-                          certificate=None if certificate == "fast" else certificate)
+                          max_starts=max_starts, method=None if method == "lbfgs" else method)
     else:
         spec = model_spec(model, energy, floor, link_a=link_a, link_b=link_b, bias_a=bias_a,
                           bias_b=bias_b, dtype=dtype, need_energy=candidates is None,
@@ -267,7 +267,8 @@ def design(A, B=None, energy=None, *, model="softmax", floor=None, error: float 
             return kway.design_kway_curve(models, energies, options, dtype=spec.dtype,
                                           progress=progress, spec=spec)
         return kway.design_kway(models, spec.energy, options, dtype=spec.dtype,
-                                schedule=schedule, progress=progress, spec=spec)
+                                schedule=schedule, progress=progress, spec=spec,
+                                certificate=certificate)
     if spec.leverage:
         from bhtcli.commands import leverage_design as lev
         if queries is not None:
@@ -424,11 +425,11 @@ def bound(A, B=None, energy=None, *, model="softmax", floor=None, error: float =
     if models is not None:
         energy = B if energy is None and B is not None else energy
         spec = _model_set(models, model, energy, link_a=link_a, link_b=link_b, bias_a=bias_a,
-                          bias_b=bias_b, links=links, biases=biases, floor=floor,
-                          certificate=None if certificate == "fast" else certificate)
+                          bias_b=bias_b, links=links, biases=biases, floor=floor)
         from bhtcli.commands.kway import bound_kway
         from bhtcli.io.validation import check_error
-        return bound_kway(models, spec.energy, check_error(error), spec=spec)
+        return bound_kway(models, spec.energy, check_error(error), spec=spec,
+                          certificate=certificate, progress=progress)
     from bhtcli.io.validation import check_error
     spec = model_spec(model, energy, floor, link_a=link_a, link_b=link_b, bias_a=bias_a,
                       bias_b=bias_b, inputs=(A, B))

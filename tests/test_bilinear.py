@@ -247,10 +247,33 @@ def test_design_with_the_exact_certificate_has_the_bounds_ceiling():
                    dict(energy=2.0, candidates=A[:3, :])):
         with pytest.raises(InputError, match="one softmax pair at one budget"):
             design(A[:40], B[:40], certificate="exact", **kwargs)
-    with pytest.raises(InputError, match="^certificate exact is not supported with three or more models"):
-        design([A[:40], B[:40], A[:40] + 1e-3], energy=1.0, certificate="exact")
     with pytest.raises(InputError, match="must be one of"):
         design(A[:40], B[:40], 1.0, certificate="maybe")
+
+
+@pytest.mark.slow
+def test_k_models_take_each_pairs_exact_ceiling():
+    """--certificate exact with three models: each pair's ceiling is the pair's own exact
+    bound (bit for bit), the bottleneck's is the smallest and says it is bilinear, the K-way
+    design stays below it; a budget list is refused as for a pair."""
+    rng = np.random.default_rng(12)
+    n, d, E = 1500, 24, 3.0
+    A = rng.standard_normal((n, d)) / math.sqrt(d)
+    B = A + 0.01 * rng.standard_normal((n, d)) / math.sqrt(d)
+    C = A + 0.012 * rng.standard_normal((n, d)) / math.sqrt(d)
+    k = bound([A, B, C], E, certificate="exact")
+    own = [bound(X, Y, E, certificate="exact").certificate for X, Y in ((A, B), (A, C), (B, C))]
+    assert [p["bhattacharyya_max_bound"] for p in k.pairs] == [c["bhattacharyya_max_bound"] for c in own]
+    assert [p["ceiling_method"] for p in k.pairs] == ["bilinear"] * 3
+    c = k.certificate
+    assert c["ceiling_method"] == "bilinear" and c["binding_pair"] == {"i": 0, "j": 1}
+    assert c["bhattacharyya_max_bound"] == min(o["bhattacharyya_max_bound"] for o in own)
+    assert bound([A, B, C], E).certificate["ceiling_method"] == "per_row"
+    r = design([A, B, C], E, certificate="exact", starts=4)
+    assert r.certificate["ceiling_method"] == "bilinear"
+    assert r.bhattacharyya_distance <= r.certificate["bhattacharyya_max_bound"]
+    with pytest.raises(InputError, match="one softmax pair at one budget"):
+        design([A[:40], B[:40], C[:40]], energy="1,2", certificate="exact")
 
 
 @pytest.mark.slow

@@ -373,12 +373,13 @@ def bottleneck_certificate(facts: list, pairs: list, error: float, bottleneck_d:
     known = [(b, p) for b, p in zip(bounds, range(len(pairs))) if b is not None]
     if not known:
         return {"bhattacharyya_max_bound": None, "hellinger_squared_max_bound": None,
-                "binding_pair": None, "samples_lower_any_strategy": None,
+                "binding_pair": None, "ceiling_method": None, "samples_lower_any_strategy": None,
                 "design_over_bound": None, "pair_bounds": bounds}
     b, p = min(known)
     cert = certificate_from_variance(8.0 * b, error, True)
     return {"bhattacharyya_max_bound": b, "hellinger_squared_max_bound": -math.expm1(-b),
             "binding_pair": {"i": pairs[p][0], "j": pairs[p][1]},
+            "ceiling_method": facts[p].ceiling.method,
             "samples_lower_any_strategy": cert.samples_lower_any_strategy,
             "design_over_bound": (None if bottleneck_d is None or b <= 0 else bottleneck_d / b),
             "pair_bounds": bounds}

@@ -125,9 +125,9 @@ def _emit(result, as_json: bool) -> None:
 certificate_option = click.option(
     "--certificate", type=click.Choice(api.CERTIFICATES), default="fast", show_default=True,
     help="exact: also the bilinear ceiling, usually much tighter at vocabulary scale "
-         "(docs/maths.md §4.14; two models at one budget, exp links, no biases). It holds an "
-         "n x n float64 matrix in memory (7.5 GB at n = 30,522; refused above 40,000 rows) and "
-         "takes minutes.")
+         "(docs/maths.md §4.14; one budget, exp links, no biases; K models: each pair's). It "
+         "holds an n x n float64 matrix in memory (7.5 GB at n = 30,522; refused above 40,000 "
+         "rows) and takes minutes per pair.")
 
 
 @cli.command(context_settings=CONTEXT)

@@ -44,8 +44,9 @@ def bottleneck_ceiling(t: Table, c: dict, binding: str) -> bool:
     if c["bhattacharyya_max_bound"] is None:
         t.add_row("bottleneck D <=", "- (no closed-form ceiling)")
         return False
+    method = CEILING_NAMES.get(c.get("ceiling_method"))
     t.add_row("bottleneck D <=", f"{_num(c['bhattacharyya_max_bound'])}  "
-              + binding.format(pair_name(c["binding_pair"])))
+              + binding.format(pair_name(c["binding_pair"]) + (f": {method}" if method else "")))
     return True
 
 

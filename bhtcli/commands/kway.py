@@ -141,6 +141,16 @@ def pair_facts(mats, names, energy: float, readouts=None) -> list:
     return out
 
 
+def exact_ceilings(facts: list, mats, energy: float, readouts=None, progress=None) -> list:
+    """Each pair's facts with the bilinear ceiling added (--certificate exact; docs/maths.md
+    §4.14), as a pair's design and bound add it: K(K-1)/2 of them, one n x n matrix each."""
+    from bhtcli.analysis.bilinear import with_bilinear_ceiling
+    pairs = itertools.combinations(range(len(mats)), 2)
+    return [with_bilinear_ceiling(f, mats[i], mats[j], energy,
+                                  None if readouts is None else readouts.pair(i, j), log=progress)
+            for f, (i, j) in zip(facts, pairs)]
+
+
 class _Watched:
     """The search's progress callback while the facts run beside it: each message first
     raises what the facts raised, so that bad input they find (two inputs that are the same
@@ -259,7 +269,7 @@ def at_query(mats, pairs_ij, x, error: float, readouts=None):
 
 
 def design_kway(models, energy: float, options, *, dtype: str = "float64", schedule: bool = False,
-                progress=None, spec=None) -> DesignResult:
+                progress=None, spec=None, certificate: str = "fast") -> DesignResult:
     """The query x (||x|| <= energy) that maximises the bottleneck min_{i<j} D_ij(x) among K
     softmax models, and how many answers name the true model with every error <= error.
 
@@ -281,6 +291,8 @@ def design_kway(models, energy: float, options, *, dtype: str = "float64", sched
     progress : callable, optional
     spec : ModelSpec, optional
         Its `links` and `biases`: each model's read-out (None: plain softmax).
+    certificate : {"fast", "exact"}
+        "exact" adds each pair's bilinear ceiling (:func:`exact_ceilings`).
 
     Returns
     -------
@@ -288,7 +300,7 @@ def design_kway(models, energy: float, options, *, dtype: str = "float64", sched
         With `models`, `pairs`, `bottleneck` (and `schedule`; `readout` with read-outs).
     """
     return design_loaded(*load_kway(models, spec), energy, options, dtype=dtype,
-                          schedule=schedule, progress=progress)
+                         schedule=schedule, progress=progress, certificate=certificate)
 
 
 def design_kway_curve(models, energies, options, *, dtype: str = "float64", progress=None,
@@ -328,7 +340,8 @@ def design_kway_for_queries(models, queries: int, options, *, dtype: str = "floa
 
 
 def design_loaded(mats, names, readouts, energy: float, options, *, dtype: str,
-                   schedule: bool = False, progress=None, carried=None) -> DesignResult:
+                  schedule: bool = False, progress=None, carried=None,
+                  certificate: str = "fast") -> DesignResult:
     """design_kway on models already read: `carried` (d x m) points the search climbs from too."""
     error, starts, seed = options.error, options.starts, options.seed
     search_space = options.search_space
@@ -355,6 +368,8 @@ def design_loaded(mats, names, readouts, energy: float, options, *, dtype: str,
             sched.update(dual_bound=ss.dual_bound, converged=ss.converged, rounds=ss.rounds,
                          candidates=ss.columns)
         facts = job.result()
+    if certificate == "exact":
+        facts = exact_ceilings(facts, mats, energy, readouts, progress)
     printed = [[q["bhattacharyya_distance"] for q in pairs]]
     if sched is not None:
         printed.append(sched_D)
@@ -393,12 +408,16 @@ def readout_of(readouts):
     return None if readouts is None else readouts.description
 
 
-def bound_kway(models, energy: float, error: float = 0.05, spec=None) -> BoundResult:
+def bound_kway(models, energy: float, error: float = 0.05, spec=None, certificate: str = "fast",
+               progress=None) -> BoundResult:
     """Each pair's closed-form ceiling (docs/maths.md §4.4) and the bottleneck's: no query and
     no schedule separates the closest pair better than the smallest ceiling (`spec`: the
-    models' read-outs, as for :func:`design_kway`)."""
+    models' read-outs, as for :func:`design_kway`; "exact" `certificate`: each pair's bilinear
+    ceiling too)."""
     mats, names, readouts = load_kway(models, spec)
     facts = pair_facts(mats, names, energy, readouts)
+    if certificate == "exact":
+        facts = exact_ceilings(facts, mats, energy, readouts, progress)
     K = len(mats)
     pairs = [(i, j) for i in range(K) for j in range(i + 1, K)]
     cert = bottleneck_certificate(facts, pairs, error, None)
@@ -412,7 +431,8 @@ def bound_kway(models, energy: float, error: float = 0.05, spec=None) -> BoundRe
                      "ceiling_method": f.ceiling.method if f.ceiling else None})
     n, d = mats[0].shape
     certificate = {k: cert[k] for k in ("bhattacharyya_max_bound", "hellinger_squared_max_bound",
-                                        "binding_pair", "samples_lower_any_strategy")}
+                                        "binding_pair", "ceiling_method",
+                                        "samples_lower_any_strategy")}
     return BoundResult("softmax", n, d, energy, error, True, None, None, None, certificate,
                        readout=readout_of(readouts), models=names, pairs=rows)
 
