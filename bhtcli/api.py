@@ -331,14 +331,12 @@ def _plain(*readout) -> bool:
 
 def _model_set(models, model="softmax", energy=None, *, link_a=None, link_b=None, bias_a=None,
                bias_b=None, links=None, biases=None, dtype="float64", need_energy: bool = True,
-               budget_list: bool = False, readouts: str | None = None, **refused):
+               budget_list: bool = False, **refused):
     """The ModelSpec of K >= 3 models (their shared budget and dtype, each model's link and
     bias from `links` and `biases`, already per model: :func:`_readout_lists`), checked once,
     here, for every command (the rules: commands/kway.py check_kway_options, which sweep
     manifests use too). Each option in `refused` that is given (not None, not False) is named
-    in one InputError: what pairs have that K models have not yet. `readouts`: None where the
-    command takes links and biases for K models, else what it is (named in the InputError when
-    they are given)."""
+    in one InputError: what pairs have that K models have not yet."""
     from bhtcli.commands.kway import check_kway_options
     spec_links = (getattr(model, k, None) for k in ("link_a", "link_b", "bias_a", "bias_b"))
     check_kway_options(model=getattr(model, "family", model),
@@ -349,12 +347,6 @@ def _model_set(models, model="softmax", energy=None, *, link_a=None, link_b=None
     else:
         spec = model_spec("softmax", energy, dtype=dtype, need_energy=need_energy,
                           budget_list=budget_list).with_models(links, biases, inputs=models)
-    if spec.links is not None and readouts is not None:
-        declared = (f"; here the checkpoints declare softcaps (noted above): "
-                    f"{parameter_name('links')} exp,... reads them out with exp" if links is None else "")
-        raise InputError(f"{parameter_name('links')} and {parameter_name('biases')} of three or "
-                         f"more models are not yet for {readouts} (design, bound, rank and "
-                         f"decide take them){declared}")
     return spec
 
 
@@ -625,8 +617,8 @@ def simulate(A, B=None, energy=None, *, model="softmax", floor=None, query=None,
     A, B, energy, model, floor, error, starts, link_a, link_b, bias_a, bias_b, dtype
         As for :func:`design` (the query is designed first unless `query` is given).
     links, biases
-        As for :func:`design`. K >= 3 models with links or biases run the fixed and sprt
-        policies (the adaptive one is left out with a note; asked for alone, an InputError).
+        As for :func:`design`: every policy runs on the models' read-outs (the adaptive
+        rule's KL queries are searched under each ordered pair's links and biases).
     query : array_like or path, optional
         Simulate this query instead of designing one.
     trials : int
@@ -663,12 +655,7 @@ def simulate(A, B=None, energy=None, *, model="softmax", floor=None, query=None,
     policies = check_policy(policy)
     if not pair:
         spec = _model_set(models, model, energy, link_a=link_a, link_b=link_b, bias_a=bias_a,
-                          bias_b=bias_b, links=links, biases=biases, dtype=dtype, floor=floor,
-                          readouts="simulate's adaptive policy" if policy == "adaptive" else None)
-        if spec.links is not None and "adaptive" in policies:
-            policies = tuple(p for p in policies if p != "adaptive")
-            note("links and biases of three or more models: the adaptive policy is left out (its "
-                 "KL queries are designed for plain softmax models); fixed and sprt run")
+                          bias_b=bias_b, links=links, biases=biases, dtype=dtype, floor=floor)
     else:
         models, schedule, weights = models or [A, B], False, None     # a pair: one query
         spec = model_spec(model, energy, floor, link_a=link_a, link_b=link_b, bias_a=bias_a,

@@ -96,9 +96,18 @@ def test_the_pair_is_unchanged(three, capsys):
     assert "model B reads out with softcap:2 (set --link-b to change it)" in err
 
 
-def test_simulate_adaptive_says_where_the_links_came_from(three, capsys):
-    code, out, err = run(capsys, "simulate", *three, "-E", "1", "--policy", "adaptive", "-q")
-    lines = [line for line in err.splitlines() if line.startswith("Error: ")]
-    assert code == 2 and len(lines) == 1 and "not yet for simulate's adaptive policy" in lines[0]
-    assert "here the checkpoints declare softcaps (noted above): --links exp,... reads them out " \
-           "with exp" in lines[0], err
+def test_simulate_adaptive_reads_the_declared_links(three, capsys):
+    """The adaptive rule of K softcapped checkpoints (was refused): their declared links, the
+    output of the explicit --links bit for bit, and not that of --links exp,exp,exp."""
+    args = ("simulate", *three, "-E", "1", "--policy", "adaptive", "--trials", "200", "--json")
+    code, out, err = run(capsys, *args)
+    assert code == 0, err
+    implied = json.loads(out)
+    assert implied["readout"]["links"] == ["softcap:3", "softcap:2", "exp"]
+    assert implied["adaptive"]["queries"]
+    code, out, err = run(capsys, *args, "--links", DECLARED)
+    assert code == 0 and "declares" not in err
+    assert _strip(implied) == _strip(json.loads(out))
+    code, out, err = run(capsys, *args, "--links", "exp,exp,exp")
+    assert code == 0 and "readout" not in json.loads(out)
+    assert json.loads(out)["adaptive"] != implied["adaptive"]

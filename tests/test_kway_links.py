@@ -175,17 +175,19 @@ def test_cli_bad_input_is_one_error_line(files, extra, named, capsys):
 
 
 def test_simulate_of_k_models_under_readouts(files):
-    """simulate runs the fixed and sprt policies on the read-outs' laws: its predicted count is
-    design's at the same query, the empirical errors meet alpha, and the matrix SPRT's answers
-    are the definition's laws (checked through decide's likelihoods, test above); the adaptive
-    policy alone is refused, and "all" leaves it out."""
+    """simulate runs every policy on the read-outs' laws: its predicted count is design's at the
+    same query, the empirical errors meet alpha, and the matrix SPRT's answers are the
+    definition's laws (checked through decide's likelihoods, test above); the adaptive rule
+    runs too, with a ready ModelSpec's links as with --links (its KL queries:
+    test_kway_adaptive_links.py)."""
     from bhtcli.models.links import parse_link
     (A, B, C), _, _ = files
     Ms, biases = _case(seed=5, n=6, d=2)
     d = api.design(Ms, energy=2.0, links=LINKS, biases=biases)
     r = api.simulate(Ms, energy=2.0, links=LINKS, biases=biases, query=np.array([d.query]),
                      trials=4000, seed=3, hash_files=False).to_dict()
-    assert r["readout"]["links"] == LINKS and r["adaptive"] is None
+    assert r["readout"]["links"] == LINKS and r["adaptive"]["queries"][0] == d.query
+    assert max(r["adaptive"]["error"]) <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / 4000)
     assert r["fixed"]["predicted"] == d.samples["predicted"]
     assert max(r["fixed"]["errors_at_empirical"]) <= 0.05
     assert max(r["sequential"]["error"]) <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / 4000)
@@ -198,8 +200,9 @@ def test_simulate_of_k_models_under_readouts(files):
     assert "readout" not in plain
     spec = api.ModelSpec.build(energy=1.0).with_models(
         (parse_link("exp"), parse_link("exp"), parse_link("softcap:2")), None)
-    with pytest.raises(api.InputError, match="not yet for simulate's adaptive policy"):
-        api.simulate([A, B, C], energy=1.0, model=spec, policy="adaptive")
+    got = api.simulate([A, B, C], energy=1.0, model=spec, policy="adaptive", trials=200,
+                       hash_files=False).to_dict()
+    assert got["readout"]["links"] == ["exp", "exp", "softcap:2"] and got["adaptive"]["queries"]
 
 
 def test_rank_and_candidates_score_rows_under_the_readouts():
@@ -227,11 +230,13 @@ def test_decide_likelihoods_are_the_definitions():
     np.testing.assert_allclose(r.log_likelihoods, ref, rtol=1e-12)
 
 
-def test_cli_simulate_of_k_models_refuses_adaptive_readouts_and_decide_of_two_is_the_pair(files, capsys, tmp_path):
-    (A, B, C), bias, _ = files
-    code, _, err = run(capsys, "simulate", A, B, C, "-E", "1", "--links", "exp,exp,softcap:2", "-q",
-                       "--policy", "adaptive")
-    assert code == 2 and err.count("\n") == 1 and "not yet for simulate" in err, err
+def test_cli_simulate_adaptive_bad_links_is_one_error_and_decide_of_two_is_the_pair(files, capsys, tmp_path):
+    (A, B, C), bias, b4 = files
+    for bad in (["--links", "exp,softcap:2"], ["--links", "exp,exp,softcap:-1"],
+                ["--biases", f",,{b4}"]):
+        code, _, err = run(capsys, "simulate", A, B, C, "-E", "1", *bad, "-q", "--policy",
+                           "adaptive")
+        assert code == 2 and err.count("\n") == 1 and err.startswith("Error: "), err
     np.save(tmp_path / "x.npy", np.array([0.3, -0.2, 0.5]))
     (tmp_path / "ans.txt").write_text("0\n2\n2\n5\n")
     x, ans = str(tmp_path / "x.npy"), str(tmp_path / "ans.txt")

@@ -363,6 +363,7 @@ def _simulate_kway(r: dict, head: Table, console: Console) -> None:
     else:
         head.add_row("schedule", ", ".join(f"{100 * w:.1f}%" for w in r["weights"]) + f" of {len(r['weights'])} queries")
     head.add_row("bottleneck D", _num(r["bhattacharyya_distance"]))
+    _readout_rows(head, r)
     console.print(head)
     which = "  (" + " / ".join(f"M{k + 1}" for k in range(len(r["models"]))) + " true)"
     f, s, a = r["fixed"], r["sequential"], r.get("adaptive")

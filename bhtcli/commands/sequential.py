@@ -71,11 +71,13 @@ def kl_matrices(logp: list) -> np.ndarray:
 
 
 def kl_queries(mats, energy: float, starts: int | None, seed: int, progress=None, *,
-               readout=None, dtype: str = "float64", method: str = "auto",
+               readouts=None, dtype: str = "float64", method: str = "auto",
                max_starts: int | None = None) -> list:
     """For every ordered pair (k, j), the query of the ball that maximises KL(P_k || P_j);
-    `progress` hears each search's number and an estimate of the time left. `readout`: a
-    pair's links and biases (swapped for KL(P_B || P_A)); the rest as for maximize."""
+    `progress` hears each search's number and an estimate of the time left. `readouts`: each
+    model's link and bias (models/kway_readout.py KReadouts; a pair's: KReadouts.of_pair), the
+    search of (k, j) under the read-out of that ordered pair, model k as A; the rest as for
+    maximize."""
     K = len(mats)
     pairs = [(k, j) for k in range(K) for j in range(K) if j != k]
     out, t0 = [], time.perf_counter()
@@ -85,7 +87,7 @@ def kl_queries(mats, energy: float, starts: int | None, seed: int, progress=None
                 f", ~{(time.perf_counter() - t0) / i * (len(pairs) - i):.0f} s left"
             progress(f"adaptive rule: search {i + 1} of {len(pairs)}, argmax KL(M{k + 1} || "
                      f"M{j + 1}){left}", i, len(pairs))
-        ro = readout if readout is None or k < j else readout.swapped()
+        ro = None if readouts is None else readouts.pair(k, j)
         out.append(maximize(SoftmaxPair(mats[k], mats[j], objective="kl", readout=ro, dtype=dtype),
                             energy, method, starts=starts, seed=seed, max_starts=max_starts).x)
     return out

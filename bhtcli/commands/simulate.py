@@ -30,6 +30,7 @@ from bhtcli.errors import InputError, note, parameter_name
 from bhtcli.io.load import load_pair, load_query
 from bhtcli.search.entry import maximize
 from bhtcli.maths.counts import LATTICE_MAX_N, LatticeTest, Saddlepoint
+from bhtcli.models.kway_readout import KReadouts
 from bhtcli.models.spec import DesignOptions, ModelSpec
 
 POLICIES = ("fixed", "sprt", "adaptive")
@@ -326,9 +327,10 @@ def _kway_setup(models, spec, options, query, say, trials, progress, schedule, w
         note(f"the adaptive rule runs {K * (K - 1)} more searches of the ball, argmax "
              f"KL(P_k || P_j) for each ordered pair of the {K} models{cost}")
         say("adaptive: designing argmax KL(P_k||P_j) for each ordered pair")
-        extra = np.array(kl_queries(mats, energy, options.starts, seed, progress=progress))
+        extra = np.array(kl_queries(mats, energy, options.starts, seed, progress=progress,
+                                    readouts=readouts))
         say(f"adaptive: {trials:,} trials per model")
-        return adaptive_phase(np.concatenate([Q, extra]), logp + log_probs_at(mats, extra),
+        return adaptive_phase(np.concatenate([Q, extra]), logp + log_probs_at(mats, extra, readouts),
                               threshold, trials, rng, cap, sequential)
     return header, (fixed, sprt, adaptive)
 
@@ -418,7 +420,8 @@ def _softmax_setup(A, B, spec, options, query, say):
         r = report_for_query(A, B, x, spec, options.error)
 
     def queries_for_kl():
-        x_a, x_b = kl_queries([A, B], energy, starts, seed, readout=readout, dtype=dtype,
+        x_a, x_b = kl_queries([A, B], energy, starts, seed, readouts=KReadouts.of_pair(readout),
+                              dtype=dtype,
                               method="auto" if options.fixed_starts is None else "full",
                               max_starts=options.max_starts)
         return x_a, x_b, AnswerLaw.at(A, B, x_a, readout), AnswerLaw.at(A, B, x_b, readout)

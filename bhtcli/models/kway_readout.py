@@ -33,8 +33,14 @@ class KReadouts:
         """Every link exp: each block's rows may be centred (a common shift of the scores)."""
         return all(link.is_exp for link in self.links)
 
+    @classmethod
+    def of_pair(cls, readout: Readout) -> "KReadouts":
+        """A pair's read-out as that of two models (A, B)."""
+        return cls((readout.link_a, readout.link_b), (readout.bias_a, readout.bias_b))
+
     def pair(self, i: int, j: int) -> Readout:
-        """The read-out of the pair (M_i, M_j) as the pair's code takes it."""
+        """The read-out of the ordered pair (M_i, M_j) as the pair's code takes it: M_i is its
+        A and M_j its B, whichever index is larger (KL(P_i || P_j) for i > j too)."""
         return Readout(self.links[i], self.links[j], self.biases[i], self.biases[j])
 
     def subset(self, keep) -> "KReadouts":

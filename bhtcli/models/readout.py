@@ -54,10 +54,6 @@ class Readout:
         bb = np.zeros(n) if self.bias_b is None else np.asarray(self.bias_b, dtype=np.float64)
         return 0.5 * (ba + bb), ba - bb
 
-    def swapped(self) -> "Readout":
-        """The readout of the pair (B, A)."""
-        return Readout(self.link_b, self.link_a, self.bias_b, self.bias_a)
-
     # --- forward and backward --------------------------------------------------------------
     def forward(self, m: np.ndarray, D: np.ndarray):
         """(c, delta, jac) from m = ((A+B)/2) x and D = (A-B) x, (n,) or (n, k).
