@@ -116,3 +116,21 @@ def test_the_adaptive_rule_says_before_its_extra_searches_and_counts_them(capsys
     with pytest.raises(SystemExit):
         main(["simulate", *EX, "-E", "1", "--trials", "200", "--policy", "adaptive", "--json", "-q"])
     assert "Note: the adaptive rule runs 6 more searches" in capsys.readouterr().err
+
+
+def test_the_adaptive_rule_searches_in_the_dtype_asked_for(monkeypatch):
+    """--dtype float32 reaches the K models' KL searches (each pair held in float32), as it
+    reaches the design's search; the default stays float64."""
+    import bhtcli.commands.sequential as sequential
+    seen = []
+    real = sequential.SoftmaxPair
+
+    def recording(*args, **kwargs):
+        seen.append(kwargs.get("dtype"))
+        return real(*args, **kwargs)
+    monkeypatch.setattr(sequential, "SoftmaxPair", recording)
+    for dtype in ("float32", "float64"):
+        seen.clear()
+        r = api.simulate(_models(5), energy=1.0, trials=200, seed=0, policy="adaptive",
+                         dtype=dtype).to_dict()
+        assert seen == [dtype] * 6 and r["adaptive"]["mean_samples"]

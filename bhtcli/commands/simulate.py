@@ -328,7 +328,7 @@ def _kway_setup(models, spec, options, query, say, trials, progress, schedule, w
              f"KL(P_k || P_j) for each ordered pair of the {K} models{cost}")
         say("adaptive: designing argmax KL(P_k||P_j) for each ordered pair")
         extra = np.array(kl_queries(mats, energy, options.starts, seed, progress=progress,
-                                    readouts=readouts))
+                                    readouts=readouts, dtype=spec.dtype))
         say(f"adaptive: {trials:,} trials per model")
         return adaptive_phase(np.concatenate([Q, extra]), logp + log_probs_at(mats, extra, readouts),
                               threshold, trials, rng, cap, sequential)
