@@ -163,6 +163,7 @@ def test_k2_schedule_is_the_pair_design_plus_its_schedule():
         api.design(A, B, [0.5, 1.0], schedule=True)
 
 
+@pytest.mark.slow
 def test_k3_budget_list_is_one_design_per_budget(capsys):
     """A budget list with K models: one bottleneck design per budget, as for a pair; each
     budget's search also climbs from the smaller budget's query (one start more, here the
@@ -317,6 +318,7 @@ def test_bad_inputs_are_one_clear_error(capsys, tmp_path):
         "(docs/kway.md lists what is)\n"
 
 
+@pytest.mark.slow
 def test_subspace_of_k_models_is_the_grid_maximum_inside_it(capsys, tmp_path):
     """design --subspace V with three models in d = 4, V of rank 2: the query lies in V's span
     on the ball, and its bottleneck D is the maximum of min_ij D_ij(Q z) over a polar grid of
@@ -356,6 +358,7 @@ def test_subspace_of_k_models_is_the_grid_maximum_inside_it(capsys, tmp_path):
     assert code == 2 and err.count("\n") == 1 and "looks transposed" in err and out == ""
 
 
+@pytest.mark.slow
 def test_queries_of_k_models_finds_the_smallest_budget(capsys):
     """design --queries N with three models: the budget found needs at most N answers for the
     maximum-likelihood verdict, and a separate design 0.6% below it needs more (the bracket's
@@ -422,6 +425,7 @@ def test_simulate_table_names_every_model(capsys, tmp_path):
     assert len(rows) >= 2 and all(r.endswith("(M1 / M2 / M3 / M4 true)") for r in rows), rows
 
 
+@pytest.mark.slow
 def test_simulate_plot_of_k_models(capsys, tmp_path):
     """simulate --plot with three models: a PNG, and the JSON's curve (only then) with the
     fixed experiment's own numbers at its empirical count; the predicted curve crosses alpha

@@ -118,6 +118,7 @@ def test_the_adaptive_rule_says_before_its_extra_searches_and_counts_them(capsys
     assert "Note: the adaptive rule runs 6 more searches" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_the_adaptive_rule_searches_in_the_dtype_asked_for(monkeypatch):
     """--dtype float32 reaches the K models' KL searches (each pair held in float32), as it
     reaches the design's search; the default stays float64."""

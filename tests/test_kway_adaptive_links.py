@@ -51,6 +51,7 @@ def _disc(E, radii=500, angles=2000):
     return np.stack([(R * np.cos(T)).ravel(), (R * np.sin(T)).ravel()])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [4, 7])
 def test_each_kl_query_is_the_grid_maximum_of_its_ordered_pair(seed):
     """kl_queries gives, for each ordered pair (k, j) in the order (0,1), (0,2), (1,0), ...,
@@ -94,6 +95,7 @@ def _strip(d):
     return d
 
 
+@pytest.mark.slow
 def test_cli_adaptive_of_three_models_with_links_uses_the_readout_laws(tmp_path, capsys):
     """bht simulate M1 M2 M3 --links --biases --policy adaptive: the adaptive block is there, its
     exponents are those of its mixes under KL of numpy's read-out laws at its queries (so the
@@ -128,6 +130,7 @@ def test_cli_adaptive_of_three_models_with_links_uses_the_readout_laws(tmp_path,
     assert "saving vs the SPRT" in out
 
 
+@pytest.mark.slow
 def test_exp_links_without_biases_are_the_plain_run_bit_for_bit(tmp_path, capsys):
     Ms, _ = _case(seed=9)
     paths, _ = _files(tmp_path, Ms, [None] * 3)

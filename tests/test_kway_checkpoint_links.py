@@ -96,6 +96,7 @@ def test_the_pair_is_unchanged(three, capsys):
     assert "model B reads out with softcap:2 (set --link-b to change it)" in err
 
 
+@pytest.mark.slow
 def test_simulate_adaptive_reads_the_declared_links(three, capsys):
     """The adaptive rule of K softcapped checkpoints (was refused): their declared links, the
     output of the explicit --links bit for bit, and not that of --links exp,exp,exp."""

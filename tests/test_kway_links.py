@@ -52,6 +52,7 @@ def _case(seed=1, n=6, d=2):
     return Ms, [None, rng.standard_normal(n), None]
 
 
+@pytest.mark.slow
 def test_design_matches_a_brute_force_grid_in_two_dimensions():
     Ms, biases = _case()
     E = 2.0
@@ -174,6 +175,7 @@ def test_cli_bad_input_is_one_error_line(files, extra, named, capsys):
     assert len(lines) == 1 and lines[0].startswith("Error: ") and named in lines[0], err
 
 
+@pytest.mark.slow
 def test_simulate_of_k_models_under_readouts(files):
     """simulate runs every policy on the read-outs' laws: its predicted count is design's at the
     same query, the empirical errors meet alpha, and the matrix SPRT's answers are the

@@ -150,6 +150,7 @@ def test_k_builds_decide_names_the_build_that_answered(three_builds, tmp_path, c
     assert code == 0 and "sequential decision" in out and "M3" in out
 
 
+@pytest.mark.slow
 def test_k_builds_error_rates_on_engine_draws_are_within_the_target(three_builds):
     """Monte Carlo on answers the engine draws: the maximum-likelihood verdict at the
     predicted n and the matrix SPRT (on up to CAP answers) err at most alpha per true build,
