@@ -70,12 +70,19 @@ class Readout:
         if self.exp_links:
             return m, D, None
         sa, sb = m + 0.5 * D, m - 0.5 * D
-        u, ja, fa = _floored(self.link_a, sa)
-        v, jb, fb = _floored(self.link_b, sb)
+        a, b = floored(self.link_a, sa), floored(self.link_b, sb)
+        return 0.5 * (a[0] + b[0]), self.difference(sa, sb, D, a, b), (a[1], b[1])
+
+    def difference(self, sa, sb, D, a, b):
+        """delta = u - v from the scores sa, sb (biases added) and D = sa - sb, where a and b
+        are the models' :func:`floored` (u, phi', floored mask): without cancellation where
+        the links allow it (:meth:`_difference`), u - v where either is floored or the close
+        form is not finite. Exp links: D itself."""
+        if self.exp_links:
+            return D
         delta = self._difference(sa, sb, D)
-        rough = fa | fb | ~np.isfinite(delta)
-        delta = np.where(rough, u - v, delta)
-        return 0.5 * (u + v), delta, (ja, jb)
+        rough = a[2] | b[2] | ~np.isfinite(delta)
+        return np.where(rough, a[0] - b[0], delta)
 
     @staticmethod
     def backward(w_c: np.ndarray, w_g: np.ndarray, jac):
@@ -118,7 +125,7 @@ class Readout:
         s = np.asarray(s, dtype=np.float64)
         if bias is not None:
             s = s + (bias if s.ndim == 1 else bias[:, None])
-        return _floored(link, s)[0]
+        return floored(link, s)[0]
 
 
 def make_readout(n: int, link_a="exp", link_b="exp", bias_a=None, bias_b=None) -> Readout:
@@ -131,7 +138,7 @@ def make_readout(n: int, link_a="exp", link_b="exp", bias_a=None, bias_b=None) -
     return Readout(la, lb, va, vb)
 
 
-def _floored(link: Link, s: np.ndarray):
+def floored(link: Link, s: np.ndarray):
     """(phi(s) floored at max - LOG_FLOOR per column, phi'(s) (0 where floored), floored mask).
     A column whose weights are all 0 (poly at s = 0) becomes uniform: phi = 0."""
     u = raw = link.log_weight(s)
