@@ -41,6 +41,10 @@ class KModels:
     it reads the K models once (K/2 times the data of a pair's pass).
     """
 
+    # True: with read-outs, every pair through its own Readout, pair by pair (the path before
+    # each model's read-out was evaluated once), kept for benchmarks/bench_kway.py --part readouts
+    readouts_per_pair = False
+
     def __init__(self, models, dtype: str = "float64", readouts=None):
         """`readouts`: a :class:`bhtcli.models.kway_readout.KReadouts` (None: every model plain
         softmax). Blocks are row-centred only when every link is exp."""
@@ -88,7 +92,8 @@ class KModels:
         """The one place the K models' state is set: the stacked S (K n x d), the P = K(K-1)/2
         pairs under the bottleneck (the search protocol, problem.py), the pass count and the
         first products' timings (None: never timed), the shared cache, the read-outs (None:
-        plain softmax; else every pair goes through its read-out, pair by pair)."""
+        plain softmax; else each model's read-out is evaluated once per evaluation and the
+        pairs are formed from the models' log-weights, :meth:`_model_scores`)."""
         self.readouts = readouts
         self.K, self.n, self.d = K, n, S.shape[1]
         self.dtype = np.dtype(S.dtype)
@@ -134,6 +139,40 @@ class KModels:
         c += r
         return c, delta
 
+    def _model_scores(self, X: np.ndarray):
+        """:meth:`_stored_scores` with the read-outs applied, plus the links' derivatives:
+        (X2, one, r', deltas', jac). Plain softmax: the scores themselves and jac None. With
+        read-outs: r' = u_1 and deltas'[k] = u_k - u_1 from each model's log-weights u_k,
+        computed once (KReadouts.model_log_weights), so that every pair's (c, delta) is
+        :meth:`pair_logits` of them, as for plain softmax; jac (None for exp links) takes
+        the weights back (:meth:`_through_links`)."""
+        X2, one, r, deltas = self._stored_scores(X)
+        if self.readouts is None or self.readouts_per_pair:
+            return X2, one, r, deltas, None
+        r, deltas, jac = self.readouts.model_log_weights(r, deltas)
+        return X2, one, r, deltas, jac
+
+    def _through_links(self, w_r: np.ndarray, w_delta: np.ndarray, jac):
+        """The weights (w_r, w_delta) on (r', deltas') = (u_1, u_k - u_1) as weights on the
+        scores (r, deltas), :meth:`combine`'s layout: model k's log-weights carry g_1 = w_r -
+        sum_k w_delta[k] and g_k = w_delta[k], its scores h_k = g_k phi_k'(s_k) (the chain
+        rule once per model), and s_k = r + delta_k gives w_r = sum_k h_k, w_delta[k] = h_k.
+        Worked on k x n transposes (the fused pairs hand over such), returned as n x k views."""
+        if jac is None:
+            return w_r, w_delta
+        n = self.n
+        wr, wd = w_r.T, w_delta.T
+        g = np.array(wr, dtype=np.float64)
+        out = np.empty(wd.shape)
+        for k in range(1, self.K):
+            block = slice((k - 1) * n, k * n)
+            g -= wd[:, block]
+            np.multiply(wd[:, block], jac[k].T, out=out[:, block])
+        g *= jac[0].T
+        for k in range(1, self.K):
+            g += out[:, (k - 1) * n:k * n]
+        return g.T, out.T
+
     def _stored_scores(self, X: np.ndarray):
         """(X as a d x k block, whether X was one vector, r in float64, deltas in the stored
         precision with deltas[0] None): one pass, no float64 copy of K n x k."""
@@ -152,17 +191,19 @@ class KModels:
         the columns allow it. `ranking`: values only to rank columns by, from the
         Bhattacharyya coefficients where they resolve D (maths/kway_coefficients.py:
         coefficient_distances, 2.5x cheaper), else the same numbers as without."""
-        X2, one, r, deltas = self._stored_scores(X)
-        if ranking and not weights and self.readouts is None:
+        X2, one, r, deltas, jac = self._model_scores(X)
+        per_pair = self.readouts is not None and self.readouts_per_pair
+        if ranking and not weights and not per_pair:
             D = coefficient_distances(r, deltas, self.pairs)
             if D is not None:
                 return D[:, 0] if one else D
-        fused = None if weights or self.readouts is not None else \
-            fused_pairs(r, deltas, self.pairs, keep_u=False)
+        fused = None if weights or per_pair else fused_pairs(r, deltas, self.pairs, keep_u=False)
         if fused is not None:
             D = np.maximum(fused.D, 0.0)
         else:
             D, ws = self._pairwise(r, deltas, X2.shape[1], weights)
+            if jac is not None:         # each pair's weights back to its (m, D) scores
+                ws = [Readout.backward(*w, (jac[i], jac[j])) for w, (i, j) in zip(ws, self.pairs)]
         if one:
             D = D[:, 0]
         return (D, ws) if weights else D
@@ -174,30 +215,31 @@ class KModels:
         allow it, else pair by pair. `rough`: from the Bhattacharyya coefficients where they
         resolve D (maths/kway_coefficients.py: good to ~1e-16 / D relative, 4-8x cheaper), to
         climb with while exploring."""
-        X2, _, r, deltas = self._stored_scores(X)
-        if self.readouts is None:           # the fused forms model plain softmax pairs
+        X2, _, r, deltas, jac = self._model_scores(X)
+        if self.readouts is None or not self.readouts_per_pair:
             if rough:
                 found = coefficient_pairs(r, deltas, self.pairs, keep=True)
                 if found is not None:
-                    return found.D, found.combine
+                    return found.D, lambda mu: self._through_links(*found.combine(mu), jac)
             fused = fused_pairs(r, deltas, self.pairs, keep_u=True)
             if fused is not None:
-                return np.maximum(fused.D, 0.0), fused.combine
+                return np.maximum(fused.D, 0.0), lambda mu: self._through_links(*fused.combine(mu), jac)
         D, ws = self._pairwise(r, deltas, X2.shape[1], True)
-        return D, lambda mu: self.combine(mu, ws)
+        return D, lambda mu: self._through_links(*self.combine(mu, ws), jac)
 
     def _pairwise(self, r, deltas, k: int, weights: bool):
         """(D, per-pair weights or []) pair by pair (bhattacharyya_weights); the pairs'
-        logits are formed in two buffers shared by all pairs. With read-outs the pair's
-        midpoint and difference scores go through its Readout (forward to (c, delta), and
-        the weights back to the scores): the pair design's code."""
+        logits are formed in two buffers shared by all pairs. With read-outs and
+        :attr:`readouts_per_pair` the pair's midpoint and difference scores go through its
+        Readout (forward to (c, delta), and the weights back to the scores): the pair design's
+        code, each model's link evaluated 2(K - 1) times."""
         D = np.empty((len(self.pairs), k))
         buffers = (np.empty_like(r), np.empty_like(r))
         ws = []
         for p, (i, j) in enumerate(self.pairs):
             c, delta = self.pair_logits(r, deltas, i, j, buffers)
             jac = None
-            if self.readouts is not None:
+            if self.readouts is not None and self.readouts_per_pair:
                 c, delta, jac = self.readouts.pair_logits(c, delta, i, j)
             Dp, w_c, w_g = bhattacharyya_weights(c, delta)
             D[p] = np.maximum(Dp, 0.0)

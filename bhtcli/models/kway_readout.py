@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from bhtcli.models.links import EXP, Link
-from bhtcli.models.readout import Readout
+from bhtcli.models.readout import Readout, floored
 
 
 @dataclass(frozen=True)
@@ -23,6 +23,10 @@ class KReadouts:
 
     links: tuple
     biases: tuple
+
+    @property
+    def K(self) -> int:
+        return len(self.links)
 
     @property
     def plain(self) -> bool:
@@ -66,6 +70,36 @@ class KReadouts:
         log-likelihood ratios: decisions and the counts' correlations)."""
         u = [self.log_weights(r + (0.0 if dk is None else dk), k) for k, dk in enumerate(deltas)]
         return u[0], [np.zeros_like(u[0])] + [uk - u[0] for uk in u[1:]]
+
+    def model_log_weights(self, r: np.ndarray, deltas):
+        """(r', deltas', jac) from the K-way scores r = M_1 x and deltas[k] = (M_k - M_1) x
+        (n x k; deltas[0] None or 0): each model's read-out evaluated once, s_k = r + delta_k +
+        bias_k and its floored log-weights u_k = phi_k(s_k) (readout.py: floored), given as
+        r' = u_1 and deltas'[k] = u_k - u_1 (deltas'[0] None), the form the plain K-way
+        evaluations take (softmax(r' + deltas'[k]) is model k's law). Each difference comes
+        from delta_k + bias_k - bias_1 without cancellation where the links allow it
+        (Readout.difference of the pair (M_k, M_1), as a pair's delta). jac[k] = phi_k'(s_k)
+        (0 where floored), None when every link is exp (then the weights on (r', deltas')
+        are those on (r, deltas))."""
+        r = np.asarray(r, dtype=np.float64)
+        n = r.shape[0]
+        col = (lambda v: v) if r.ndim == 1 else (lambda v: v[:, None])
+        scores, laws = [], []
+        for k, dk in enumerate(deltas):
+            s = r if dk is None else r + dk
+            if self.biases[k] is not None:
+                s = s + col(self.biases[k])
+            scores.append(s)
+            laws.append(floored(self.links[k], s))
+        out = [None]
+        for k in range(1, self.K):
+            pair = self.pair(k, 0)
+            D = np.asarray(deltas[k], dtype=np.float64)
+            if pair.bias_a is not None or pair.bias_b is not None:
+                D = D + col(pair.bias_offsets(n)[1])
+            out.append(pair.difference(scores[k], scores[0], D, laws[k], laws[0]))
+        jac = None if self.exp_links else [law[1] for law in laws]
+        return laws[0][0], out, jac
 
     def log_weights(self, s: np.ndarray, k: int) -> np.ndarray:
         """Model k's floored log-weights from its raw scores M_k x (its bias added here)."""
