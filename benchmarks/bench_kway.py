@@ -8,6 +8,7 @@ Run:  .venv/bin/python benchmarks/bench_kway.py                       (all parts
       .venv/bin/python benchmarks/bench_kway.py --part quality
       .venv/bin/python benchmarks/bench_kway.py --part scale --reference-starts 64
       .venv/bin/python benchmarks/bench_kway.py --part kernel
+      .venv/bin/python benchmarks/bench_kway.py --part readouts --sizes 4000x64,20000x256
 
 gain:   d = 2, n = 6, 3 and 4 random models (N(0, 1.5^2) entries), E = 2: the best schedule's
         bottleneck exponent over the best single query's.
@@ -28,6 +29,11 @@ kernel: one evaluation of the K = 4 fused pairs (maths/kway_pairs.py) at n = 50,
         the coefficient form with its combined weights (what the exploring climbs use) against
         the fused pairs in turn, and the coefficient form's D alone against the fused pairs'
         (docs/maths.md §8.12, §8.13).
+readouts: K = 4 models with softcap:3 links and biases on two of them (A: rows of norm ~1, each
+        other model A + 0.3 N(0, 1/d); float64, E = 10), api.design with each model's read-out
+        evaluated once per step (the pairs through the fused kernel) against the pair-by-pair
+        read-outs (KModels.readouts_per_pair, kept for this comparison), alternating, in the same
+        run: wall seconds, passes and the bottleneck D each reaches.
 """
 from __future__ import annotations
 
@@ -193,6 +199,30 @@ def part_kernel(n=50000, K=4, widths=(1, 4, 8, 24, 32)):
     print()
 
 
+def part_readouts(sizes, repeats=2):
+    """K = 4 softcap:3 models: the per-model read-outs against the pair-by-pair ones."""
+    from bhtcli.models.kway import KModels
+    print(f"K = 4 with softcap:3 links and two biases (float64, E = 10); load {os.getloadavg()[0]:.1f}")
+    for size in sizes:
+        n, d = (int(v) for v in size.split("x"))
+        rng = np.random.default_rng(0)
+        A = rng.standard_normal((n, d)) / np.sqrt(d)
+        models = [A] + [A + 0.3 * rng.standard_normal((n, d)) / np.sqrt(d) for _ in range(3)]
+        biases = [None, rng.standard_normal(n), None, 0.5 * rng.standard_normal(n)]
+        links = ["softcap:3"] * 4
+        for _ in range(repeats):
+            for per_pair in (True, False):
+                KModels.readouts_per_pair = per_pair
+                t0 = time.perf_counter()
+                r = api.design(models, energy=10.0, links=links, biases=biases)
+                t = time.perf_counter() - t0
+                print(f"{n:,} x {d:,} {'pair by pair' if per_pair else 'per model   '}: {t:6.2f} s, "
+                      f"{r.solver['passes']} passes, bottleneck D {r.bhattacharyya_distance:.12g}",
+                      flush=True)
+        KModels.readouts_per_pair = False
+    print()
+
+
 QUALITY_CASES = ((1, 2000, 64, 3, "noise", 4.0), (2, 2000, 64, 4, "rows", 4.0),
                  (3, 3000, 128, 3, "rows", 8.0), (4, 4000, 96, 4, "noise", 2.0),
                  (5, 3000, 160, 5, "rows", 6.0), (6, 2500, 128, 3, "noise", 10.0))
@@ -200,7 +230,8 @@ QUALITY_CASES = ((1, 2000, 64, 3, "noise", 4.0), (2, 2000, 64, 4, "rows", 4.0),
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--part", choices=("all", "gain", "counts", "quality", "scale", "kernel"),
+    ap.add_argument("--part", choices=("all", "gain", "counts", "quality", "scale", "kernel",
+                                           "readouts"),
                     default="all")
     ap.add_argument("--reference-starts", type=int, default=0,
                     help="scale: also run the full K-way search with this many starts")
@@ -216,6 +247,8 @@ def main():
         part_quality("float64")
     if a.part in ("all", "kernel"):
         part_kernel()
+    if a.part in ("all", "readouts"):
+        part_readouts(["4000x64", "20000x256"] if a.part == "all" else a.sizes.split(","))
     if a.part in ("all", "scale"):
         part_scale(a.sizes.split(","), a.dtype, a.energy, a.reference_starts)
 
