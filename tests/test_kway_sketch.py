@@ -139,3 +139,19 @@ def test_leverage_models_k_way_is_one_clear_error(tmp_path):
                  lambda: api.simulate(models, energy=2.0, model="leverage", floor=0.5)):
         with pytest.raises(InputError, match="leverage compares two models at a time"):
             call()
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("k", [1, 2, 16, 17, 32])
+def test_subspace_products_keep_their_values_and_row_layout(dtype, k):
+    """The subspace's forward products (either layout, models/kway.py FORWARD_ROWS_MAX_K)
+    equal the float64 product to the stored precision, and hand over each column's scores
+    as one contiguous row (the transpose of a C-ordered k x (K n) array)."""
+    rng = np.random.default_rng(k)
+    SQ = rng.standard_normal((3 * 500, 12)).astype(dtype)
+    X = rng.standard_normal((12, k))
+    Z = ReducedKModels(SQ, 3, 500).product(X, out_dtype=SQ.dtype)
+    ref = SQ.astype(np.float64) @ X.astype(SQ.dtype).astype(np.float64)
+    tol = 1e-5 if dtype == "float32" else 1e-13
+    assert Z.shape == ref.shape and Z.dtype == SQ.dtype and Z.T.flags.c_contiguous
+    assert np.max(np.abs(Z - ref)) <= tol * np.max(np.abs(ref))

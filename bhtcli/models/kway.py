@@ -405,6 +405,14 @@ def kway_scores_at(models, x: np.ndarray, rows: int | None = None):
     return r, deltas
 
 
+# S Q X in float32 with at most this many columns is formed as (S Q) X and transposed: a
+# product of 200,000 x 88 float32 with k = 2..16 columns took 6.9-14.8 ms this way against
+# 17.4-23.8 ms as X^T (S Q)^T (the rows the fused pairs read), the same either way at 20 and
+# slower from 24 on; in float64 the X^T (S Q)^T form is the faster at every width measured
+# (OpenBLAS 0.3.31, numpy 2.4; docs/benchmarks.md)
+FORWARD_ROWS_MAX_K = 16
+
+
 class ReducedKModels(KModels):
     """The K models restricted to x = Q y: S Q (K n x r) as the stacked matrix. Its products
     read K n x r numbers, not the models, and are not counted as passes over them."""
@@ -420,6 +428,9 @@ class ReducedKModels(KModels):
         transpose of a k x (K n) array: the fused pairs read every column's scores as one
         contiguous row (maths/kway_pairs.py: columns_first)."""
         X = np.asarray(X, dtype=M.dtype)
+        if M.dtype == np.float32 and M.flags.c_contiguous and 1 < X.shape[1] <= FORWARD_ROWS_MAX_K:
+            # OpenBLAS 0.3.31's sgemm is ~3x slower as X^T M^T than as M X at these widths
+            return np.ascontiguousarray((M @ X).T, dtype=out_dtype).T
         return np.asarray((X.T @ M.T).T, dtype=out_dtype)
 
 
