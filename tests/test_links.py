@@ -398,3 +398,27 @@ def test_poly2_maximum_on_a_zero_score_ridge_is_flagged():
     assert r.hellinger_squared >= 0.4462 * (1 - 1e-3)
     assert abs((A @ np.array(r.query) + ba)[2]) < 1e-8
     assert r.solver["kkt_residual"] > 1e-3
+
+
+@pytest.mark.parametrize("link", ["softcap:2", "taylor:4"])
+def test_close_difference_falls_back_only_where_the_scores_are_huge(link):
+    """Readout's delta phi(sa) - phi(sb): the close form where the scores are moderate, the
+    plain difference where they are huge (|s/C| > 300, |s| > 700), whether a column holds
+    both kinds or one: against mpmath at 50 digits."""
+    import mpmath
+    from bhtcli.models.readout import Readout
+    L = parse_link(link)
+    ro = Readout(L, L)
+    mpmath.mp.dps = 50
+
+    def phi(s):
+        if L.kind == "softcap":
+            return L.cap * mpmath.tanh(mpmath.mpf(s) / L.cap)
+        return mpmath.log(sum(mpmath.mpf(s) ** k / mpmath.factorial(k) for k in range(L.degree + 1)))
+    sb = np.array([0.3, -1.2, 2000.0, 0.7])
+    ds = np.array([1e-9, 3e-6, 1.5, -2e-7])
+    for idx in ([0, 1], [2], [0, 1, 2, 3]):
+        got = ro._difference(sb[idx] + ds[idx], sb[idx], ds[idx])
+        for g, s, e in zip(got, sb[idx], ds[idx]):
+            exact = float(phi(mpmath.mpf(s) + mpmath.mpf(e)) - phi(s))
+            assert g == pytest.approx(exact, rel=1e-8, abs=1e-300 if abs(s) < 700 else 1e-9)

@@ -107,8 +107,7 @@ class Readout:
                 ok = (np.abs(sa) <= 700.0) & (np.abs(sb) <= 700.0)
                 sa_, sb_, ds_ = (np.where(ok, z, 0.0) for z in (sa, sb, ds))
                 ratio = taylor_difference(sa_, sb_, ds_, K) * np.exp(-log_taylor(sb_, K))
-                close = np.log1p(ratio)
-                return np.where(ok, close, la.log_weight(sa) - lb.log_weight(sb))
+                return _where_ok(ok, np.log1p(ratio), lambda: la.log_weight(sa) - lb.log_weight(sb))
             if la == lb and la.kind == "softcap":
                 # C (tanh a - tanh b) = C sinh(a - b) / (cosh a cosh b), a = sa/C, b = sb/C
                 C = la.cap
@@ -116,7 +115,7 @@ class Readout:
                 ok = (np.abs(a) <= 300.0) & (np.abs(b) <= 300.0)
                 a_, b_ = np.where(ok, a, 0.0), np.where(ok, b, 0.0)
                 close = C * np.sinh(np.where(ok, ds, 0.0) / C) / (np.cosh(a_) * np.cosh(b_))
-                return np.where(ok, close, la.log_weight(sa) - lb.log_weight(sb))
+                return _where_ok(ok, close, lambda: la.log_weight(sa) - lb.log_weight(sb))
             return la.psi(sa) - lb.psi(sb) + ds
 
     def log_weights(self, s: np.ndarray, model: str = "A") -> np.ndarray:
@@ -126,6 +125,12 @@ class Readout:
         if bias is not None:
             s = s + (bias if s.ndim == 1 else bias[:, None])
         return floored(link, s)[0]
+
+
+def _where_ok(ok: np.ndarray, close: np.ndarray, fallback) -> np.ndarray:
+    """close where ok, else fallback() (computed only when some entry is not ok: the links'
+    plain difference, two more link evaluations per entry)."""
+    return close if ok.all() else np.where(ok, close, fallback())
 
 
 def make_readout(n: int, link_a="exp", link_b="exp", bias_a=None, bias_b=None) -> Readout:
