@@ -276,6 +276,24 @@ def test_k_models_take_each_pairs_exact_ceiling():
         design([A[:40], B[:40], C[:40]], energy="1,2", certificate="exact")
 
 
+def test_k_models_say_which_pairs_have_no_exact_ceiling():
+    """--certificate exact with a softcapped model: the bilinear ceiling covers exp links
+    without biases only, so its two pairs keep their closed-form ceilings and a Note names
+    each of them (a pair says so in certificate.note; the K models' certificate has no note);
+    the plain pair gets its bilinear candidate and no note."""
+    from bhtcli.errors import notes_to
+    rng = np.random.default_rng(3)
+    A, B, C = (rng.standard_normal((60, 4)) for _ in range(3))
+    notes = []
+    with notes_to(notes.append):
+        k = bound([A, B, C], 1.0, certificate="exact", links=["softcap:3", "exp", "exp"])
+    assert notes == [f"--certificate exact, {p}: the bilinear ceiling covers exp links without "
+                     "biases only" for p in ("M1 - M2", "M1 - M3")]
+    with notes_to(notes.append):
+        bound([A, B, C], 1.0, certificate="exact")
+    assert len(notes) == 2
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("n", [100, 300])
 def test_antipodal_pairs_have_a_zero_quartic_part(tmp_path, n):

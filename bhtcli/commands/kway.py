@@ -145,10 +145,16 @@ def exact_ceilings(facts: list, mats, energy: float, readouts=None, progress=Non
     """Each pair's facts with the bilinear ceiling added (--certificate exact; docs/maths.md
     §4.14), as a pair's design and bound add it: K(K-1)/2 of them, one n x n matrix each."""
     from bhtcli.analysis.bilinear import with_bilinear_ceiling
-    pairs = itertools.combinations(range(len(mats)), 2)
-    return [with_bilinear_ceiling(f, mats[i], mats[j], energy,
+    out = []
+    for f, (i, j) in zip(facts, itertools.combinations(range(len(mats)), 2)):
+        f = with_bilinear_ceiling(f, mats[i], mats[j], energy,
                                   None if readouts is None else readouts.pair(i, j), log=progress)
-            for f, (i, j) in zip(facts, pairs)]
+        if f.ceiling is not None and "bilinear" in f.ceiling.candidates and \
+                f.ceiling.candidates["bilinear"] is None:
+            # a pair's JSON says why in certificate.note; the K models' certificate has none
+            note(f"--certificate exact, M{i + 1} - M{j + 1}: {f.ceiling.note}")
+        out.append(f)
+    return out
 
 
 class _Watched:
