@@ -436,10 +436,9 @@ def bound_kway(models, energy: float, error: float = 0.05, spec=None, certificat
                      "row_diameter": f.diameter.value,
                      "ceiling_method": f.ceiling.method if f.ceiling else None})
     n, d = mats[0].shape
-    certificate = {k: cert[k] for k in ("bhattacharyya_max_bound", "hellinger_squared_max_bound",
-                                        "binding_pair", "ceiling_method",
-                                        "samples_lower_any_strategy")}
-    return BoundResult("softmax", n, d, energy, error, True, None, None, None, certificate,
+    shown = {k: cert[k] for k in ("bhattacharyya_max_bound", "hellinger_squared_max_bound",
+                                  "binding_pair", "ceiling_method", "samples_lower_any_strategy")}
+    return BoundResult("softmax", n, d, energy, error, True, None, None, None, shown,
                        readout=readout_of(readouts), models=names, pairs=rows)
 
 

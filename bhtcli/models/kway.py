@@ -45,6 +45,11 @@ class KModels:
     # each model's read-out was evaluated once), kept for benchmarks/bench_kway.py --part readouts
     readouts_per_pair = False
 
+    @property
+    def _per_pair(self) -> bool:
+        """Read-outs evaluated pair by pair (:attr:`readouts_per_pair`, and there are some)."""
+        return self.readouts is not None and self.readouts_per_pair
+
     def __init__(self, models, dtype: str = "float64", readouts=None):
         """`readouts`: a :class:`bhtcli.models.kway_readout.KReadouts` (None: every model plain
         softmax). Blocks are row-centred only when every link is exp."""
@@ -147,7 +152,7 @@ class KModels:
         :meth:`pair_logits` of them, as for plain softmax; jac (None for exp links) takes
         the weights back (:meth:`_through_links`)."""
         X2, one, r, deltas = self._stored_scores(X)
-        if self.readouts is None or self.readouts_per_pair:
+        if self.readouts is None or self._per_pair:
             return X2, one, r, deltas, None
         r, deltas, jac = self.readouts.model_log_weights(r, deltas)
         return X2, one, r, deltas, jac
@@ -192,12 +197,11 @@ class KModels:
         Bhattacharyya coefficients where they resolve D (maths/kway_coefficients.py:
         coefficient_distances, 2.5x cheaper), else the same numbers as without."""
         X2, one, r, deltas, jac = self._model_scores(X)
-        per_pair = self.readouts is not None and self.readouts_per_pair
-        if ranking and not weights and not per_pair:
+        if ranking and not weights and not self._per_pair:
             D = coefficient_distances(r, deltas, self.pairs)
             if D is not None:
                 return D[:, 0] if one else D
-        fused = None if weights or per_pair else fused_pairs(r, deltas, self.pairs, keep_u=False)
+        fused = None if weights or self._per_pair else fused_pairs(r, deltas, self.pairs, keep_u=False)
         if fused is not None:
             D = np.maximum(fused.D, 0.0)
         else:
@@ -216,7 +220,7 @@ class KModels:
         resolve D (maths/kway_coefficients.py: good to ~1e-16 / D relative, 4-8x cheaper), to
         climb with while exploring."""
         X2, _, r, deltas, jac = self._model_scores(X)
-        if self.readouts is None or not self.readouts_per_pair:
+        if not self._per_pair:
             if rough:
                 found = coefficient_pairs(r, deltas, self.pairs, keep=True)
                 if found is not None:
@@ -239,7 +243,7 @@ class KModels:
         for p, (i, j) in enumerate(self.pairs):
             c, delta = self.pair_logits(r, deltas, i, j, buffers)
             jac = None
-            if self.readouts is not None and self.readouts_per_pair:
+            if self._per_pair:
                 c, delta, jac = self.readouts.pair_logits(c, delta, i, j)
             Dp, w_c, w_g = bhattacharyya_weights(c, delta)
             D[p] = np.maximum(Dp, 0.0)
