@@ -287,7 +287,7 @@ def test_k_models_say_which_pairs_have_no_exact_ceiling():
     notes = []
     with notes_to(notes.append):
         k = bound([A, B, C], 1.0, certificate="exact", links=["softcap:3", "exp", "exp"])
-    assert notes == [f"--certificate exact, {p}: the bilinear ceiling covers exp links without "
+    assert notes == [f"certificate exact, {p}: the bilinear ceiling covers exp links without "
                      "biases only" for p in ("M1 - M2", "M1 - M3")]
     with notes_to(notes.append):
         bound([A, B, C], 1.0, certificate="exact")

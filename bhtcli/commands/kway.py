@@ -152,7 +152,7 @@ def exact_ceilings(facts: list, mats, energy: float, readouts=None, progress=Non
         if f.ceiling is not None and "bilinear" in f.ceiling.candidates and \
                 f.ceiling.candidates["bilinear"] is None:
             # a pair's JSON says why in certificate.note; the K models' certificate has none
-            note(f"--certificate exact, M{i + 1} - M{j + 1}: {f.ceiling.note}")
+            note(f"{parameter_name('certificate')} exact, M{i + 1} - M{j + 1}: {f.ceiling.note}")
         out.append(f)
     return out
 
