@@ -374,6 +374,10 @@ def _check_design_paths(spec, *, energies, queries, candidates, subspace, names,
             raise InputError(f"{p('queries')} searches budgets up to one {p('energy')} (the largest "
                              "to consider); give one number")
         return
+    if search_space == "sketch" and spec.links is not None:
+        raise InputError(f"{p('search_space')} sketch models plain softmax models; three or more "
+                         f"models with read-outs ({p('links')} or {p('biases')}, given or "
+                         "declared by their checkpoints) are searched in full d: drop it")
     if candidates is not None and subspace is not None:
         raise InputError(f"{p('candidates')} and {p('subspace')} do not go together: rank "
                          "candidates in the full space, or design inside a subspace")

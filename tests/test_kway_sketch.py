@@ -102,6 +102,23 @@ def test_the_size_rule():
                    search_space="sketch", starts=8)
 
 
+def test_models_with_readouts_are_searched_in_full_d():
+    """The sketch's screens model plain softmax pairs: at the sketch's sizes "auto" keeps
+    models with read-outs in full d (the rule is the search's, as a pair's use_sketch asks for
+    exp links), "sketch" is refused by the search, and bhtcli.api names the option before it
+    reads a model (the paths here do not exist)."""
+    from types import SimpleNamespace
+    plain = SimpleNamespace(n=50_000, d=1_024, readouts=None)
+    linked = SimpleNamespace(n=50_000, d=1_024, readouts=object())
+    assert use_kway_sketch(plain, "auto", None) and not use_kway_sketch(linked, "auto", None)
+    with pytest.raises(ValueError, match="plain softmax"):
+        use_kway_sketch(linked, "sketch", None)
+    with pytest.raises(InputError, match="search_space sketch models plain softmax") as e:
+        api.design(["no-such-1.npy", "no-such-2.npy", "no-such-3.npy"], energy=1.0,
+                   links="exp,softcap:2,exp", search_space="sketch")
+    assert "no-such" not in str(e.value)
+
+
 @pytest.mark.slow
 def test_sketch_result_is_a_kkt_point_of_the_bottleneck():
     models = case(6, 600, 48, 4, "noise")

@@ -548,9 +548,10 @@ def _kway_reports(r: _Ranked, x, radius, options, schedule, progress):
     """The K-way report at the best row x, and the optimum of the bottleneck search over the
     ball (the best rows among its starts)."""
     from bhtcli.analysis.facts import bottleneck_certificate
-    from bhtcli.commands.kway import at_query, bottleneck_result, facts_beside, search_bottleneck
+    from bhtcli.commands.kway import at_query, bottleneck_result, facts_beside
     from bhtcli.models.kway import SoftBottleneck
     from bhtcli.search.bottleneck import SHARPNESS
+    from bhtcli.search.entry import maximize
     from bhtcli.search.kkt import kkt_residuals
     from bhtcli.search.result import solver_dict
     km, error, norm = r.pair, r.error, float(r.scores.norms[r.top_rows[0]])
@@ -558,9 +559,8 @@ def _kway_reports(r: _Ranked, x, radius, options, schedule, progress):
         pairs, worst, samples = at_query(r.mats, km.pairs, x, error, km.readouts)
         Dbest = pairs[worst]["bhattacharyya_distance"]
         watched(f"designing the optimum over the ball of radius {radius:g} for comparison")
-        found, _, _ = search_bottleneck(km, radius, search_space=options.search_space,
-                                        starts=options.starts, seed=options.seed,
-                                        progress=watched, carried=_carried(r))
+        found = maximize(km, radius, options.search_space, starts=options.starts,
+                         seed=options.seed, progress=watched, carried=_carried(r))
         facts = job.result()
     opt_pairs, opt_worst, opt_samples = at_query(r.mats, km.pairs, found.x, error, km.readouts)
     optimum = _optimum(opt_pairs[opt_worst]["bhattacharyya_distance"], opt_samples, found)

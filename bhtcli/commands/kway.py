@@ -249,23 +249,6 @@ def pair_schedule(result: DesignResult) -> DesignResult:
     return replace(result, schedule=sched)
 
 
-def search_bottleneck(km: KModels, energy: float, *, search_space: str = "auto",
-                      starts: int | None = None, seed: int = 0, progress=None, carried=None):
-    """(SearchResult, subspace or None, pair directions): the bottleneck's search through
-    the one search entry (search.maximize: sketched at vocabulary scale or full); `carried`
-    starting points climb too. Models with read-outs are searched in full d (the sketch's
-    screens model plain softmax pairs)."""
-    if km.readouts is not None:
-        if search_space == "sketch":
-            raise InputError(f"{parameter_name('search_space')} sketch models plain softmax "
-                             f"models; with {parameter_name('links')} or "
-                             f"{parameter_name('biases')} the search is full")
-        search_space = "full"
-    found = maximize(km, energy, search_space or "auto", starts=starts, seed=seed,
-                     progress=progress, carried=carried)
-    return found, found.subspace, found.directions
-
-
 def at_query(mats, pairs_ij, x, error: float, readouts=None):
     """(pairs, index of the bottleneck pair, samples) at the query x, in float64."""
     law = _law_at(mats, [x], [1.0], readouts)
@@ -356,9 +339,9 @@ def design_loaded(mats, names, readouts, energy: float, options, *, dtype: str,
         progress(f"checking {len(mats) * (len(mats) - 1) // 2} pairs beside the search")
     with facts_beside(mats, names, energy, progress, readouts) as (job, watched):
         km = KModels(mats, dtype=dtype, readouts=readouts)
-        found, space, directions = search_bottleneck(km, energy, search_space=search_space,
-                                                     starts=starts, seed=seed, progress=watched,
-                                                     carried=carried)
+        found = maximize(km, energy, search_space, starts=starts, seed=seed,
+                         progress=watched, carried=carried)
+        space, directions = found.subspace, found.directions
         x = found.x
         pairs, worst, samples = at_query(mats, km.pairs, x, error, readouts)
         D = pairs[worst]["bhattacharyya_distance"]

@@ -248,10 +248,16 @@ def _kink_residual(models: KModels, x: np.ndarray, energy: float):
 # ------------------------------------------------------------------ the sketched search
 def use_kway_sketch(models: KModels, search_space: str | None, starts: int | None) -> bool:
     """"sketch" always, "full" never; "auto" (the default) at the pair sketch's sizes (n d >=
-    SKETCH_MIN_SIZE with d >= SKETCH_MIN_D) when the number of starts is not fixed."""
+    SKETCH_MIN_SIZE with d >= SKETCH_MIN_D) when the number of starts is not fixed, for plain
+    softmax models: the screens and the subspace's products model plain softmax pairs, so
+    models with read-outs (links, biases) are searched in full d, and "sketch" is refused for
+    them (ValueError; bhtcli.api names the options before any model is read)."""
+    if search_space == "sketch" and models.readouts is not None:
+        raise ValueError("the sketched K-way search models plain softmax models; models with "
+                         "read-outs are searched by 'full' (or 'auto')")
     if search_space == "sketch":
         return True
-    if search_space == "full" or starts is not None:
+    if search_space == "full" or starts is not None or models.readouts is not None:
         return False
     return models.n * models.d >= SKETCH_MIN_SIZE and models.d >= SKETCH_MIN_D
 
