@@ -32,7 +32,8 @@ def maximize(problem, energy: float, method: str = "auto", *, starts: int | None
     problem : SoftmaxPair, LeveragePair or KModels
         What to maximise (its Bhattacharyya distance, or `objective` for "box"; K models: the
         bottleneck min_{i<j} D_ij, full or sketched by the pair's size rule, with "auto",
-        "full" or "sketch"; the result carries the subspace and the pairs' directions).
+        "full" or "sketch"; models with read-outs in full d, "sketch" a ValueError for them;
+        the result carries the subspace and the pairs' directions).
     energy : float
         The radius of the ball ||x|| <= energy (softmax methods; unused by "box").
     method : {"auto", "full", "sketch", "ccp", "box"}
