@@ -55,7 +55,7 @@ from bhtcli.search.ascent import (BatchedAscent, distinct, gradient_tolerances, 
 from bhtcli.search.kkt import HULL_MAX, hull_residual, kkt_residuals
 from bhtcli.search.result import SearchResult, maxima_values
 from bhtcli.search.scan import SCAN_KEEP, bottleneck_scan, scan_applies, with_scan, zoom
-from bhtcli.search.sketch import (HALVING_KEEP, RAY_MARGIN, SKETCH_MIN_D, SKETCH_MIN_SIZE,
+from bhtcli.search.sketch import (HALVING_KEEP, RAY_MARGIN, at_sketch_size,
                                   orthonormal_extension, single_row_screen,
                                   successive_halving)
 from bhtcli.search.sketch import Subspace as PairSubspace
@@ -252,14 +252,14 @@ def use_kway_sketch(models: KModels, search_space: str | None, starts: int | Non
     softmax models: the screens and the subspace's products model plain softmax pairs, so
     models with read-outs (links, biases) are searched in full d, and "sketch" is refused for
     them (ValueError; bhtcli.api names the options before any model is read)."""
-    if search_space == "sketch" and models.readouts is not None:
-        raise ValueError("the sketched K-way search models plain softmax models; models with "
-                         "read-outs are searched by 'full' (or 'auto')")
     if search_space == "sketch":
+        if models.readouts is not None:
+            raise ValueError("the sketched K-way search models plain softmax models; models "
+                             "with read-outs are searched by 'full' (or 'auto')")
         return True
     if search_space == "full" or starts is not None or models.readouts is not None:
         return False
-    return models.n * models.d >= SKETCH_MIN_SIZE and models.d >= SKETCH_MIN_D
+    return at_sketch_size(models)
 
 
 class Subspace(PairSubspace):

@@ -85,7 +85,13 @@ def use_sketch(pair: SoftmaxPair, search_space: str | None, starts: int | None =
     if search_space == "full":
         return False
     return (starts is None and pair.readout.exp_links and pair.objective == "bhattacharyya"
-            and pair.n * pair.d >= SKETCH_MIN_SIZE and pair.d >= SKETCH_MIN_D)
+            and at_sketch_size(pair))
+
+
+def at_sketch_size(problem) -> bool:
+    """Whether `problem` (a pair or K models) is large enough for the sketch under "auto":
+    n d >= SKETCH_MIN_SIZE with d >= SKETCH_MIN_D (the size rule of pairs and K models)."""
+    return problem.n * problem.d >= SKETCH_MIN_SIZE and problem.d >= SKETCH_MIN_D
 
 
 def _orth(Q: np.ndarray, new: np.ndarray) -> np.ndarray:
